@@ -1,0 +1,1 @@
+"""The command line: verb commands generated from the manifest, plus serve/attach/mcp."""

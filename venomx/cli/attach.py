@@ -1,0 +1,78 @@
+"""``venomx attach``: a human's view of a pane, in raw mode, until Ctrl-\\ or pane exit."""
+
+from __future__ import annotations
+
+import base64
+import os
+import sys
+import termios
+import threading
+import tty
+
+from venomx.client import Client
+from venomx.wire import VenomxError
+
+DETACH = b"\x1c"
+
+
+def run_attach(pane: str, readonly: bool, sock: str | None, token: str | None) -> int:
+    try:
+        view = Client(sock, token)
+        keys = None if readonly else Client(sock, token)
+    except VenomxError as err:
+        print(f"venomx: {err.code}: {err.message}", file=sys.stderr)
+        return err.exit_code
+    rid = view.start("pane.attach", {"pane": pane})
+    fd = sys.stdin.fileno()
+    saved = termios.tcgetattr(fd) if os.isatty(fd) else None
+    out = sys.stdout.buffer
+
+    def pump_keys() -> None:
+        while True:
+            try:
+                data = os.read(fd, 4096)
+            except OSError:
+                return
+            if not data or DETACH in data:
+                view.cancel(rid)
+                return
+            if keys is not None:
+                try:
+                    keys.call("pane.send", {"pane": pane,
+                                            "data": base64.b64encode(data).decode()})
+                except VenomxError:
+                    return
+
+    code = 0
+    try:
+        if saved is not None:
+            tty.setraw(fd)
+        threading.Thread(target=pump_keys, daemon=True).start()
+        while True:
+            frame = view.read()
+            if frame.get("id") != rid:
+                continue
+            if "item" in frame:
+                item = frame["item"]
+                chunk = item.get("screen", {}).get("data") or item.get("data")
+                if chunk:
+                    out.write(base64.b64decode(chunk))
+                    out.flush()
+                continue
+            if "error" in frame:
+                err = VenomxError.from_dict(frame["error"])
+                if err.code != "cancelled":
+                    code = err.exit_code
+                    sys.stderr.write(f"\r\nvenomx: {err.code}: {err.message}\r\n")
+            break
+    except VenomxError as err:
+        code = err.exit_code
+    finally:
+        if saved is not None:
+            termios.tcsetattr(fd, termios.TCSADRAIN, saved)
+        out.write(b"\r\n[detached]\r\n" if code == 0 else b"")
+        out.flush()
+        view.close()
+        if keys is not None:
+            keys.close()
+    return code

@@ -1,0 +1,167 @@
+"""Commands that are not verbs: serve, attach, events (for humans), completion, skill, mcp."""
+
+from __future__ import annotations
+
+import json
+import os
+import sys
+from typing import Any
+
+import click
+
+from venomx.paths import socket_path
+from venomx.wire import VenomxError, dumps
+
+
+@click.command("serve")
+@click.option("--socket", "socket_", default=None, help="Socket path")
+@click.option("--config", "config_file", default=None, help="TOML config file")
+@click.option("--detach", is_flag=True, help="Run in the background; return once serving")
+@click.option("--log-level", default="info",
+              type=click.Choice(["debug", "info", "warning", "error"]))
+@click.option("--test-seams", is_flag=True, help="Enable the seam.* verbs (tests only)")
+@click.option("--json", "as_json", is_flag=True, help="With --detach: print JSON")
+def serve(socket_: str | None, config_file: str | None, detach: bool, log_level: str,
+          test_seams: bool, as_json: bool) -> None:
+    """Run the daemon."""
+    from venomx.daemon.main import run_daemon
+
+    path = os.path.abspath(socket_path(socket_))
+    if not detach:
+        sys.exit(run_daemon(path, config_file, test_seams, log_level))
+    r, w = os.pipe()
+    pid = os.fork()
+    if pid == 0:
+        os.close(r)
+        os.setsid()
+        if os.fork() != 0:
+            os._exit(0)
+        devnull = os.open(os.devnull, os.O_RDWR)
+        os.dup2(devnull, 0)
+        os.dup2(devnull, 1)
+        os.makedirs(os.path.dirname(path), mode=0o700, exist_ok=True)
+        logfd = os.open(os.path.join(os.path.dirname(path), "venomx.log"),
+                        os.O_WRONLY | os.O_CREAT | os.O_APPEND, 0o600)
+        os.dup2(logfd, 2)
+        code = 1
+        try:
+            code = run_daemon(path, config_file, test_seams, log_level, ready_fd=w)
+        finally:
+            os._exit(code)
+    os.close(w)
+    os.waitpid(pid, 0)
+    data = b""
+    while chunk := os.read(r, 4096):
+        data += chunk
+    os.close(r)
+    if not data:
+        click.echo("venomx: unavailable.start: the daemon did not start (see venomx.log "
+                   "beside the socket)", err=True)
+        sys.exit(6)
+    info = json.loads(data)
+    if "error" in info:
+        err = VenomxError.from_dict(info["error"])
+        if as_json:
+            click.echo(dumps({"error": err.to_dict()}).decode())
+        else:
+            click.echo(f"venomx: {err.code}: {err.message}", err=True)
+        sys.exit(err.exit_code)
+    click.echo(dumps(info).decode() if as_json else
+               f"venomx serving on {info['socket']} (pid {info['pid']}, {info['source']})")
+
+
+@click.command("attach")
+@click.option("--pane", required=True)
+@click.option("--readonly", is_flag=True, help="Only watch; send no input")
+@click.option("--socket", "socket_", default=None)
+@click.option("--token", default=None)
+def attach(pane: str, readonly: bool, socket_: str | None, token: str | None) -> None:
+    """Watch a pane on this terminal and type into it; Ctrl-\\ detaches."""
+    from venomx.cli.attach import run_attach
+
+    sys.exit(run_attach(pane, readonly, socket_, token or os.environ.get("VENOMX_TOKEN")))
+
+
+def event_line(ev: dict[str, Any]) -> str:
+    data = " ".join(f"{k}={json.dumps(v, separators=(',', ':'))}"
+                    for k, v in ev.get("data", {}).items())
+    return f"{ev['seq']:>6} {ev['ts']} {ev['type']:<24} {data}".rstrip()
+
+
+def events_cmd(ctx: click.Context, follow: bool, after: int | None, as_json: bool,
+               socket_: str | None, token: str | None) -> None:
+    from venomx.client import Client
+
+    if ctx.invoked_subcommand:
+        return
+    tok = token or os.environ.get("VENOMX_TOKEN") or None
+    try:
+        with Client(socket_, tok) as c:
+            if follow:
+                params: dict[str, Any] = {"snapshot": False}
+                if after is not None:
+                    params["after"] = after
+                for item in c.stream("events.subscribe", params):
+                    if "event" in item:
+                        ev = item["event"]
+                        click.echo(dumps(ev).decode() if as_json else event_line(ev))
+            else:
+                res = c.call("events.read", {} if after is None else {"after": after})
+                for ev in res["events"]:
+                    click.echo(dumps(ev).decode() if as_json else event_line(ev))
+    except VenomxError as err:
+        if as_json:
+            click.echo(dumps({"error": err.to_dict()}).decode())
+        else:
+            click.echo(f"venomx: {err.code}: {err.message}", err=True)
+        sys.exit(err.exit_code)
+    except KeyboardInterrupt:
+        sys.exit(0)
+
+
+@click.command("skill")
+def skill() -> None:
+    """Print the agent skill (how to use venomx safely)."""
+    from venomx.manifest.generate import skill_md
+
+    click.echo(skill_md(), nl=False)
+
+
+@click.command("mcp")
+@click.option("--socket", "socket_", default=None)
+def mcp(socket_: str | None) -> None:
+    """Serve the verbs as MCP tools on stdio."""
+    from venomx.mcp import main
+
+    main(socket_)
+
+
+def add_to(root: click.Group, groups: dict[str, click.Group]) -> None:
+    root.add_command(serve)
+    root.add_command(attach)
+    root.add_command(skill)
+    root.add_command(mcp)
+
+    @click.command("completion")
+    @click.argument("shell", type=click.Choice(["bash", "zsh", "fish"]))
+    def completion(shell: str) -> None:
+        """Print a shell completion script (source it from your shell's rc file)."""
+        from click.shell_completion import get_completion_class
+
+        cls = get_completion_class(shell)
+        assert cls is not None
+        click.echo(cls(root, {}, "venomx", "_VENOMX_COMPLETE").source())
+
+    root.add_command(completion)
+    events = groups["events"]
+    events.invoke_without_command = True
+    events.help = ("Show events: `venomx events [--follow] [--after N] [--json]`, or the "
+                   "verbs below.")
+    events.params.extend([
+        click.Option(["--follow"], is_flag=True, help="Keep printing live events"),
+        click.Option(["--after"], type=int, default=None, help="Start after this seq"),
+        click.Option(["--json", "as_json"], is_flag=True),
+        click.Option(["--socket", "socket_"], default=None),
+        click.Option(["--token"], default=None),
+    ])
+    events.callback = click.pass_context(events_cmd)

@@ -1,0 +1,1 @@
+"""The daemon: an asyncio reactor that owns all state and never blocks."""

@@ -1,0 +1,171 @@
+"""Authorization (§5): grants, scopes, containment, delegation, and the audit log.
+
+``check(principal, right, resource, node)`` is the one question every verb's
+authorization reduces to; the dispatcher asks it, handlers never improvise. ``node`` is
+the resource's containment and ownership chain (live, or frozen for removed resources);
+``None`` means the resource is absent, and then only ID-based scopes cover it.
+"""
+
+from __future__ import annotations
+
+import re
+from collections import deque
+from dataclasses import dataclass
+from typing import Any
+
+from venomx.daemon.registry import AuthNode, Grant, Principal, Registry, now_iso
+from venomx.wire import VenomxError
+
+RIGHTS = ("read", "write", "spawn", "admin")
+KINDS = ("session", "window", "pane", "run")
+_SCOPE = re.compile(r"\*|self|(session|window|pane|run):(\*|[A-Za-z0-9._-]{1,64})")
+OWNER_GRANTS = [Grant(r, "*") for r in RIGHTS]
+DEFAULT_CHILD = [Grant("read", "self"), Grant("write", "self"), Grant("spawn", "self")]
+
+
+def parse_grants(value: Any, param: str = "grants") -> list[Grant]:
+    """Validate a grants array; errors are ``invalid_params.grants`` naming the index."""
+    def fail(reason: str, index: int | None = None) -> VenomxError:
+        data: dict[str, Any] = {"param": param, "reason": reason}
+        if index is not None:
+            data["index"] = index
+        return VenomxError("invalid_params.grants", f"{param}: {reason}", data)
+
+    if not isinstance(value, list):
+        raise fail("not_array")
+    out = []
+    for i, g in enumerate(value):
+        if not isinstance(g, dict) or set(g) != {"right", "scope"}:
+            raise fail("shape", i)
+        right, scope = g["right"], g["scope"]
+        if not isinstance(right, str) or right not in RIGHTS:
+            raise fail("right", i)
+        if not isinstance(scope, str) or not _SCOPE.fullmatch(scope):
+            raise fail("scope", i)
+        out.append(Grant(right, scope))
+    return out
+
+
+def kind_of(resource: str) -> str:
+    return resource.split(":", 1)[0]
+
+
+def scope_covers(reg: Registry, holder: Principal, scope: str, resource: str,
+                 node: AuthNode | None) -> bool:
+    if scope == "*":
+        return True
+    if resource in ("*", "session:*"):
+        return resource == "session:*" and scope == "session:*"
+    chain = node.chain() if node is not None else []
+    if scope == "self":
+        for n in chain:
+            if n.owner is not None and reg.is_descendant(n.owner, holder.id):
+                return True
+            if holder.pane is not None and n.resource == f"pane:{holder.pane}":
+                return True
+        return False
+    kind, _, rid = scope.partition(":")
+    if rid == "*":
+        if kind_of(resource) == "run":
+            return kind == "run"
+        if node is None:
+            return kind_of(resource) == kind
+        return any(n.kind == kind for n in chain)
+    if resource == scope:
+        return True
+    return any(n.resource == scope for n in chain)
+
+
+def check(reg: Registry, p: Principal, right: str, resource: str,
+          node: AuthNode | None) -> bool:
+    """Does ``p`` hold ``right`` on ``resource`` (with this chain, or absent)?"""
+    if p.revoked:
+        return False
+    if p.anonymous and right != "read":
+        return False
+    return any(g.right == right and scope_covers(reg, p, g.scope, resource, node)
+               for g in p.grants)
+
+
+def has_right(p: Principal, right: str) -> bool:
+    if p.anonymous and right != "read":
+        return False
+    return any(g.right == right for g in p.grants)
+
+
+def scope_contains(reg: Registry, outer: str, inner: str) -> bool:
+    """Delegation containment: ``*`` ⊇ all; ``kind:*`` ⊇ ``kind:*``/``kind:<id>``;
+    a concrete scope ⊇ concrete resources inside it; ``self`` ⊇ ``self``."""
+    if outer == "*":
+        return True
+    if outer == "self" or inner in ("*", "self"):
+        return outer == inner
+    okind, _, oid = outer.partition(":")
+    ikind, _, iid = inner.partition(":")
+    if oid == "*":
+        return okind == ikind
+    if iid == "*":
+        return False
+    if outer == inner:
+        return True
+    node = reg.node_of(inner)
+    return node is not None and any(n.resource == outer for n in node.chain())
+
+
+def uncovered(reg: Registry, p: Principal, wanted: list[Grant]) -> Grant | None:
+    """The first grant in ``wanted`` that ``p`` cannot delegate, or None."""
+    for g in wanted:
+        if p.anonymous or not any(h.right == g.right and scope_contains(reg, h.scope, g.scope)
+                                  for h in p.grants):
+            return g
+    return None
+
+
+def child_grants(reg: Registry, p: Principal, requested: list[Grant] | None) -> list[Grant]:
+    """Grants of a new principal: explicit ones delegation-checked, else narrowed defaults."""
+    if requested is None:
+        return [g for g in DEFAULT_CHILD if uncovered(reg, p, [g]) is None]
+    g = uncovered(reg, p, requested)
+    if g is not None:
+        raise VenomxError("denied.delegation", f"cannot delegate {g.right} on {g.scope}",
+                          {"grant": g.to_dict()})
+    return list(requested)
+
+
+@dataclass
+class AuditRecord:
+    seq: int
+    ts: str
+    principal: str | None
+    verb: str
+    code: str
+    resource: str | None
+
+    def to_dict(self) -> dict[str, Any]:
+        d: dict[str, Any] = {"seq": self.seq, "ts": self.ts, "principal": self.principal,
+                             "verb": self.verb, "code": self.code}
+        if self.resource is not None:
+            d["resource"] = self.resource
+        return d
+
+
+class AuditLog:
+    """Bounded in-memory audit log; records carry no params beyond the resource ID."""
+
+    def __init__(self, retain: int) -> None:
+        self.records: deque[AuditRecord] = deque(maxlen=retain)
+        self.seq = 0
+
+    def resize(self, retain: int) -> None:
+        self.records = deque(self.records, maxlen=retain)
+
+    def append(self, principal: str | None, verb: str, code: str,
+               resource: str | None) -> AuditRecord:
+        self.seq += 1
+        rec = AuditRecord(self.seq, now_iso(), principal, verb, code, resource)
+        self.records.append(rec)
+        return rec
+
+    def list(self, after: int | None, limit: int) -> tuple[list[dict[str, Any]], int]:
+        out = [r.to_dict() for r in self.records if after is None or r.seq > after][:limit]
+        return out, (out[-1]["seq"] if out else (after or 0))

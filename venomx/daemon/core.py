@@ -1,0 +1,292 @@
+"""The daemon's state and the pane lifecycle that every verb family builds on.
+
+``Daemon`` owns the registry, config, event log, audit log, runs, seams, the fork server
+and the reaper. Sentinel messages arrive here (``on_sentinel``) and are turned into
+state changes with their events, each in one reactor turn.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+import os
+import signal as _signal
+import time
+from typing import Any
+
+from venomx.daemon import auth
+from venomx.daemon.auth import AuditLog
+from venomx.daemon.config import Config
+from venomx.daemon.events import EventLog
+from venomx.daemon.reaper import Reaper, become_subreaper
+from venomx.daemon.registry import Pane, Principal, Registry, now_iso
+from venomx.daemon.runs import RunTable
+from venomx.daemon.seams import Seams
+from venomx.daemon.sentinels import ForkServer, waitstatus_fields
+from venomx.daemon.spawn import remove_from_layout
+from venomx.wire import VenomxError
+from workers import protocol as P
+from workers.vt import Snapshot
+
+log = logging.getLogger(__name__)
+
+
+class Daemon:
+    def __init__(self, socket_path: str, config: Config, test_seams: bool) -> None:
+        self.socket_path = socket_path
+        self.config = config
+        self.registry = Registry()
+        self.source = self.registry.source
+        self.events = EventLog(self.source, config["events.retain_count"])
+        self.audit = AuditLog(config["audit.retain_count"])
+        self.runs = RunTable(self)
+        self.seams = Seams(test_seams)
+        self.forkserver = ForkServer()
+        self.reaper = Reaper(self.is_leader, self.on_child_exit)
+        self.started = time.monotonic()
+        self.cwd = os.getcwd()
+        self.pending_spawns = 0
+        self.shutting_down = False
+        self.stopped: asyncio.Future[None] = asyncio.get_running_loop().create_future()
+        self.connections: set[Any] = set()
+        self.subreaper = False
+        self._req = 0
+        self._sentinel_reqs: dict[int, asyncio.Future[P.Message]] = {}
+        self.owner = self.registry.new_principal(None, list(auth.OWNER_GRANTS), name="owner",
+                                                 with_token=False)
+        config.listeners.append(self.on_config_changed)
+
+    # -- lifecycle -------------------------------------------------------------------------
+    def start(self) -> None:
+        self.subreaper = become_subreaper()
+        loop = asyncio.get_running_loop()
+        loop.add_signal_handler(_signal.SIGCHLD, self.reaper.reap)
+        self.forkserver.start()
+
+    def stop(self) -> None:
+        self.forkserver.stop()
+
+    def begin_shutdown(self) -> None:
+        """Refuse new work, terminate every live pane (cause shutdown), then stop."""
+        if self.shutting_down:
+            return
+        self.shutting_down = True
+        task = asyncio.ensure_future(self._shutdown())
+        self.background.add(task)
+        task.add_done_callback(self.background.discard)
+
+    async def _shutdown(self) -> None:
+        from venomx.daemon.termination import KILL_WAIT, terminate
+
+        live = [p for p in self.registry.panes.values() if p.live]
+        for p in live:
+            terminate(self, p, "SIGHUP", 2000, "shutdown")
+        grace = max((p.termination.grace_ms for p in live if p.termination), default=0)
+        if live:
+            await asyncio.wait([p.exited for p in live], timeout=grace / 1000.0 + KILL_WAIT)
+        # Let waiters woken by the last completions write their replies.
+        for _ in range(3):
+            await asyncio.sleep(0)
+        if not self.stopped.done():
+            self.stopped.set_result(None)
+
+    def anonymous(self) -> Principal:
+        grants = [g for g in auth.parse_grants(self.config["auth.default_grants"])
+                  if g.right == "read"]
+        return Principal("anonymous", None, grants, anonymous=True)
+
+    def base_env(self, pane: str, token: str, run: str | None) -> dict[str, str]:
+        env = {k: v for k, v in os.environ.items() if not k.startswith("VENOMX_")}
+        env["TERM"] = "xterm-256color"
+        return env
+
+    def on_config_changed(self, paths: list[str]) -> None:
+        self.events.resize(self.config["events.retain_count"])
+        self.audit.resize(self.config["audit.retain_count"])
+        self.events.emit("config.changed", "*", {"paths": sorted(paths)})
+        self.runs.enforce()
+
+    # -- children --------------------------------------------------------------------------
+    def is_leader(self, pid: int) -> bool:
+        return pid in self.registry.leaders
+
+    def on_child_exit(self, pid: int, status: int) -> None:
+        reg = self.registry
+        if pid == self.forkserver.pid:
+            log.error("fork server exited (status %d); restarting it", status)
+            if not self.shutting_down:
+                self.forkserver.stop()
+                self.forkserver.start()
+            return
+        pane_id = reg.sentinels.pop(pid, None)
+        if pane_id is not None:
+            pane = reg.panes.get(pane_id)
+            if pane is not None and pane.live:
+                log.error("sentinel of pane %s died (status %d)", pane_id, status)
+                pane.sentinel_lost = True
+            return
+        pane_id = reg.leaders.get(pid)
+        if pane_id is not None:
+            pane = reg.panes.get(pane_id)
+            if pane is not None and pane.live:
+                # Re-parented to us because its sentinel died: its real wait status.
+                pane.sentinel_lost = True
+                self.pane_exited(pane, status, None)
+            return
+        self.reaper.reaped_escapees += 1
+
+    # -- sentinel messages -----------------------------------------------------------------
+    def on_sentinel(self, pane: Pane, m: P.Message) -> None:
+        if isinstance(m, (P.Output, P.Screen)):
+            for send in list(pane.attachers.values()):
+                send(m)
+        elif isinstance(m, P.Marker):
+            self.on_marker(pane, m)
+        elif isinstance(m, P.Rows):
+            fut = self._sentinel_reqs.pop(m.req, None)
+            if fut is not None and not fut.done():
+                fut.set_result(m)
+        elif isinstance(m, P.Resized):
+            pane.cols, pane.rows = m.cols, m.rows
+        elif isinstance(m, P.Exit):
+            if pane.live:
+                self.pane_exited(pane, m.status, Snapshot.from_dict(m.state))
+
+    def on_marker(self, pane: Pane, m: P.Marker) -> None:
+        # Observations only: nothing but these events changes (RFC-0015 §5).
+        res = f"pane:{pane.id}"
+        if m.what == "started":
+            pane.command_open = True
+            self.events.emit("command.started", res, {"pane": pane.id}, pane.node)
+        elif m.what == "finished":
+            pane.command_open = False
+            data: dict[str, Any] = {"pane": pane.id, "reason": "marker"}
+            if m.exit_code is not None:
+                data["exit_code"] = m.exit_code
+            self.events.emit("command.finished", res, data, pane.node)
+        elif m.what == "status":
+            pane.status_set = m.state is not None
+            self.events.emit("program.status_changed", res,
+                             {"pane": pane.id, "state": m.state}, pane.node)
+
+    async def ask_sentinel(self, pane: Pane, make: Any) -> P.Message:
+        """Send a request to the pane's sentinel and await its tagged answer."""
+        if pane.channel is None or pane.sentinel_lost:
+            raise VenomxError("unavailable.sentinel", f"pane {pane.id} has no sentinel", {})
+        self._req += 1
+        req = self._req
+        fut: asyncio.Future[P.Message] = asyncio.get_running_loop().create_future()
+        self._sentinel_reqs[req] = fut
+        pane.channel.send(make(req))
+        try:
+            done, _ = await asyncio.wait([fut, pane.channel.closed, pane.exited],
+                                         return_when=asyncio.FIRST_COMPLETED)
+        finally:
+            self._sentinel_reqs.pop(req, None)
+        if fut.done():
+            return fut.result()
+        raise PaneGone(pane)
+
+    # -- exit, signals, removal ------------------------------------------------------------
+    def pane_exited(self, pane: Pane, status: int, final: Snapshot | None) -> None:
+        """The leader was reaped: pane.exited and the run's completion, one turn."""
+        fields = waitstatus_fields(status)
+        pane.state = "exited"
+        pane.exit_code = fields.get("exit_code")
+        pane.signal = fields.get("signal")
+        pane.exited_at = now_iso()
+        if final is None:
+            blank = " " * pane.cols
+            final = Snapshot("primary", 1, 0, pane.cols, pane.rows, 0, [],
+                             [blank] * pane.rows, (0, 0))
+        pane.final = final
+        self.registry.leaders.pop(pane.pid, None)
+        if pane.termination is not None:
+            pane.termination.cancel_timer()
+        res = f"pane:{pane.id}"
+        if pane.command_open:
+            pane.command_open = False
+            data: dict[str, Any] = {"pane": pane.id, "reason": "pane_exit"}
+            self.events.emit("command.finished", res, data, pane.node)
+        if pane.status_set:
+            pane.status_set = False
+            self.events.emit("program.status_changed", res, {"pane": pane.id, "state": None},
+                             pane.node)
+        data = {"pane": pane.id}
+        if pane.exit_code is not None:
+            data["exit_code"] = pane.exit_code
+        if pane.signal is not None:
+            data["signal"] = pane.signal
+        self.events.emit("pane.exited", res, data, pane.node)
+        if pane.run is not None:
+            self.runs.complete(pane.run, pane)
+        if not pane.exited.done():
+            pane.exited.set_result(None)
+        if pane.channel is not None:
+            pane.channel.close()
+
+    def signal_pane(self, pane: Pane, sigs: list[int]) -> None:
+        """Deliver signals to the pane's pinned group (withheld while the seam holds)."""
+        if self.seams.is_held("terminate.unkillable"):
+            ev = self.seams.release_event("terminate.unkillable")
+            self.seams.arrived("terminate.unkillable").set()
+
+            async def later() -> None:
+                await ev.wait()
+                self.signal_pane(pane, sigs)
+            task = asyncio.ensure_future(later())
+            self.background.add(task)
+            task.add_done_callback(self.background.discard)
+            return
+        if not pane.live:
+            return
+        if pane.channel is not None and not pane.sentinel_lost and not pane.channel.closed.done():
+            pane.channel.send(P.Signal([int(s) for s in sigs]))
+            return
+        for s in sigs:
+            try:
+                os.killpg(pane.pid, s)
+            except OSError:
+                pass
+
+    background: set[asyncio.Task[None]] = set()
+
+    def remove_pane(self, pane: Pane) -> list[str]:
+        """Remove an exited pane (and its window if last); one turn. Returns removed IDs."""
+        reg = self.registry
+        removed = [pane.id]
+        del reg.panes[pane.id]
+        principal = reg.principals.get(pane.principal)
+        if principal is not None:
+            reg.revoke(principal.id)
+        pane.final = None
+        self.events.emit("pane.removed", f"pane:{pane.id}", {"pane": pane.id}, pane.node)
+        window = reg.windows.get(pane.window)
+        if window is not None:
+            window.panes.remove(pane.id)
+            layout = remove_from_layout(window.layout, pane.id)
+            if layout is None:
+                removed += self.remove_window_record(window.id)
+            else:
+                window.layout = layout
+                self.events.emit("window.layout_changed", f"window:{window.id}",
+                                 {"window": window.id, "layout": layout}, window.node)
+        return removed
+
+    def remove_window_record(self, window_id: str) -> list[str]:
+        reg = self.registry
+        window = reg.windows.pop(window_id)
+        session = reg.sessions.get(window.session)
+        if session is not None and window_id in session.windows:
+            session.windows.remove(window_id)
+        self.events.emit("window.removed", f"window:{window_id}", {"window": window_id},
+                         window.node)
+        return [window_id]
+
+
+class PaneGone(Exception):
+    """The pane exited or lost its sentinel while a request to it was in flight."""
+
+    def __init__(self, pane: Pane) -> None:
+        super().__init__(pane.id)
+        self.pane = pane

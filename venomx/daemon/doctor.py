@@ -1,0 +1,156 @@
+"""Doctor (§11, RFC-0015 "Doctor"): is every worker where it should be, and what escaped?
+
+Process facts come from psutil in a worker thread (bounded /proc reads, never a wait on
+a process); they are judged against the registry on the reactor. The report holds IDs,
+counts and states only: never argv, shell text, keys, output, env values, cwd or tokens.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import os
+import time
+from dataclasses import dataclass, field
+from typing import TYPE_CHECKING, Any
+
+import psutil
+
+from venomx import __version__
+from venomx.daemon.termination import KILL_WAIT
+
+if TYPE_CHECKING:
+    from venomx.daemon.core import Daemon
+
+SENTINEL_TITLE = "venomx-sentinel "
+
+
+@dataclass
+class ProcFacts:
+    children: dict[int, tuple[str, str]] = field(default_factory=dict)  # pid -> (title, status)
+    pane_env: dict[int, str] = field(default_factory=dict)  # pid -> VENOMX_PANE
+    group: dict[int, int] = field(default_factory=dict)  # pid -> pgid
+    fds: int = 0
+
+
+def gather() -> ProcFacts:
+    """Read /proc for the daemon's children and descendants (runs in a thread)."""
+    facts = ProcFacts()
+    me = psutil.Process()
+    try:
+        facts.fds = me.num_fds()
+    except psutil.Error:
+        facts.fds = -1
+    for child in me.children(recursive=True):
+        try:
+            with child.oneshot():
+                status = child.status()
+                if child.ppid() == me.pid:
+                    cmd = child.cmdline()
+                    title = " ".join(cmd) if cmd else child.name()
+                    facts.children[child.pid] = (title, status)
+                if status == psutil.STATUS_ZOMBIE:
+                    continue
+                facts.group[child.pid] = os.getpgid(child.pid)
+                pane = child.environ().get("VENOMX_PANE")
+                if pane:
+                    facts.pane_env[child.pid] = pane
+        except (psutil.Error, OSError):
+            continue
+    return facts
+
+
+def check(name: str, status: str, detail: str) -> dict[str, str]:
+    return {"name": name, "status": status, "detail": detail}
+
+
+async def report(d: Daemon) -> dict[str, Any]:
+    facts = await asyncio.to_thread(gather)
+    reg = d.registry
+    me = os.getpid()
+    checks: list[dict[str, str]] = []
+
+    forkserver_ok = d.forkserver.pid in facts.children and \
+        facts.children[d.forkserver.pid][1] != psutil.STATUS_ZOMBIE
+    checks.append(check("fork_server", "ok" if forkserver_ok else "fail",
+                        f"pid {d.forkserver.pid}" if forkserver_ok else "fork server not running"))
+
+    sentinel_of = {pid: t[len(SENTINEL_TITLE):].split()[0] for pid, (t, st) in
+                   facts.children.items() if t.startswith(SENTINEL_TITLE)
+                   and st != psutil.STATUS_ZOMBIE}
+    live = [p for p in reg.panes.values() if p.live]
+    missing = [p.id for p in live if sentinel_of.get(p.sentinel_pid) != p.id]
+    alive = len(live) - len(missing)
+    orphaned = [pid for pid, pane in sentinel_of.items()
+                if (pane not in reg.panes or not reg.panes[pane].live)
+                and pid not in reg.sentinels]
+    sentinels = {"expected": len(live), "alive": alive, "missing": missing,
+                 "orphaned": len(orphaned)}
+    s_status = "fail" if missing else ("warn" if orphaned else "ok")
+    checks.append(check("sentinels", s_status,
+                        f"{alive}/{len(live)} alive, {len(missing)} missing, "
+                        f"{len(orphaned)} orphaned"))
+
+    known = {d.forkserver.pid, *reg.sentinels, *sentinel_of}
+    leaders = {p.pid: p for p in live}
+    per_pane: dict[str, int] = {}
+    escapee_pids: set[int] = set()
+    for pid, (_title, st) in facts.children.items():
+        if pid in known or st == psutil.STATUS_ZOMBIE or pid in leaders:
+            continue
+        escapee_pids.add(pid)
+    for pid, pane_id in facts.pane_env.items():
+        pane = reg.panes.get(pane_id)
+        if pid in leaders or pid in known:
+            continue
+        if pane is None or not pane.live:
+            escapee_pids.add(pid)
+        elif facts.group.get(pid) != pane.pid:
+            escapee_pids.add(pid)
+    for pid in escapee_pids:
+        pane_id = facts.pane_env.get(pid, "unknown")
+        per_pane[pane_id] = per_pane.get(pane_id, 0) + 1
+    checks.append(check("escapees", "warn" if escapee_pids else "ok",
+                        f"{len(escapee_pids)} processes left their pane's process group"))
+    zombies = sum(1 for _, st in facts.children.values() if st == psutil.STATUS_ZOMBIE)
+    checks.append(check("zombies", "warn" if zombies else "ok", f"{zombies} unreaped children"))
+    checks.append(check("fds", "ok", f"{facts.fds} open"))
+
+    runs = d.runs
+    max_active = d.config["run.max_active"]
+    active = runs.active
+    checks.append(check("run.active", "warn" if active >= 0.9 * max_active else "ok",
+                        f"{active} of {max_active}"))
+    now = time.monotonic()
+    stuck = [p.run for p in reg.panes.values()
+             if p.run and p.termination is not None and p.live
+             and p.termination.killed_at is not None
+             and now > p.termination.killed_at + KILL_WAIT]
+    checks.append(check("run.stuck", "warn" if stuck else "ok",
+                        f"{len(stuck)} runs terminating past their kill-wait"))
+
+    statuses = {c["status"] for c in checks}
+    overall = "fail" if "fail" in statuses else ("warn" if "warn" in statuses else "ok")
+    states: dict[str, int] = {"running": 0, "terminating": 0, "exited": 0}
+    for p in reg.panes.values():
+        states[p.state] += 1
+    return {
+        "source": d.source, "version": __version__, "pid": me,
+        "uptime_ms": int((now - d.started) * 1000), "status": overall, "checks": checks,
+        "sentinels": sentinels,
+        "escapees": {"count": len(escapee_pids), "panes": per_pane,
+                     "reaped": d.reaper.reaped_escapees},
+        "zombies": zombies, "fds": facts.fds,
+        "run": {
+            "active": {"count": active, "max_active": max_active},
+            "retained": {"count": len(runs.completed_order), "bytes": runs.retained_bytes,
+                         "evictions": dict(runs.evictions)},
+            "stuck": stuck, "outcomes": dict(runs.outcomes), "causes": dict(runs.causes),
+            "key_bindings": len(runs.bindings), "joined": runs.joined, "reused": runs.reused,
+        },
+        "counters": {
+            "panes": states, "sessions": len(reg.sessions), "windows": len(reg.windows),
+            "principals": sum(1 for p in reg.principals.values() if not p.revoked),
+            "events": len(d.events.events), "audit": len(d.audit.records),
+            "connections": len(d.connections), "subreaper": d.subreaper,
+        },
+    }

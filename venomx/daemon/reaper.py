@@ -1,0 +1,58 @@
+"""The daemon's only reaper: a SIGCHLD handler looping ``waitid``/``waitpid`` WNOHANG.
+
+The daemon is a child subreaper, so its children are the fork server, every sentinel,
+and any process that escaped a pane. Exits are dispatched by PID. A pane leader whose
+sentinel was lost is re-parented here: its group is swept while its zombie still pins
+the group ID, then it is reaped and its pane exits with the real wait status.
+No asyncio child watcher and no blocking wait ever run on the reactor.
+"""
+
+from __future__ import annotations
+
+import ctypes
+import logging
+import os
+import signal
+from collections.abc import Callable
+
+log = logging.getLogger(__name__)
+PR_SET_CHILD_SUBREAPER = 36
+
+
+def become_subreaper() -> bool:
+    try:
+        libc = ctypes.CDLL(None, use_errno=True)
+        return bool(libc.prctl(PR_SET_CHILD_SUBREAPER, 1, 0, 0, 0) == 0)
+    except OSError:  # pragma: no cover - Linux only
+        return False
+
+
+class Reaper:
+    def __init__(self, is_leader: Callable[[int], bool],
+                 on_exit: Callable[[int, int], None]) -> None:
+        self.is_leader = is_leader
+        self.on_exit = on_exit
+        self.reaped_escapees = 0
+
+    def reap(self) -> None:
+        while True:
+            try:
+                info = os.waitid(os.P_ALL, 0, os.WEXITED | os.WNOHANG | os.WNOWAIT)
+            except ChildProcessError:
+                return
+            if info is None or info.si_pid == 0:
+                return
+            pid = info.si_pid
+            if self.is_leader(pid):
+                try:
+                    os.killpg(pid, signal.SIGKILL)
+                except OSError:
+                    pass
+            try:
+                _, status = os.waitpid(pid, os.WNOHANG)
+            except ChildProcessError:
+                continue
+            try:
+                self.on_exit(pid, status)
+            except Exception:  # the reaper must survive any handler bug
+                log.exception("exit handler failed for pid %d", pid)

@@ -1,0 +1,205 @@
+"""The daemon's entities and ID counters: sessions, windows, panes, principals.
+
+Every resource carries an ``AuthNode``: its resource name, owner and container. Nodes
+never change after creation, so events and records that outlive a resource keep its
+node as the frozen authorization data (§5 "Removed resources").
+"""
+
+from __future__ import annotations
+
+import asyncio
+import hashlib
+import secrets
+import time
+import uuid
+from dataclasses import dataclass, field
+from datetime import datetime, timezone
+from typing import TYPE_CHECKING, Any
+
+if TYPE_CHECKING:
+    from venomx.daemon.sentinels import Channel
+    from venomx.daemon.termination import Termination
+    from workers.vt import Snapshot
+
+
+def now_iso() -> str:
+    t = datetime.now(timezone.utc)
+    return t.strftime("%Y-%m-%dT%H:%M:%S.") + f"{t.microsecond // 1000:03d}Z"
+
+
+def token_key(token: str) -> str:
+    """Tokens are looked up by digest, so lookup time says nothing about a token's bytes."""
+    return hashlib.sha256(token.encode("utf-8", "surrogatepass")).hexdigest()
+
+
+def monotonic_ms() -> float:
+    return time.monotonic() * 1000.0
+
+
+@dataclass(frozen=True)
+class AuthNode:
+    resource: str  # "pane:p0"
+    owner: str | None  # principal ID of the creator
+    parent: AuthNode | None = None
+
+    @property
+    def kind(self) -> str:
+        return self.resource.split(":", 1)[0]
+
+    def chain(self) -> list[AuthNode]:
+        out: list[AuthNode] = []
+        node: AuthNode | None = self
+        while node is not None:
+            out.append(node)
+            node = node.parent
+        return out
+
+
+@dataclass(frozen=True)
+class Grant:
+    right: str
+    scope: str
+
+    def to_dict(self) -> dict[str, str]:
+        return {"right": self.right, "scope": self.scope}
+
+
+@dataclass
+class Principal:
+    id: str
+    parent: str | None
+    grants: list[Grant]
+    token: str | None = None
+    name: str | None = None
+    pane: str | None = None
+    revoked: bool = False
+    anonymous: bool = False
+
+
+@dataclass
+class Session:
+    id: str
+    name: str | None
+    node: AuthNode
+    windows: list[str] = field(default_factory=list)
+    removing: bool = False
+    created_at: str = field(default_factory=now_iso)
+
+
+@dataclass
+class Window:
+    id: str
+    session: str
+    name: str | None
+    node: AuthNode
+    layout: dict[str, Any]
+    panes: list[str] = field(default_factory=list)
+    removing: bool = False
+
+
+@dataclass
+class Pane:
+    id: str
+    window: str
+    session: str
+    node: AuthNode
+    principal: str
+    pid: int
+    argv0: str
+    cols: int
+    rows: int
+    channel: Channel | None
+    sentinel_pid: int
+    state: str = "running"
+    exit_code: int | None = None
+    signal: str | None = None
+    run: str | None = None
+    created_at: str = field(default_factory=now_iso)
+    exited_at: str | None = None
+    final: Snapshot | None = None
+    exited: asyncio.Future[None] = field(default_factory=lambda: asyncio.get_running_loop().create_future())
+    termination: Termination | None = None
+    command_open: bool = False
+    status_set: bool = False
+    sentinel_lost: bool = False
+    attachers: dict[int, Any] = field(default_factory=dict)
+    escapee_pids: set[int] = field(default_factory=set)
+
+    @property
+    def live(self) -> bool:
+        return self.state != "exited"
+
+    def record(self) -> dict[str, Any]:
+        rec: dict[str, Any] = {
+            "pane": self.id, "window": self.window, "session": self.session,
+            "principal": self.principal, "pid": self.pid, "argv0": self.argv0,
+            "cols": self.cols, "rows": self.rows, "state": self.state,
+        }
+        if self.exit_code is not None:
+            rec["exit_code"] = self.exit_code
+        if self.signal is not None:
+            rec["signal"] = self.signal
+        if self.run is not None:
+            rec["run"] = self.run
+        rec["created_at"] = self.created_at
+        if self.exited_at is not None:
+            rec["exited_at"] = self.exited_at
+        return rec
+
+
+class Registry:
+    """All live entities of one daemon start, and the counters their IDs come from."""
+
+    def __init__(self) -> None:
+        self.source = f"venomx/{uuid.uuid4()}"
+        self.counters = {"s": 0, "w": 0, "p": 0, "g": 0, "r": 0}
+        self.sessions: dict[str, Session] = {}
+        self.windows: dict[str, Window] = {}
+        self.panes: dict[str, Pane] = {}
+        self.principals: dict[str, Principal] = {}
+        self.tokens: dict[str, str] = {}  # SHA-256 of token -> principal ID
+        self.sentinels: dict[int, str] = {}  # sentinel pid -> pane
+        self.leaders: dict[int, str] = {}  # leader pid -> pane, once its sentinel is lost
+
+    def next_id(self, prefix: str) -> str:
+        n = self.counters[prefix]
+        self.counters[prefix] = n + 1
+        return f"{prefix}{n}"
+
+    def new_principal(self, parent: str | None, grants: list[Grant], *, name: str | None = None,
+                      pane: str | None = None, with_token: bool = True) -> Principal:
+        pid = self.next_id("g")
+        token = secrets.token_hex(32) if with_token else None
+        p = Principal(pid, parent, grants, token, name, pane)
+        self.principals[pid] = p
+        if token:
+            self.tokens[token_key(token)] = pid
+        return p
+
+    def revoke(self, pid: str) -> list[str]:
+        """Revoke a principal and every descendant; returns the IDs revoked now."""
+        out = []
+        for p in self.principals.values():
+            if not p.revoked and self.is_descendant(p.id, pid):
+                p.revoked = True
+                if p.token:
+                    self.tokens.pop(token_key(p.token), None)
+                out.append(p.id)
+        return out
+
+    def is_descendant(self, pid: str | None, ancestor: str) -> bool:
+        """True when ``pid`` is ``ancestor`` or one of its descendants."""
+        seen = 0
+        while pid is not None and seen < 100000:
+            if pid == ancestor:
+                return True
+            p = self.principals.get(pid)
+            pid = p.parent if p else None
+            seen += 1
+        return False
+
+    def node_of(self, resource: str) -> AuthNode | None:
+        kind, _, rid = resource.partition(":")
+        entity: Any = {"session": self.sessions, "window": self.windows,
+                       "pane": self.panes}.get(kind, {}).get(rid)
+        return entity.node if entity is not None else None

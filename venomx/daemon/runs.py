@@ -1,0 +1,276 @@
+"""Trusted runs (RFC-0015): records, key bindings, completion, waiting, retention.
+
+A run completes only in the turn its pane's leader is reaped (``complete``): the outcome
+comes from the wait status and from whether a termination was requested first, never
+from output. Keys bind (principal, key) to a run and an HMAC digest of its parameters;
+a binding lives exactly as long as the run's record.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import hashlib
+import hmac
+import json
+import secrets
+import signal as _signal
+from collections import Counter
+from dataclasses import dataclass, field
+from typing import TYPE_CHECKING, Any
+
+from venomx.daemon.registry import AuthNode, monotonic_ms, now_iso
+from venomx.wire import VenomxError
+
+if TYPE_CHECKING:
+    from venomx.daemon.core import Daemon
+    from venomx.daemon.registry import Pane
+
+KEY_SYNTAX = r"[A-Za-z0-9._:-]{1,128}"
+
+
+@dataclass
+class Run:
+    id: str
+    key: str
+    owner: str
+    digest: bytes
+    shell: bool
+    output_rows: int
+    output_bytes: int
+    pane: str = ""
+    window: str = ""
+    session: str = ""
+    principal: str = ""
+    pid: int = 0
+    node: AuthNode | None = None
+    state: str = "running"
+    outcome: str | None = None
+    exit_code: int | None = None
+    signal: str | None = None
+    cause: str | None = None
+    status: int | None = None
+    started_at: str = ""
+    completed_at: str | None = None
+    started_mono: float = 0.0
+    completed_mono: float = 0.0
+    duration_ms: int | None = None
+    output: dict[str, Any] | None = None
+    output_size: int = 0
+    deadline: asyncio.TimerHandle | None = None
+    done: asyncio.Future[None] = field(
+        default_factory=lambda: asyncio.get_running_loop().create_future())
+
+    def result(self, source: str, reused: bool) -> dict[str, Any]:
+        return {"run": self.id, "source": source, "key": self.key, "pane": self.pane,
+                "window": self.window, "session": self.session, "principal": self.principal,
+                "pid": self.pid, "reused": reused}
+
+    def record(self, source: str, output: bool) -> dict[str, Any]:
+        rec: dict[str, Any] = {
+            "run": self.id, "source": source, "key": self.key, "pane": self.pane,
+            "window": self.window, "session": self.session, "principal": self.principal,
+            "pid": self.pid, "shell": self.shell, "state": self.state}
+        for name in ("outcome", "exit_code", "signal", "cause", "status"):
+            value = getattr(self, name)
+            if value is not None:
+                rec[name] = value
+        rec["started_at"] = self.started_at
+        if self.completed_at is not None:
+            rec["completed_at"] = self.completed_at
+            rec["duration_ms"] = self.duration_ms
+        if output and self.output is not None:
+            rec["output"] = self.output
+        return rec
+
+    def entity(self) -> dict[str, Any]:
+        e: dict[str, Any] = {"kind": "run", "run": self.id, "pane": self.pane,
+                             "state": self.state}
+        for name in ("outcome", "exit_code", "signal", "cause"):
+            value = getattr(self, name)
+            if value is not None:
+                e[name] = value
+        return e
+
+
+@dataclass
+class Pending:
+    """A start still preparing: later identical requests join its future."""
+
+    run: str
+    digest: bytes
+    future: asyncio.Future[Run]
+
+
+def status_of(run: Run) -> int:
+    if run.outcome == "succeeded":
+        return 0
+    if run.outcome == "failed":
+        return int(run.exit_code or 0)
+    if run.outcome == "signaled":
+        try:
+            return min(255, 128 + int(_signal.Signals[run.signal or ""]))
+        except KeyError:
+            return 255
+    return 124 if run.cause == "deadline" else 125
+
+
+class RunTable:
+    def __init__(self, d: Daemon) -> None:
+        self.d = d
+        self.runs: dict[str, Run] = {}
+        self.bindings: dict[tuple[str, str], Run] = {}
+        self.pending: dict[tuple[str, str], Pending] = {}
+        self.completed_order: list[str] = []
+        self.retained_bytes = 0
+        self.hmac_key = secrets.token_bytes(32)
+        self.outcomes: Counter[str] = Counter()
+        self.causes: Counter[str] = Counter()
+        self.evictions: Counter[str] = Counter()
+        self.joined = 0
+        self.reused = 0
+        self.expiry: asyncio.TimerHandle | None = None
+
+    # -- starting ------------------------------------------------------------------------
+    def digest(self, params: dict[str, Any]) -> bytes:
+        canon = {k: v for k, v in params.items() if k != "source" and v is not None}
+        text = json.dumps(canon, sort_keys=True, separators=(",", ":"), ensure_ascii=False)
+        return hmac.new(self.hmac_key, text.encode("utf-8", "surrogatepass"),
+                        hashlib.sha256).digest()
+
+    @property
+    def active(self) -> int:
+        return sum(1 for r in self.runs.values() if r.state != "completed") + len(self.pending)
+
+    def lookup_key(self, owner: str, key: str, digest: bytes) -> Run | Pending | None:
+        """§8 lookup; raises ``conflict.run_key`` for a different digest."""
+        bound = self.bindings.get((owner, key))
+        if bound is not None:
+            if not hmac.compare_digest(bound.digest, digest):
+                raise VenomxError("conflict.run_key",
+                                  f"key {key} is bound to run {bound.id} with different "
+                                  "parameters", {"run": bound.id})
+            return bound
+        pend = self.pending.get((owner, key))
+        if pend is not None:
+            if not hmac.compare_digest(pend.digest, digest):
+                raise VenomxError("conflict.run_key",
+                                  f"key {key} is bound to run {pend.run} with different "
+                                  "parameters", {"run": pend.run})
+            return pend
+        return None
+
+    def commit(self, run: Run, pane: Pane, deadline_ms: int | None) -> None:
+        """Called inside the spawn's commit turn: record, binding, run.started, deadline."""
+        d = self.d
+        run.pane, run.window, run.session = pane.id, pane.window, pane.session
+        run.principal, run.pid = pane.principal, pane.pid
+        run.node = AuthNode(f"run:{run.id}", run.owner, pane.node)
+        run.started_at = now_iso()
+        run.started_mono = monotonic_ms()
+        self.runs[run.id] = run
+        self.bindings[(run.owner, run.key)] = run
+        d.events.emit("run.started", f"run:{run.id}", {"run": run.id, "pane": pane.id},
+                      run.node)
+        if deadline_ms is not None:
+            loop = asyncio.get_running_loop()
+            run.deadline = loop.call_later(deadline_ms / 1000.0, self.on_deadline, run)
+
+    def on_deadline(self, run: Run) -> None:
+        from venomx.daemon.termination import terminate
+
+        run.deadline = None
+        pane = self.d.registry.panes.get(run.pane)
+        if run.state == "running" and pane is not None:
+            terminate(self.d, pane, "SIGHUP", 2000, "deadline")
+
+    # -- termination and completion --------------------------------------------------------
+    def on_terminating(self, run_id: str, cause: str) -> None:
+        run = self.runs.get(run_id)
+        if run is None or run.state != "running":
+            return
+        run.state = "terminating"
+        run.cause = cause
+        self.d.events.emit("run.terminating", f"run:{run.id}",
+                           {"run": run.id, "cause": cause}, run.node)
+
+    def complete(self, run_id: str, pane: Pane) -> None:
+        """The leader was reaped: fix the outcome (same turn as pane.exited)."""
+        from workers.vt import tail
+
+        run = self.runs.get(run_id)
+        if run is None or run.state == "completed":
+            return
+        if run.deadline is not None:
+            run.deadline.cancel()
+            run.deadline = None
+        terminating = run.state == "terminating"
+        run.exit_code, run.signal = pane.exit_code, pane.signal
+        if terminating:
+            run.outcome = "terminated"
+        elif pane.signal is not None:
+            run.outcome = "signaled"
+        else:
+            run.outcome = "succeeded" if pane.exit_code == 0 else "failed"
+        run.state = "completed"
+        run.status = status_of(run)
+        run.completed_at = now_iso()
+        run.completed_mono = monotonic_ms()
+        run.duration_ms = max(0, int(round(run.completed_mono - run.started_mono)))
+        if pane.final is not None:
+            run.output = tail(pane.final, run.output_rows, run.output_bytes)
+            run.output_size = sum(len(x.encode("utf-8")) for x in run.output["lines"])
+        self.retained_bytes += run.output_size
+        self.completed_order.append(run.id)
+        self.outcomes[run.outcome] += 1
+        if run.cause:
+            self.causes[run.cause] += 1
+        data: dict[str, Any] = {"run": run.id, "pane": run.pane, "outcome": run.outcome}
+        for name in ("exit_code", "signal", "cause"):
+            value = getattr(run, name)
+            if value is not None:
+                data[name] = value
+        self.d.events.emit("run.completed", f"run:{run.id}", data, run.node)
+        if not run.done.done():
+            run.done.set_result(None)
+        self.enforce()
+
+    # -- retention -------------------------------------------------------------------------
+    def enforce(self) -> None:
+        """Evict oldest-completed records while any limit is exceeded (§12)."""
+        cfg = self.d.config
+        now = monotonic_ms()
+        while self.completed_order:
+            oldest = self.runs[self.completed_order[0]]
+            if len(self.completed_order) > cfg["run.retain_count"]:
+                self.evict(oldest, "count")
+            elif self.retained_bytes > cfg["run.retain_bytes"]:
+                self.evict(oldest, "bytes")
+            elif now - oldest.completed_mono >= cfg["run.retain_ms"]:
+                self.evict(oldest, "age")
+            else:
+                break
+        if self.expiry is not None:
+            self.expiry.cancel()
+            self.expiry = None
+        if self.completed_order:
+            oldest = self.runs[self.completed_order[0]]
+            delay = (oldest.completed_mono + cfg["run.retain_ms"] - now) / 1000.0
+            self.expiry = asyncio.get_running_loop().call_later(max(0.0, delay) + 0.001,
+                                                                self.enforce)
+
+    def evict(self, run: Run, why: str) -> None:
+        self.completed_order.remove(run.id)
+        del self.runs[run.id]
+        self.retained_bytes -= run.output_size
+        if self.bindings.get((run.owner, run.key)) is run:
+            del self.bindings[(run.owner, run.key)]
+        self.evictions[why] += 1
+        self.d.events.emit("run.expired", f"run:{run.id}", {"run": run.id}, run.node)
+
+    def missing(self, run_id: str) -> VenomxError:
+        """``not_found.run`` with expired/unknown, for an authorized absent run."""
+        n = run_id[1:]
+        expired = (run_id.startswith("r") and n.isdigit() and str(int(n)) == n
+                   and int(n) < self.d.registry.counters["r"])
+        return VenomxError("not_found.run", f"run {run_id[:64]} not found",
+                           {"reason": "expired" if expired else "unknown"})

@@ -1,0 +1,145 @@
+"""The daemon side of the fork server and of each sentinel's channel.
+
+The fork server is started once at boot; each pane start asks it for a sentinel by
+passing one end of a fresh socketpair. A ``Channel`` carries msgpack frames both ways
+without ever blocking the reactor; messages that arrive before the pane is committed are
+held and replayed to the pane's handler afterwards, in order.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+import os
+import socket
+import sys
+from collections.abc import Callable
+from typing import Any
+
+from workers import protocol as P
+
+log = logging.getLogger(__name__)
+
+
+class ForkServer:
+    def __init__(self) -> None:
+        self.pid = 0
+        self.control: socket.socket | None = None
+
+    def start(self) -> None:
+        ours, theirs = socket.socketpair(socket.AF_UNIX, socket.SOCK_STREAM)
+        os.set_inheritable(theirs.fileno(), True)
+        env = dict(os.environ)
+        root = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+        env["PYTHONPATH"] = root + (":" + env["PYTHONPATH"] if env.get("PYTHONPATH") else "")
+        self.pid = os.posix_spawn(sys.executable,
+                                  [sys.executable, "-m", "workers.forkserver",
+                                   str(theirs.fileno())], env)
+        theirs.close()
+        ours.setblocking(True)
+        self.control = ours
+
+    def fork(self) -> socket.socket:
+        """A channel to a brand-new sentinel (which will send HELLO first)."""
+        assert self.control is not None
+        daemon_end, sentinel_end = socket.socketpair(socket.AF_UNIX, socket.SOCK_STREAM)
+        try:
+            # One byte and one fd: the fork server's socket buffer never fills with these.
+            socket.send_fds(self.control, [b"F"], [sentinel_end.fileno()])
+        finally:
+            sentinel_end.close()
+        return daemon_end
+
+    def stop(self) -> None:
+        if self.control is not None:
+            self.control.close()
+            self.control = None
+
+
+class Channel(asyncio.Protocol):
+    """One sentinel's channel; ``handler`` receives messages once the pane exists."""
+
+    def __init__(self) -> None:
+        self.decoder = P.Decoder()
+        self.transport: asyncio.Transport | None = None
+        self.handler: Callable[[P.Message], None] | None = None
+        self.held: list[P.Message] = []
+        self.waiters: list[tuple[tuple[type[P.Message], ...], asyncio.Future[P.Message]]] = []
+        self.closed = asyncio.get_running_loop().create_future()
+        self.sentinel_pid = 0
+
+    @classmethod
+    async def open(cls, sock: socket.socket) -> Channel:
+        loop = asyncio.get_running_loop()
+        _, proto = await loop.create_unix_connection(cls, sock=sock)
+        return proto
+
+    def connection_made(self, transport: asyncio.BaseTransport) -> None:
+        assert isinstance(transport, asyncio.Transport)
+        self.transport = transport
+
+    def data_received(self, data: bytes) -> None:
+        try:
+            msgs = self.decoder.feed(data)
+        except P.ProtocolError as exc:
+            log.error("bad sentinel frame: %s", exc)
+            self.close()
+            return
+        for m in msgs:
+            self.deliver(m)
+
+    def deliver(self, m: P.Message) -> None:
+        for i, (kinds, fut) in enumerate(self.waiters):
+            if isinstance(m, kinds) and not fut.done():
+                del self.waiters[i]
+                fut.set_result(m)
+                return
+        if self.handler is not None:
+            self.handler(m)
+        else:
+            self.held.append(m)
+
+    def connection_lost(self, exc: Exception | None) -> None:
+        for _, fut in self.waiters:
+            if not fut.done():
+                fut.set_exception(ConnectionError("sentinel channel closed"))
+        self.waiters.clear()
+        if not self.closed.done():
+            self.closed.set_result(None)
+
+    async def expect(self, *kinds: type[P.Message]) -> P.Message:
+        """The next message of one of these kinds (FAILED always counts)."""
+        if self.closed.done():
+            raise ConnectionError("sentinel channel closed")
+        fut: asyncio.Future[P.Message] = asyncio.get_running_loop().create_future()
+        self.waiters.append(((*kinds, P.Failed), fut))
+        return await fut
+
+    def attach(self, handler: Callable[[P.Message], None]) -> None:
+        """Route messages to the committed pane; held ones are replayed next turn."""
+        self.handler = handler
+        held, self.held = self.held, []
+        if held:
+            asyncio.get_running_loop().call_soon(lambda: [handler(m) for m in held])
+
+    def send(self, msg: P.Message) -> None:
+        if self.transport is not None and not self.transport.is_closing():
+            self.transport.write(P.encode(msg))
+
+    def close(self) -> None:
+        if self.transport is not None:
+            self.transport.close()
+
+
+def waitstatus_fields(status: int) -> dict[str, Any]:
+    import signal as _signal
+
+    if os.WIFEXITED(status):
+        return {"exit_code": os.WEXITSTATUS(status)}
+    if os.WIFSIGNALED(status):
+        n = os.WTERMSIG(status)
+        try:
+            return {"signal": _signal.Signals(n).name, "signum": n}
+        except ValueError:
+            return {"signal": f"SIG{n}", "signum": n}
+    return {}

@@ -1,0 +1,243 @@
+"""The socket server: accept, peer credentials, NDJSON frames, hello, cancel, replies.
+
+Each connection is an ``asyncio.Protocol``: frames are split on newlines with max_frame
+enforced while reading (an oversized frame is answered and discarded up to its newline),
+bad frames are answered and survived, each request runs as its own task so ``cancel``
+and disconnect can end it, and a client that does not read its replies is dropped
+before its backlog can grow without bound.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import hmac
+import logging
+import os
+import re
+import socket
+import struct
+from typing import TYPE_CHECKING, Any
+
+from venomx import PROTOCOL, __version__
+from venomx.daemon.dispatch import Context, dispatch
+from venomx.daemon.registry import Principal, token_key
+from venomx.manifest.schema import validate
+from venomx.manifest.verbs import verb_by_name
+from venomx.paths import socket_path  # noqa: F401  (re-exported for serve)
+from venomx.wire import DEFAULT_MAX_FRAME, VenomxError, dumps, loads
+
+if TYPE_CHECKING:
+    from venomx.daemon.core import Daemon
+
+log = logging.getLogger(__name__)
+TOKEN = re.compile(r"[0-9a-f]{64}")
+BACKLOG_MIN = 8 * 1024 * 1024
+
+
+class Connection(asyncio.Protocol):
+    def __init__(self, d: Daemon) -> None:
+        self.d = d
+        self.transport: asyncio.Transport | None = None
+        self.buf = bytearray()
+        self.discarding = False
+        self.max_frame = min(DEFAULT_MAX_FRAME, d.config["protocol.max_frame"])
+        self.principal: Principal | None = None
+        self.peer_uid = -1
+        self.tasks: dict[int, asyncio.Task[None]] = {}
+        self.closed = False
+
+    # -- transport ---------------------------------------------------------------------------
+    def connection_made(self, transport: asyncio.BaseTransport) -> None:
+        assert isinstance(transport, asyncio.Transport)
+        self.transport = transport
+        sock = transport.get_extra_info("socket")
+        try:
+            creds = sock.getsockopt(socket.SOL_SOCKET, socket.SO_PEERCRED,
+                                    struct.calcsize("3i"))
+            _, self.peer_uid, _ = struct.unpack("3i", creds)
+        except OSError:
+            self.peer_uid = -1
+        self.d.connections.add(self)
+
+    def connection_lost(self, exc: Exception | None) -> None:
+        self.closed = True
+        self.d.connections.discard(self)
+        for task in list(self.tasks.values()):
+            task.cancel()
+
+    @property
+    def same_user(self) -> bool:
+        return self.peer_uid in (os.getuid(), 0)
+
+    def send(self, obj: dict[str, Any]) -> None:
+        if self.closed or self.transport is None or self.transport.is_closing():
+            return
+        self.transport.write(dumps(obj) + b"\n")
+        if self.transport.get_write_buffer_size() > max(BACKLOG_MIN, 4 * self.max_frame):
+            log.warning("dropping a connection that does not read its replies")
+            self.transport.abort()
+
+    def reply(self, rid: int | None, result: dict[str, Any]) -> None:
+        self.tasks.pop(rid, None) if rid is not None else None
+        frame = dumps({"id": rid, "ok": result})
+        if len(frame) > self.max_frame:
+            self.reply_error(rid, VenomxError("unsupported.result_size",
+                                              f"reply of {len(frame)} bytes exceeds max_frame "
+                                              f"{self.max_frame}", {"bytes": len(frame)}))
+            return
+        self.send({"id": rid, "ok": result})
+
+    def reply_error(self, rid: int | None, err: VenomxError) -> None:
+        if rid is not None:
+            self.tasks.pop(rid, None)
+        self.send({"id": rid, "error": err.to_dict()})
+
+    # -- framing ------------------------------------------------------------------------------
+    def data_received(self, data: bytes) -> None:
+        if self.discarding:
+            nl = data.find(b"\n")
+            if nl < 0:
+                return
+            data = data[nl + 1:]
+            self.discarding = False
+        self.buf += data
+        while not self.closed:
+            nl = self.buf.find(b"\n")
+            if nl < 0:
+                if len(self.buf) > self.max_frame:
+                    self.buf.clear()
+                    self.discarding = True
+                    self.frame_too_big()
+                return
+            frame = bytes(self.buf[:nl])
+            del self.buf[:nl + 1]
+            if len(frame) > self.max_frame:
+                self.frame_too_big()
+                continue
+            try:
+                self.handle_frame(frame)
+            except Exception:  # nothing a client sends may crash the daemon
+                log.exception("frame handling failed")
+                self.reply_error(None, VenomxError("internal", "internal error", {}))
+
+    def frame_too_big(self) -> None:
+        self.reply_error(None, VenomxError("invalid_request.frame_size",
+                                           f"frame exceeds max_frame {self.max_frame}",
+                                           {"max_frame": self.max_frame}))
+
+    def handle_frame(self, frame: bytes) -> None:
+        try:
+            obj = loads(frame)
+        except ValueError:
+            self.reply_error(None, VenomxError("invalid_request.json", "frame is not UTF-8 JSON",
+                                               {}))
+            return
+        if not isinstance(obj, dict):
+            self.reply_error(None, VenomxError("invalid_request.frame",
+                                               "frame is not a JSON object", {}))
+            return
+        rid = obj.get("id")
+        if not isinstance(rid, int) or isinstance(rid, bool) or abs(rid) >= 2**63:
+            self.reply_error(None, VenomxError("invalid_request.id",
+                                               "id must be an integer", {}))
+            return
+        name = obj.get("verb")
+        verb = verb_by_name(name) if isinstance(name, str) else None
+        if verb is None:
+            shown = name[:64] if isinstance(name, str) else None
+            self.reply_error(rid, VenomxError("invalid_request.verb",
+                                              f"unknown verb {shown}", {"verb": shown}))
+            return
+        params = obj.get("params", {})
+        if verb.name == "hello":
+            self.hello(rid, params)
+            return
+        if self.principal is None:
+            self.reply_error(rid, VenomxError("invalid_request.hello",
+                                              "hello must be the first request", {}))
+            return
+        if verb.name == "cancel":
+            self.cancel(rid, params)
+            return
+        if rid in self.tasks:
+            self.reply_error(rid, VenomxError("invalid_request.id",
+                                              f"id {rid} is already in flight", {}))
+            return
+        ctx = Context(self.d, self, verb, rid)
+        task = asyncio.get_running_loop().create_task(dispatch(ctx, params))
+        self.tasks[rid] = task
+        task.add_done_callback(lambda t, rid=rid: self.tasks.get(rid) is t and self.tasks.pop(rid))
+
+    # -- hello and cancel -----------------------------------------------------------------------
+    def hello(self, rid: int, raw: Any) -> None:
+        verb = verb_by_name("hello")
+        assert verb is not None
+        if self.principal is not None:
+            self.reply_error(rid, VenomxError("invalid_request.hello", "hello was already sent",
+                                              {}))
+            return
+        try:
+            params = validate(verb, raw)
+            principal = self.identify(params.get("token"))
+        except VenomxError as exc:
+            if exc.code.startswith("denied."):
+                self.d.audit.append(None, "hello", exc.code, None)
+            self.reply_error(rid, exc)
+            return
+        want = params.get("max_frame", DEFAULT_MAX_FRAME)
+        self.max_frame = min(want, self.d.config["protocol.max_frame"])
+        self.principal = principal
+        self.reply(rid, {"protocol": PROTOCOL, "server": f"venomx/{__version__}",
+                         "source": self.d.source,
+                         "principal": None if principal.anonymous else principal.id,
+                         "max_frame": self.max_frame})
+
+    def identify(self, token: str | None) -> Principal:
+        reg = self.d.registry
+        if not self.same_user:
+            raise VenomxError("denied.owner", "peer is not the daemon's user", {})
+        if token is None:
+            return self.d.anonymous()
+        if token == "@owner":
+            return self.d.owner
+        pid = reg.tokens.get(token_key(token)) if TOKEN.fullmatch(token) else None
+        p = reg.principals.get(pid) if pid else None
+        if p is None or p.revoked or p.token is None or not hmac.compare_digest(p.token, token):
+            raise VenomxError("denied.token", "unknown or revoked token", {})
+        return p
+
+    def cancel(self, rid: int, raw: Any) -> None:
+        verb = verb_by_name("cancel")
+        assert verb is not None
+        try:
+            params = validate(verb, raw)
+        except VenomxError as exc:
+            self.reply_error(rid, exc)
+            return
+        task = self.tasks.get(params["id"])
+        if task is not None and not task.done():
+            task.cancel()
+            self.reply(rid, {"cancelled": True})
+        else:
+            self.reply(rid, {"cancelled": False})
+
+
+def prepare_socket(path: str) -> None:
+    """0700 directory; replace a stale socket; a live one is ``unavailable.address_in_use``."""
+    directory = os.path.dirname(path) or "."
+    os.makedirs(directory, mode=0o700, exist_ok=True)
+    try:
+        os.chmod(directory, 0o700)
+    except OSError:
+        pass
+    if os.path.exists(path):
+        probe = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+        try:
+            probe.connect(path)
+        except OSError:
+            os.unlink(path)
+        else:
+            raise VenomxError("unavailable.address_in_use",
+                              f"a daemon is already listening on {path}", {"socket": path})
+        finally:
+            probe.close()

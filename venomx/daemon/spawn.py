@@ -1,0 +1,289 @@
+"""The spawn sequence (§6): validate, prepare, barrier, exec status, commit in one turn.
+
+Before the barrier is released no program of the request exists, and cancelling the
+request (or losing its connection) rolls everything back. After release the start
+completes first (commit or rollback) and only then ends ``cancelled``. Exec failure
+rolls back: no pane, window, principal, event or binding becomes visible; consumed IDs
+stay consumed.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import os
+import re
+import secrets
+from collections.abc import Awaitable, Callable
+from dataclasses import dataclass
+from typing import TYPE_CHECKING, Any, TypeVar
+
+from venomx.daemon.registry import AuthNode, Grant, Pane, Principal, Window, token_key
+from venomx.daemon.sentinels import Channel
+from venomx.wire import VenomxError
+from workers import protocol as P
+
+if TYPE_CHECKING:
+    from venomx.daemon.core import Daemon
+
+T = TypeVar("T")
+ENV_NAME = re.compile(r"[A-Za-z_][A-Za-z0-9_]*")
+NAME = re.compile(r"[A-Za-z0-9._:-]{1,64}")
+MAX_ARGV = 262144
+MAX_CELLS = 1048576
+MAX_ENV_VALUE = 32768
+
+
+def check_name(name: str | None, param: str = "name") -> None:
+    if name is not None and not NAME.fullmatch(name):
+        raise VenomxError("invalid_params.name", f"{param} must be 1-64 of [A-Za-z0-9._:-]",
+                          {"param": param})
+
+
+def check_argv(argv: list[str]) -> None:
+    def bad(reason: str) -> VenomxError:
+        return VenomxError("invalid_params.argv", f"argv is invalid: {reason}",
+                           {"param": "argv", "reason": reason})
+    if not argv or not argv[0]:
+        raise bad("empty")
+    if any("\0" in a for a in argv):
+        raise bad("nul")
+    if sum(len(a.encode("utf-8", "surrogatepass")) + 1 for a in argv) > MAX_ARGV:
+        raise bad("size")
+
+
+def check_size(cols: int, rows: int) -> None:
+    if cols * rows > MAX_CELLS:
+        raise VenomxError("invalid_params.size", f"cols x rows must be at most {MAX_CELLS}",
+                          {"param": "cols", "cells": cols * rows, "max": MAX_CELLS})
+
+
+def check_env(env: dict[str, Any] | None, unset: list[str] | None) -> None:
+    def bad(reason: str, name: str | None = None) -> VenomxError:
+        data: dict[str, Any] = {"param": "env", "reason": reason}
+        if name is not None and "\0" not in name and len(name) <= 256:
+            data["name"] = name
+        return VenomxError("invalid_params.env", f"env is invalid: {reason}", data)
+    for name, value in (env or {}).items():
+        if not ENV_NAME.fullmatch(name):
+            raise bad("name", name)
+        if not isinstance(value, str):
+            raise bad("type", name)
+        if "\0" in value:
+            raise bad("nul", name)
+        if len(value.encode("utf-8", "surrogatepass")) > MAX_ENV_VALUE:
+            raise bad("size", name)
+    for name in unset or []:
+        if not ENV_NAME.fullmatch(name):
+            raise bad("name", name)
+
+
+def check_cwd(cwd: str | None) -> None:
+    if cwd is None:
+        return
+    def bad(reason: str) -> VenomxError:
+        return VenomxError("invalid_params.cwd", f"cwd is invalid: {reason}",
+                           {"param": "cwd", "reason": reason})
+    if not cwd.startswith("/") or "\0" in cwd:
+        raise bad("relative")
+    if not os.path.exists(cwd):
+        raise bad("missing")
+    if not os.path.isdir(cwd):
+        raise bad("not_directory")
+
+
+def argv0_of(argv: list[str]) -> str:
+    base = argv[0].rsplit("/", 1)[-1]
+    raw = base.encode("utf-8", "surrogatepass")[:255]
+    return raw.decode("utf-8", "ignore")
+
+
+@dataclass
+class SpawnRequest:
+    requester: Principal
+    argv: list[str]
+    cols: int
+    rows: int
+    grants: list[Grant]
+    cwd: str | None = None
+    env: dict[str, str] | None = None
+    env_unset: list[str] | None = None
+    session: str | None = None  # new window in this session
+    split: str | None = None  # or split this pane
+    axis: str = "cols"
+    name: str | None = None
+    run: str | None = None  # run ID, for runs
+    owner_node_id: str | None = None
+
+
+async def uncancellable(aw: Awaitable[T]) -> tuple[T, bool]:
+    """Await to completion even if cancelled; report whether a cancel arrived."""
+    fut = asyncio.ensure_future(aw)
+    cancelled = False
+    while True:
+        try:
+            return await asyncio.shield(fut), cancelled
+        except asyncio.CancelledError:
+            if fut.done():
+                return fut.result(), True
+            cancelled = True
+
+
+def _spawn_failed(errno_name: str) -> VenomxError:
+    return VenomxError("unavailable.spawn", f"cannot start the program: {errno_name}",
+                       {"errno": errno_name})
+
+
+async def spawn(d: Daemon, req: SpawnRequest,
+                on_commit: Callable[[Pane], None] | None = None) -> Pane:
+    """Prepare, release the barrier, and commit; raise with nothing left behind."""
+    reg = d.registry
+    window_id = reg.next_id("w") if req.session is not None else None
+    pane_id = reg.next_id("p")
+    principal_id = reg.next_id("g")
+    token = secrets.token_hex(32)
+    env = d.base_env(pane_id, token, req.run)
+    env.update(req.env or {})
+    for name in req.env_unset or []:
+        env.pop(name, None)
+    env.update({"VENOMX_SOCKET": d.socket_path, "VENOMX_PANE": pane_id, "VENOMX_TOKEN": token})
+    if req.run is not None:
+        env["VENOMX_RUN"] = req.run
+    d.pending_spawns += 1
+    chan: Channel | None = None
+    try:
+        chan = await Channel.open(d.forkserver.fork())
+        hello = await chan.expect(P.Hello)
+        assert isinstance(hello, P.Hello)
+        chan.sentinel_pid = hello.pid
+        reg.sentinels[hello.pid] = pane_id
+        chan.send(P.Spawn(pane_id, req.argv, env, req.cwd or d.cwd, req.cols, req.rows,
+                          int(d.config["vt.scrollback"])))
+        ready = await chan.expect(P.Ready)
+        if isinstance(ready, P.Failed):
+            raise _spawn_failed(ready.errno)
+        if req.run is not None:
+            await d.seams.gate("run.before_barrier")
+    except BaseException:
+        if chan is not None:
+            chan.send(P.Abort())
+            chan.close()
+        d.pending_spawns -= 1
+        raise
+
+    async def release() -> P.Message:
+        assert chan is not None
+        chan.send(P.Release())
+        started = await chan.expect(P.Started)
+        if req.run is not None:
+            await d.seams.gate("run.after_barrier")
+        return started
+
+    try:
+        started, cancelled = await uncancellable(release())
+    except BaseException:
+        chan.close()
+        d.pending_spawns -= 1
+        raise
+    d.pending_spawns -= 1
+    if isinstance(started, P.Failed):
+        chan.close()
+        raise _spawn_failed(started.errno)
+    assert isinstance(started, P.Started)
+    try:
+        pane = commit(d, req, chan, window_id, pane_id, principal_id, token, started.pid,
+                      on_commit)
+    except BaseException:
+        chan.close()  # the sentinel stops the leader's group when its channel closes
+        raise
+    if cancelled:
+        raise asyncio.CancelledError
+    return pane
+
+
+def commit(d: Daemon, req: SpawnRequest, chan: Channel, window_id: str | None, pane_id: str,
+           principal_id: str, token: str, pid: int,
+           on_commit: Callable[[Pane], None] | None) -> Pane:
+    """Make the new pane (and window, principal, run) visible with their events: one turn."""
+    reg = d.registry
+    # The target may have changed while we prepared.
+    if req.session is not None:
+        session = reg.sessions.get(req.session)
+        if session is None:
+            raise VenomxError("not_found.session", f"session {req.session} not found", {})
+        if session.removing:
+            raise VenomxError("conflict.removing", f"session {req.session} is being removed", {})
+        s_id, snode = session.id, session.node
+        assert window_id is not None
+        wnode = AuthNode(f"window:{window_id}", req.requester.id, snode)
+        window = Window(window_id, s_id, req.name, wnode, {"pane": pane_id})
+    else:
+        assert req.split is not None
+        target = reg.panes.get(req.split)
+        if target is None:
+            raise VenomxError("not_found.pane", f"pane {req.split} not found", {})
+        window = reg.windows[target.window]
+        if window.removing or reg.sessions[window.session].removing:
+            raise VenomxError("conflict.removing", f"window {window.id} is being removed", {})
+        if target.state != "running":
+            code = "conflict.pane_exited" if target.state == "exited" else "conflict.pane_terminating"
+            raise VenomxError(code, f"pane {target.id} has {'exited' if target.state == 'exited' else 'is terminating'}", {})
+        s_id = window.session
+    pnode = AuthNode(f"pane:{pane_id}", req.requester.id, window.node)
+    principal = Principal(principal_id, req.requester.id, req.grants, token, None, pane_id)
+    reg.principals[principal_id] = principal
+    reg.tokens[token_key(token)] = principal_id
+    pane = Pane(pane_id, window.id, s_id, pnode, principal_id, pid, argv0_of(req.argv),
+                req.cols, req.rows, chan, chan.sentinel_pid, run=req.run)
+    reg.panes[pane_id] = pane
+    reg.leaders[pid] = pane_id
+    created = {"pane": pane_id, "window": window.id, "session": s_id,
+               "principal": principal_id, "argv0": pane.argv0, "cols": req.cols,
+               "rows": req.rows}
+    if req.session is not None:
+        reg.windows[window.id] = window
+        reg.sessions[s_id].windows.append(window.id)
+        window.panes.append(pane_id)
+        data: dict[str, Any] = {"window": window.id, "session": s_id}
+        if window.name is not None:
+            data["name"] = window.name
+        d.events.emit("window.created", f"window:{window.id}", data, window.node)
+        d.events.emit("pane.created", f"pane:{pane_id}", created, pnode)
+    else:
+        assert req.split is not None
+        window.panes.append(pane_id)
+        window.layout = split_layout(window.layout, req.split, pane_id, req.axis)
+        d.events.emit("pane.created", f"pane:{pane_id}", created, pnode)
+        d.events.emit("window.layout_changed", f"window:{window.id}",
+                      {"window": window.id, "layout": window.layout}, window.node)
+    if on_commit is not None:
+        on_commit(pane)
+    chan.attach(lambda m: d.on_sentinel(pane, m))
+    return pane
+
+
+def split_layout(layout: dict[str, Any], target: str, new: str, axis: str) -> dict[str, Any]:
+    """Put ``new`` beside ``target`` along ``axis`` in the layout tree."""
+    if layout.get("pane") == target:
+        return {"axis": axis, "children": [{"pane": target}, {"pane": new}]}
+    if "children" in layout:
+        children = layout["children"]
+        for i, child in enumerate(children):
+            if child.get("pane") == target and layout["axis"] == axis:
+                return {"axis": axis, "children": [*children[:i + 1], {"pane": new},
+                                                   *children[i + 1:]]}
+        return {"axis": layout["axis"],
+                "children": [split_layout(c, target, new, axis) for c in children]}
+    return layout
+
+
+def remove_from_layout(layout: dict[str, Any], pane: str) -> dict[str, Any] | None:
+    if layout.get("pane") == pane:
+        return None
+    if "children" not in layout:
+        return layout
+    kids = [k for k in (remove_from_layout(c, pane) for c in layout["children"]) if k]
+    if not kids:
+        return None
+    if len(kids) == 1:
+        return kids[0]
+    return {"axis": layout["axis"], "children": kids}

@@ -1,0 +1,94 @@
+"""The termination procedure (§9): the only way the daemon ever stops a pane.
+
+pane.kill, run.cancel, run deadlines, recursive removal and shutdown all call
+``terminate`` with a cause. Steps: terminating state and frozen input, pane.terminating
+(and run.terminating), SIGCONT + the signal to the pinned group, SIGKILL at the grace
+deadline (monotonic), and a 1000 ms kill-wait after which waiting requests fail
+``timeout.terminate`` while the pane stays terminating until its leader exits.
+A second request joins the first (first signal and cause kept); on an exited pane it is
+a no-op.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import signal as _signal
+import time
+from typing import TYPE_CHECKING
+
+from venomx.wire import VenomxError
+
+if TYPE_CHECKING:
+    from venomx.daemon.core import Daemon
+    from venomx.daemon.registry import Pane
+
+KILL_WAIT = 1.0
+
+
+class Termination:
+    def __init__(self, pane: Pane, signame: str, grace_ms: int, cause: str) -> None:
+        self.pane = pane
+        self.signame = signame
+        self.grace_ms = grace_ms
+        self.cause = cause
+        self.started = time.monotonic()
+        self.killed_at: float | None = None
+        self.killed: asyncio.Future[None] = asyncio.get_running_loop().create_future()
+        self.timer: asyncio.TimerHandle | None = None
+
+    def cancel_timer(self) -> None:
+        if self.timer is not None:
+            self.timer.cancel()
+            self.timer = None
+
+
+def terminate(d: Daemon, pane: Pane, signame: str, grace_ms: int, cause: str) -> Termination | None:
+    """Start (or join) the termination of ``pane``; one reactor turn, no waiting."""
+    if not pane.live:
+        return None
+    if pane.termination is not None:
+        return pane.termination
+    t = Termination(pane, signame, grace_ms, cause)
+    pane.termination = t
+    pane.state = "terminating"
+    d.events.emit("pane.terminating", f"pane:{pane.id}",
+                  {"pane": pane.id, "requested_signal": signame, "grace_ms": grace_ms},
+                  pane.node)
+    if pane.run is not None:
+        d.runs.on_terminating(pane.run, cause)
+    d.signal_pane(pane, [_signal.SIGCONT, _signal.Signals[signame]])
+    loop = asyncio.get_running_loop()
+    t.timer = loop.call_later(grace_ms / 1000.0, _escalate, d, t)
+    return t
+
+
+def _escalate(d: Daemon, t: Termination) -> None:
+    t.timer = None
+    if not t.pane.live:
+        return
+    d.signal_pane(t.pane, [_signal.SIGKILL])
+    t.killed_at = time.monotonic()
+    if not t.killed.done():
+        t.killed.set_result(None)
+
+
+async def wait_terminated(pane: Pane) -> None:
+    """Wait for the leader's reap; ``timeout.terminate`` once kill-wait has passed.
+
+    Cancellation: ends only this wait; the termination goes on.
+    """
+    t = pane.termination
+    if not pane.live or t is None:
+        return
+    if not pane.exited.done():
+        await asyncio.wait([pane.exited, t.killed], return_when=asyncio.FIRST_COMPLETED)
+    if pane.exited.done():
+        return
+    assert t.killed_at is not None
+    remaining = t.killed_at + KILL_WAIT - time.monotonic()
+    if remaining > 0:
+        done, _ = await asyncio.wait([pane.exited], timeout=remaining)
+        if done:
+            return
+    raise VenomxError("timeout.terminate", f"pane {pane.id} did not exit after SIGKILL",
+                      {"panes": [pane.id]})

@@ -1,0 +1,105 @@
+"""Handlers for events.subscribe (streaming) and events.read (polling)."""
+
+from __future__ import annotations
+
+import asyncio
+import time
+from typing import Any
+
+from venomx.daemon.dispatch import Context, handler
+from venomx.daemon.events import Event, Subscriber
+from venomx.wire import VenomxError
+
+
+def readable(ctx: Context, ev: Event) -> bool:
+    return ctx.can("read", ev.body["resource"], ev.node)
+
+
+def entities(ctx: Context) -> list[dict[str, Any]]:
+    d = ctx.d
+    reg = d.registry
+    out: list[dict[str, Any]] = []
+    for s in reg.sessions.values():
+        if ctx.can("read", f"session:{s.id}", s.node):
+            out.append({"kind": "session", "session": s.id, "name": s.name})
+    for w in reg.windows.values():
+        if ctx.can("read", f"window:{w.id}", w.node):
+            out.append({"kind": "window", "window": w.id, "session": w.session,
+                        "name": w.name, "layout": w.layout})
+    for p in reg.panes.values():
+        if ctx.can("read", f"pane:{p.id}", p.node):
+            out.append({"kind": "pane", **p.record()})
+    for r in d.runs.runs.values():
+        if ctx.can("read", f"run:{r.id}", r.node):
+            out.append(r.entity())
+    return out
+
+
+def check_cursor(ctx: Context, after: int) -> None:
+    log = ctx.d.events
+    if not log.cursor_ok(after):
+        raise VenomxError("not_found.cursor", f"events after {after} are no longer retained",
+                          {"oldest": log.oldest})
+
+
+@handler("events.subscribe")
+async def subscribe(ctx: Context, after: int | None = None, snapshot: bool | None = None,
+                    source: str | None = None) -> dict[str, Any]:
+    """Snapshot (optional), then live events; everything up to the first await is one turn.
+
+    Cancellation: ends the stream. A subscriber that falls 10000 events behind ends with
+    ``unavailable.backlog``.
+    """
+    d = ctx.d
+    if source is not None and source != d.source:
+        raise VenomxError("conflict.source", "the daemon's source differs", {"source": d.source})
+    if after is not None:
+        check_cursor(ctx, after)
+    if snapshot is None:
+        snapshot = after is None
+    sub = Subscriber(lambda ev: readable(ctx, ev))
+    d.events.subscribers.add(sub)
+    try:
+        if snapshot:
+            ctx.item({"snapshot": {"source": d.source, "seq": d.events.seq,
+                                   "entities": entities(ctx)}})
+        elif after is not None:
+            for ev in d.events.after(after):
+                if readable(ctx, ev):
+                    ctx.item({"event": ev.body})
+        while True:
+            item = await sub.queue.get()
+            if item is None:
+                raise VenomxError("unavailable.backlog", "subscriber fell too far behind", {})
+            ctx.item({"event": item.body})
+    finally:
+        d.events.subscribers.discard(sub)
+
+
+@handler("events.read")
+async def read(ctx: Context, limit: int, timeout_ms: int, after: int | None = None
+               ) -> dict[str, Any]:
+    """Events after ``after`` that the caller may read; waits up to timeout_ms for one."""
+    log = ctx.d.events
+    if after is None:
+        after = log.oldest - 1
+    check_cursor(ctx, after)
+    deadline = time.monotonic() + timeout_ms / 1000.0
+    while True:
+        out: list[dict[str, Any]] = []
+        nxt = after
+        for ev in log.after(after):
+            if len(out) == limit:
+                break
+            nxt = ev.seq
+            if readable(ctx, ev):
+                out.append(ev.body)
+        remaining = deadline - time.monotonic()
+        if out or remaining <= 0:
+            return {"source": ctx.d.source, "events": out, "next": nxt}
+        changed = log.changed
+        try:
+            await asyncio.wait_for(changed.wait(), remaining)
+        except TimeoutError:
+            pass
+        after = nxt

@@ -1,0 +1,378 @@
+"""A pane's terminal state: a pyte screen plus text history in one row space.
+
+Row numbers start at 0 when the pane is created; a row that scrolls off the top of the
+primary screen keeps its number in history. The epoch changes when rows are renumbered
+or history is destroyed (resize, RIS, ED 3). History is kept as text rows, never as
+pyte cells, so scrollback costs one string per row.
+
+``Terminal.feed`` takes a plain-text fast path (printable ASCII, CR, LF, SGR) whenever the
+result is provably the same as pyte's, and hands pyte only what must end up on screen.
+
+``RowView`` (live) and ``Snapshot`` (final state shipped with EXIT) share the row-reading
+functions ``capture`` and ``tail``, which the daemon uses on frozen state without ever
+parsing output itself. Must not import ``venomx``.
+"""
+
+from __future__ import annotations
+
+import copy
+import re
+from collections import deque
+from dataclasses import dataclass
+from typing import Any, Protocol
+
+import pyte
+from pyte import modes as mo
+
+ALT_MODES = {1049 << 5, 1047 << 5, 47 << 5}
+
+
+class EpochConflict(Exception):
+    """The caller's epoch is not the pane's current one."""
+
+    def __init__(self, epoch: int) -> None:
+        super().__init__(f"epoch is {epoch}")
+        self.epoch = epoch
+
+
+class RowSource(Protocol):
+    screen_name: str
+    epoch: int
+    offset: int
+    cols: int
+    rows: int
+    oldest: int
+    end: int
+    cursor: tuple[int, int]
+
+    def row(self, n: int) -> str: ...
+
+
+def row_text(line: Any, cols: int) -> str:
+    """The text form of one pyte line: cells in order, wide characters written once."""
+    return "".join([line[x].data for x in range(cols)])
+
+
+class _Screen(pyte.Screen):
+    """pyte's screen with history capture, the alternate screen and ED 3 / RIS epochs."""
+
+    def __init__(self, term: Terminal, cols: int, rows: int) -> None:
+        self._term = term
+        self._ready = False
+        super().__init__(cols, rows)
+        self._ready = True
+
+    def index(self) -> None:
+        term = self._term
+        bottom = self.lines - 1
+        if (not term.alternate and self.cursor.y == bottom
+                and (self.margins is None or (self.margins.top == 0
+                                              and self.margins.bottom == bottom))):
+            term._push_history(row_text(self.buffer[0], self.columns))
+        super().index()
+
+    def set_mode(self, *modes: int, **kwargs: Any) -> None:
+        if kwargs.get("private") and any((m << 5) in ALT_MODES for m in modes):
+            self._term._enter_alternate(save_cursor=1049 in modes)
+        super().set_mode(*modes, **kwargs)
+
+    def reset_mode(self, *modes: int, **kwargs: Any) -> None:
+        if kwargs.get("private") and any((m << 5) in ALT_MODES for m in modes):
+            self._term._leave_alternate(restore_cursor=1049 in modes)
+        super().reset_mode(*modes, **kwargs)
+
+    def erase_in_display(self, how: int = 0, *args: Any, **kwargs: Any) -> None:
+        if how == 3:
+            # xterm: ED 3 erases saved lines only, the screen stays.
+            self._term._erase_scrollback()
+            return
+        super().erase_in_display(how, *args, **kwargs)
+
+    def reset(self) -> None:
+        if self._ready:
+            self._term._full_reset()
+        super().reset()
+
+
+class Terminal:
+    """The live terminal state of one pane, fed every PTY byte in order."""
+
+    def __init__(self, cols: int, rows: int, scrollback: int = 10000) -> None:
+        self.alternate = False
+        self.epoch = 1
+        self.offset = 0
+        self.scrolled = 0
+        self.history: deque[str] = deque(maxlen=scrollback) if scrollback > 0 else deque(maxlen=0)
+        self._saved: tuple[Any, Any] | None = None
+        self.screen = _Screen(self, cols, rows)
+        self.stream = pyte.ByteStream(self.screen)
+        self.fast_bytes = 0
+
+    # -- callbacks from the screen ------------------------------------------------------
+    def _push_history(self, text: str) -> None:
+        self.history.append(text)
+        self.scrolled += 1
+
+    def _erase_scrollback(self) -> None:
+        if self.history:
+            self.history.clear()
+        self.epoch += 1
+
+    def _full_reset(self) -> None:
+        self.history.clear()
+        self.scrolled = 0
+        self.epoch += 1
+        if self.alternate:
+            self.alternate = False
+            self._saved = None
+
+    def _enter_alternate(self, save_cursor: bool) -> None:
+        if self.alternate:
+            return
+        s = self.screen
+        self._saved = (s.buffer, copy.copy(s.cursor) if save_cursor else None)
+        s.buffer = type(s.buffer)(s.buffer.default_factory)
+        self.alternate = True
+
+    def _leave_alternate(self, restore_cursor: bool) -> None:
+        if not self.alternate or self._saved is None:
+            return
+        s = self.screen
+        s.buffer, cursor = self._saved
+        if restore_cursor and cursor is not None:
+            s.cursor = cursor
+        self._saved = None
+        self.alternate = False
+
+    # -- input -----------------------------------------------------------------------------
+    def feed(self, data: bytes) -> None:
+        """Advance the state by these PTY bytes (any bytes at all)."""
+        self.offset += len(data)
+        if not fast_feed(self, data):
+            self.stream.feed(data)
+
+    def resize(self, cols: int, rows: int) -> None:
+        self.screen.resize(lines=rows, columns=cols)
+        self.epoch += 1
+
+    # -- reading ---------------------------------------------------------------------------
+    @property
+    def screen_name(self) -> str:
+        return "alternate" if self.alternate else "primary"
+
+    @property
+    def cols(self) -> int:
+        return int(self.screen.columns)
+
+    @property
+    def rows(self) -> int:
+        return int(self.screen.lines)
+
+    @property
+    def oldest(self) -> int:
+        return 0 if self.alternate else self.scrolled - len(self.history)
+
+    @property
+    def end(self) -> int:
+        return self.rows if self.alternate else self.scrolled + self.rows
+
+    @property
+    def cursor(self) -> tuple[int, int]:
+        c = self.screen.cursor
+        base = 0 if self.alternate else self.scrolled
+        return base + c.y, min(c.x, self.cols - 1)
+
+    def row(self, n: int) -> str:
+        base = 0 if self.alternate else self.scrolled
+        if n < base:
+            return self.history[n - self.oldest]
+        return row_text(self.screen.buffer[n - base], self.cols)
+
+    def snapshot(self) -> dict[str, Any]:
+        """The whole state as plain data, for EXIT."""
+        base = 0 if self.alternate else self.scrolled
+        return {
+            "screen": self.screen_name, "epoch": self.epoch, "offset": self.offset,
+            "cols": self.cols, "rows": self.rows, "oldest": self.oldest,
+            "history": [] if self.alternate else list(self.history),
+            "lines": [self.row(base + i) for i in range(self.rows)],
+            "cursor": list(self.cursor),
+        }
+
+    def repaint(self) -> bytes:
+        """Bytes that redraw the current screen (text only) on a real terminal."""
+        base = 0 if self.alternate else self.scrolled
+        out = ["\x1b[H\x1b[2J"]
+        lines = [self.row(base + i).rstrip(" ") for i in range(self.rows)]
+        out.append("\r\n".join(lines))
+        row, col = self.cursor
+        out.append(f"\x1b[{row - base + 1};{col + 1}H")
+        return "".join(out).encode("utf-8", "replace")
+
+
+@dataclass
+class Snapshot:
+    """A pane's final terminal state, as shipped with EXIT; read-only."""
+
+    screen_name: str
+    epoch: int
+    offset: int
+    cols: int
+    rows: int
+    oldest: int
+    history: list[str]
+    lines: list[str]
+    cursor: tuple[int, int]
+
+    @classmethod
+    def from_dict(cls, d: dict[str, Any]) -> Snapshot:
+        return cls(d["screen"], d["epoch"], d["offset"], d["cols"], d["rows"], d["oldest"],
+                   list(d["history"]), list(d["lines"]), (d["cursor"][0], d["cursor"][1]))
+
+    @property
+    def end(self) -> int:
+        return self.oldest + len(self.history) + len(self.lines)
+
+    def row(self, n: int) -> str:
+        i = n - self.oldest
+        if i < len(self.history):
+            return self.history[i]
+        return self.lines[i - len(self.history)]
+
+    def nbytes(self) -> int:
+        return sum(len(x) for x in self.history) + sum(len(x) for x in self.lines)
+
+
+def capture(src: RowSource, epoch: int | None, start: int | None, end: int | None,
+            limit: int) -> dict[str, Any]:
+    """Rows ``[start, end)`` of the active screen, clamped to ``[oldest, end]`` (§7)."""
+    if epoch is not None and epoch != src.epoch:
+        raise EpochConflict(src.epoch)
+    oldest, cur_end = src.oldest, src.end
+    e = cur_end if end is None else max(oldest, min(end, cur_end))
+    s = max(oldest, e - limit) if start is None else max(oldest, min(start, cur_end))
+    if e < s:
+        e = s
+    if e - s > limit:
+        e = s + limit
+    row, col = src.cursor
+    return {
+        "screen": src.screen_name, "epoch": src.epoch, "offset": src.offset,
+        "cols": src.cols, "rows": src.rows, "oldest": oldest, "start": s, "end": e,
+        "lines": [src.row(n) for n in range(s, e)], "cursor": {"row": row, "col": col},
+    }
+
+
+def tail(src: RowSource, output_rows: int, output_bytes: int) -> dict[str, Any]:
+    """RFC-0015 §4's output tail: rows ``[s, e)``, whole rows only, trailing blanks dropped."""
+    oldest = src.oldest
+    e = src.end
+    while e > oldest and not src.row(e - 1).strip(" "):
+        e -= 1
+    s, used = e, 0
+    while s > oldest and e - s < output_rows:
+        size = len(src.row(s - 1).encode("utf-8"))
+        if used + size > output_bytes:
+            break
+        used += size
+        s -= 1
+    complete = src.screen_name == "primary" and src.epoch == 1 and oldest == 0 and s == 0
+    return {
+        "screen": src.screen_name, "epoch": src.epoch, "offset": src.offset,
+        "cols": src.cols, "rows": src.rows, "oldest": oldest, "start": s, "end": e,
+        "complete": complete, "lines": [src.row(n) for n in range(s, e)],
+    }
+
+
+# -- the plain-text fast path ---------------------------------------------------------------
+
+_FAST_CHUNK = re.compile(rb"(?:[\x20-\x7e\r\n]|\x1b\[[0-9;]*m)*\Z")
+_SGR = re.compile(r"\x1b\[[0-9;]*m")
+_SGR_RESET = re.compile(r"\x1b\[(?:0*)?m")
+_PIECE = re.compile(r"\r|\x1b\[[0-9;]*m|[\x20-\x7e]+")
+FAST_MIN = 512
+
+
+def _fast_state_ok(term: Terminal) -> bool:
+    s = term.screen
+    st = term.stream
+    return (not term.alternate and st._taking_plain_text
+            and st.utf8_decoder.getstate()[0] == b"" and st.use_utf8
+            and (s.margins is None or (s.margins.top == 0 and s.margins.bottom == s.lines - 1))
+            and mo.DECAWM in s.mode and mo.IRM not in s.mode and mo.LNM not in s.mode
+            and s.charset == 0 and s.g0_charset is pyte.charsets.LAT1_MAP)
+
+
+def fast_feed(term: Terminal, data: bytes) -> bool:
+    """Feed ``data`` without pyte when it only prints ASCII text, CR, LF and SGR.
+
+    Returns False (and changes nothing) when the chunk or the state is outside that case.
+    History rows are computed as text; pyte is handed only the bytes that draw the final
+    screen, starting on a cleared screen at the row where that screen begins, after the
+    SGR state in force there. Correctness is checked against plain pyte by a
+    differential test.
+    """
+    if len(data) < FAST_MIN or not _FAST_CHUNK.match(data) or not _fast_state_ok(term):
+        return False
+    s = term.screen
+    cols, lines = s.columns, s.lines
+    text = data.decode("ascii")
+    x, y0 = s.cursor.x, s.cursor.y
+    # rows touched by this chunk, by absolute number from the current screen top
+    rows: dict[int, str] = {}
+    row = y0
+    blank = " " * cols
+
+    def get(r: int) -> str:
+        t = rows.get(r)
+        if t is None:
+            t = row_text(s.buffer[r], cols) if r < lines else blank
+        return t
+
+    entries: deque[tuple[int, int, int]] = deque(maxlen=lines + 1)  # (row, pos, x at entry)
+    for m in re.finditer(r"\n|[^\n]+", text):
+        piece = m.group()
+        if piece == "\n":
+            row += 1
+            entries.append((row, m.end(), x))
+            continue
+        for p in _PIECE.finditer(piece):
+            tok = p.group()
+            if tok == "\r":
+                x = 0
+            elif tok[0] == "\x1b":
+                continue
+            else:
+                pos = m.start() + p.start()
+                i = 0
+                while i < len(tok):
+                    if x == cols:
+                        x = 0
+                        row += 1
+                        entries.append((row, pos + i, 0))
+                    n = min(len(tok) - i, cols - x)
+                    t = get(row)
+                    rows[row] = t[:x] + tok[i:i + n] + t[x + n:]
+                    x += n
+                    i += n
+    top = max(0, row - lines + 1)
+    if top <= y0:
+        return False
+    entry = next(((r, pos, ex) for r, pos, ex in entries if r == top), None)
+    if entry is None:  # pragma: no cover - every row above y0 was entered in this chunk
+        return False
+    _, pos, ex = entry
+    for r in range(top):
+        term._push_history(get(r) if r >= y0 or r in rows else row_text(s.buffer[r], cols))
+    prefix = text[:pos]
+    sgrs = _SGR.findall(prefix)
+    last_reset = max((i for i, q in enumerate(sgrs) if _SGR_RESET.fullmatch(q)), default=-1)
+    s.buffer.clear()
+    s.dirty.update(range(lines))
+    if sgrs[last_reset + 1:] or last_reset >= 0:
+        term.stream.feed("".join(sgrs[max(last_reset, 0):]).encode())
+    s.cursor.y = 0
+    s.cursor.x = ex
+    term.stream.feed(text[pos:].encode())
+    term.fast_bytes += len(data)
+    return True
