@@ -166,7 +166,13 @@ class Connection(asyncio.Protocol):
         ctx = Context(self.d, self, verb, rid)
         task = asyncio.get_running_loop().create_task(dispatch(ctx, params))
         self.tasks[rid] = task
-        task.add_done_callback(lambda t, rid=rid: self.tasks.get(rid) is t and self.tasks.pop(rid))
+        task.add_done_callback(lambda t, rid=rid: self.request_done(rid, t))
+
+    def request_done(self, rid: int, task: asyncio.Task[None]) -> None:
+        if self.tasks.get(rid) is task:
+            del self.tasks[rid]
+        if task.cancelled():  # cancelled before its first step: dispatch never ran
+            self.reply_error(rid, VenomxError("cancelled", "request cancelled", {}))
 
     # -- hello and cancel -----------------------------------------------------------------------
     def hello(self, rid: int, raw: Any) -> None:

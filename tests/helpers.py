@@ -1,0 +1,150 @@
+"""Test helpers: a real daemon on a private socket, the CLI, and condition waits."""
+
+from __future__ import annotations
+
+import json
+import os
+import signal
+import subprocess
+import sys
+import tempfile
+import time
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from venomx.client import Client
+from venomx.wire import VenomxError
+
+PY = sys.executable
+ROOT = Path(__file__).resolve().parent.parent
+
+
+def wait_for(cond: Callable[[], Any], timeout: float = 10.0, what: str = "condition") -> Any:
+    """Poll ``cond`` until truthy or the deadline passes (never a bare sleep)."""
+    deadline = time.monotonic() + timeout
+    delay = 0.005
+    while True:
+        value = cond()
+        if value:
+            return value
+        if time.monotonic() > deadline:
+            raise AssertionError(f"timed out waiting for {what}")
+        time.sleep(delay)
+        delay = min(delay * 2, 0.05)
+
+
+@dataclass
+class CliResult:
+    code: int
+    out: str
+    err: str
+
+    @property
+    def json(self) -> Any:
+        return json.loads(self.out.strip().splitlines()[-1])
+
+
+@dataclass
+class Daemon:
+    socket: str
+    proc: subprocess.Popen[bytes]
+    log: Path
+    clients: list[Client] = field(default_factory=list)
+
+    def client(self, token: str | None = "@owner", max_frame: int = 1048576) -> Client:
+        c = Client(self.socket, token, max_frame)
+        self.clients.append(c)
+        return c
+
+    def call(self, verb: str, params: dict[str, Any] | None = None,
+             token: str | None = "@owner") -> dict[str, Any]:
+        with Client(self.socket, token) as c:
+            return c.call(verb, params or {})
+
+    def error(self, verb: str, params: dict[str, Any] | None = None,
+              token: str | None = "@owner") -> VenomxError:
+        try:
+            self.call(verb, params, token)
+        except VenomxError as exc:
+            return exc
+        raise AssertionError(f"{verb} succeeded")
+
+    def cli(self, *args: str, token: str | None = "@owner", env: dict[str, str] | None = None,
+            timeout: float = 30) -> CliResult:
+        e = {k: v for k, v in os.environ.items() if not k.startswith("VENOMX_")}
+        e["VENOMX_SOCKET"] = self.socket
+        if token is not None:
+            e["VENOMX_TOKEN"] = token
+        e.update(env or {})
+        p = subprocess.run([PY, "-m", "venomx", *args], capture_output=True, text=True,
+                           env=e, timeout=timeout)
+        return CliResult(p.returncode, p.stdout, p.stderr)
+
+    def children(self) -> list[int]:
+        import psutil
+
+        return [c.pid for c in psutil.Process(self.proc.pid).children()
+                if c.status() != psutil.STATUS_ZOMBIE]
+
+    def fds(self) -> int:
+        return len(os.listdir(f"/proc/{self.proc.pid}/fd"))
+
+    def wait_exit(self, run: str, timeout: float = 10) -> dict[str, Any]:
+        with Client(self.socket, "@owner") as c:
+            return c.call("run.wait", {"run": run, "timeout_ms": int(timeout * 1000)})
+
+
+def start_daemon(extra: list[str] | None = None, config: str | None = None,
+                 env: dict[str, str] | None = None) -> Daemon:
+    d = tempfile.mkdtemp(prefix="vx", dir="/tmp")
+    sock = os.path.join(d, "s.sock")
+    log = Path(d) / "daemon.log"
+    args = [PY, "-m", "venomx", "serve", "--socket", sock, "--test-seams", "--log-level", "debug"]
+    if config is not None:
+        cfg = Path(d) / "config.toml"
+        cfg.write_text(config)
+        args += ["--config", str(cfg)]
+    e = {k: v for k, v in os.environ.items() if not k.startswith("VENOMX_")}
+    e.update(env or {})
+    with open(log, "wb") as logf:
+        proc = subprocess.Popen(args + (extra or []), stdout=subprocess.DEVNULL, stderr=logf,
+                                start_new_session=True, env=e, cwd=d)
+
+    def ready() -> bool:
+        if proc.poll() is not None:
+            raise AssertionError("daemon exited: " + log.read_text())
+        try:
+            Client(sock, "@owner").close()
+            return True
+        except VenomxError:
+            return False
+    wait_for(ready, 15, "daemon socket")
+    return Daemon(sock, proc, log)
+
+
+def stop_daemon(d: Daemon) -> None:
+    for c in d.clients:
+        c.close()
+    if d.proc.poll() is None:
+        try:
+            d.call("shutdown")
+        except VenomxError:
+            pass
+        try:
+            d.proc.wait(10)
+        except subprocess.TimeoutExpired:
+            pass
+    try:
+        os.killpg(d.proc.pid, signal.SIGKILL)
+    except OSError:
+        pass
+    if d.proc.poll() is None:
+        d.proc.wait(5)
+    if os.path.exists(d.socket):
+        os.unlink(d.socket)
+
+
+def marker_count(path: Path) -> int:
+    return len(path.read_text().splitlines()) if path.exists() else 0

@@ -1,0 +1,3 @@
+from venomx.cli.app import main
+
+main()
