@@ -142,3 +142,5 @@ class McpApi:
         if self.requests is not None:
             self.loop.call_soon_threadsafe(self.requests.put_nowait, None)
         self.thread.join(15)
+        if not self.thread.is_alive():
+            self.loop.close()

@@ -86,6 +86,8 @@ class Client:
         """Read until request ``rid`` is answered (stream items are skipped)."""
         while True:
             frame = self.read()
+            if frame.get("id") is None and "error" in frame:
+                raise VenomxError.from_dict(frame["error"])  # a frame the daemon could not read
             if frame.get("id") == rid and "item" not in frame:
                 if "error" in frame:
                     raise VenomxError.from_dict(frame["error"])
@@ -111,6 +113,8 @@ class Client:
         rid = self.start(verb, params)
         while True:
             frame = self.read()
+            if frame.get("id") is None and "error" in frame:
+                raise VenomxError.from_dict(frame["error"])
             if frame.get("id") != rid:
                 continue
             if "item" in frame:
@@ -160,6 +164,11 @@ class AsyncClient:
                 if not line:
                     break
                 frame = json.loads(line)
+                if frame.get("id") is None and "error" in frame:
+                    for waiter in self.waiting.values():  # unreadable frame: fail them all
+                        if not waiter.done():
+                            waiter.set_result(frame)
+                    continue
                 fut = self.waiting.get(frame.get("id"))
                 if fut is not None and "item" not in frame and not fut.done():
                     fut.set_result(frame)

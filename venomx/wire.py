@@ -47,7 +47,7 @@ def exit_code_for(code: str) -> int:
     return EXIT_CODES.get(code.split(".", 1)[0], 1)
 
 
-def _parse_int(text: str) -> int:
+def parse_int(text: str) -> int:
     # Past CPython's digit limit an integer is simply out of every range we declare.
     if len(text.lstrip("-")) > 300:
         return -HUGE if text.startswith("-") else HUGE
@@ -62,11 +62,16 @@ def loads(data: bytes) -> Any:
     """Parse one frame; raises ValueError for anything that is not strict UTF-8 JSON."""
     try:
         text = data.decode("utf-8")
-        return json.loads(text, parse_int=_parse_int, parse_constant=_reject_constant)
+        return json.loads(text, parse_int=parse_int, parse_constant=_reject_constant)
     except (UnicodeDecodeError, RecursionError) as exc:
         raise ValueError(str(exc)) from None
 
 
 def dumps(obj: Any) -> bytes:
-    """Compact JSON, UTF-8, no trailing newline."""
-    return json.dumps(obj, separators=(",", ":"), ensure_ascii=False).encode("utf-8")
+    """Compact JSON, UTF-8, no trailing newline; NaN/Infinity are refused (not JSON).
+
+    Lone surrogates pass through as invalid UTF-8, which the daemon answers with
+    ``invalid_request.json`` like any other client's bytes.
+    """
+    return json.dumps(obj, separators=(",", ":"), ensure_ascii=False,
+                      allow_nan=False).encode("utf-8", "surrogatepass")

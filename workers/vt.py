@@ -152,7 +152,29 @@ class Terminal:
             self.stream.feed(data)
 
     def resize(self, cols: int, rows: int) -> None:
-        self.screen.resize(lines=rows, columns=cols)
+        """Resize like xterm: a shrink scrolls rows above the cursor into history.
+
+        pyte alone drops rows from the top without keeping them and can leave the cursor
+        below the last row; rows are renumbered either way, so the epoch changes.
+        """
+        s = self.screen
+        if rows < s.lines:
+            n = max(0, s.cursor.y + 1 - rows)
+            if not self.alternate:
+                for y in range(n):
+                    self._push_history(row_text(s.buffer[y], s.columns))
+            old = s.buffer
+            new = type(old)(old.default_factory)
+            for y in range(rows):
+                if y + n in old:
+                    new[y] = old[y + n]
+            s.buffer = new
+            s.cursor.y = max(0, s.cursor.y - n)
+            s.lines = rows
+        s.resize(lines=rows, columns=cols)
+        s.lines = rows
+        s.cursor.x = min(s.cursor.x, cols)
+        s.cursor.y = min(s.cursor.y, rows - 1)
         self.epoch += 1
 
     # -- reading ---------------------------------------------------------------------------

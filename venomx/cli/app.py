@@ -18,7 +18,7 @@ import click
 
 from venomx.manifest.schema import type_error
 from venomx.manifest.verbs import VERBS, Param, Verb, verb_by_name
-from venomx.wire import VenomxError, dumps
+from venomx.wire import VenomxError, dumps, loads, parse_int
 
 SPAWN_VERBS = {"run", "window.create", "pane.split"}
 INT = re.compile(r"-?[0-9]+")
@@ -32,14 +32,14 @@ def convert(p: Param, text: str) -> Any:
     if p.kind == "integer":
         if not INT.fullmatch(text.strip()):
             raise type_error(p.name, "integer")
-        return int(text)
+        return parse_int(text.strip())
     if p.kind == "boolean":
         if text.lower() not in ("true", "false"):
             raise type_error(p.name, "boolean")
         return text.lower() == "true"
     if p.kind in ("array", "object"):
         try:
-            value = json.loads(text)
+            value = loads(text.encode("utf-8", "surrogatepass"))
         except ValueError:
             raise type_error(p.name, p.kind) from None
         return value

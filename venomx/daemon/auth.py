@@ -8,6 +8,7 @@ the resource's containment and ownership chain (live, or frozen for removed reso
 
 from __future__ import annotations
 
+import logging
 import re
 from collections import deque
 from dataclasses import dataclass
@@ -16,6 +17,7 @@ from typing import Any
 from venomx.daemon.registry import AuthNode, Grant, Principal, Registry, now_iso
 from venomx.wire import VenomxError
 
+log = logging.getLogger(__name__)
 RIGHTS = ("read", "write", "spawn", "admin")
 KINDS = ("session", "window", "pane", "run")
 _SCOPE = re.compile(r"\*|self|(session|window|pane|run):(\*|[A-Za-z0-9._-]{1,64})")
@@ -164,6 +166,8 @@ class AuditLog:
         self.seq += 1
         rec = AuditRecord(self.seq, now_iso(), principal, verb, code, resource)
         self.records.append(rec)
+        log.info("audit seq=%d principal=%s verb=%s code=%s resource=%s", rec.seq, principal,
+                 verb, code, resource)
         return rec
 
     def list(self, after: int | None, limit: int) -> tuple[list[dict[str, Any]], int]:

@@ -29,6 +29,7 @@ from workers import protocol as P
 from workers.vt import Snapshot
 
 log = logging.getLogger(__name__)
+SHUTDOWN_GRACE_MS = 2000
 
 
 class Daemon:
@@ -46,6 +47,7 @@ class Daemon:
         self.started = time.monotonic()
         self.cwd = os.getcwd()
         self.pending_spawns = 0
+        self.preparing: set[str] = set()  # pane IDs whose spawn has not committed yet
         self.shutting_down = False
         self.stopped: asyncio.Future[None] = asyncio.get_running_loop().create_future()
         self.connections: set[Any] = set()
@@ -80,10 +82,12 @@ class Daemon:
 
         live = [p for p in self.registry.panes.values() if p.live]
         for p in live:
-            terminate(self, p, "SIGHUP", 2000, "shutdown")
-        grace = max((p.termination.grace_ms for p in live if p.termination), default=0)
+            t = terminate(self, p, "SIGHUP", SHUTDOWN_GRACE_MS, "shutdown")
+            if t is not None:
+                t.cap_grace(SHUTDOWN_GRACE_MS)  # a joined termination may have a longer grace
         if live:
-            await asyncio.wait([p.exited for p in live], timeout=grace / 1000.0 + KILL_WAIT)
+            await asyncio.wait([p.exited for p in live],
+                               timeout=SHUTDOWN_GRACE_MS / 1000.0 + KILL_WAIT)
         # Let waiters woken by the last completions write their replies.
         for _ in range(3):
             await asyncio.sleep(0)
@@ -96,7 +100,7 @@ class Daemon:
         return Principal("anonymous", None, grants, anonymous=True)
 
     def base_env(self, pane: str, token: str, run: str | None) -> dict[str, str]:
-        env = {k: v for k, v in os.environ.items() if not k.startswith("VENOMX_")}
+        env = {k: v for k, v in os.environ.items() if k not in ("VENOMX_TOKEN", "VENOMX_RUN")}
         env["TERM"] = "xterm-256color"
         return env
 
@@ -195,6 +199,7 @@ class Daemon:
         pane.exit_code = fields.get("exit_code")
         pane.signal = fields.get("signal")
         pane.exited_at = now_iso()
+        pane.exited_mono = time.monotonic()
         if final is None:
             blank = " " * pane.cols
             final = Snapshot("primary", 1, 0, pane.cols, pane.rows, 0, [],

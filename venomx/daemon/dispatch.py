@@ -16,7 +16,7 @@ from venomx.daemon import auth
 from venomx.daemon.registry import AuthNode, Principal
 from venomx.manifest.schema import validate
 from venomx.manifest.verbs import Verb
-from venomx.wire import VenomxError
+from venomx.wire import VenomxError, dumps
 
 if TYPE_CHECKING:
     from venomx.daemon.core import Daemon
@@ -55,7 +55,14 @@ class Context:
         return auth.check(self.d.registry, self.principal, right, resource, node)
 
     def item(self, obj: dict[str, Any]) -> None:
-        self.conn.send({"id": self.rid, "item": obj})
+        """Send one stream item; one that would exceed max_frame fails the request."""
+        frame = {"id": self.rid, "item": obj}
+        size = len(dumps(frame))
+        if size > self.conn.max_frame:
+            raise VenomxError("unsupported.result_size",
+                              f"item of {size} bytes exceeds max_frame {self.conn.max_frame}",
+                              {"bytes": size})
+        self.conn.send(frame)
 
     @property
     def max_frame(self) -> int:
@@ -64,14 +71,12 @@ class Context:
 
 def denied(right: str, resource: str | None) -> VenomxError:
     what = f" on {resource}" if resource else ""
-    return VenomxError(f"denied.{right}", f"{right}{what} denied", {})
+    err = VenomxError(f"denied.{right}", f"{right}{what} denied", {})
+    err.resource = resource  # type: ignore[attr-defined]
+    return err
 
 
 def node_for(d: Daemon, resource: str) -> AuthNode | None:
-    kind, _, rid = resource.partition(":")
-    if kind == "run":
-        run = d.runs.runs.get(rid)
-        return run.node if run is not None else None
     return d.registry.node_of(resource)
 
 
@@ -117,10 +122,9 @@ async def dispatch(ctx: Context, raw_params: Any) -> None:
             d.audit.append(p.id, verb.name, "ok", resource)
     except VenomxError as exc:
         if exc.code.startswith("denied.") or verb.dispatch == "admin":
+            resource = getattr(exc, "resource", resource)
             principal = conn.principal.id if conn.principal else None
-            rec = d.audit.append(principal, verb.name, exc.code, resource)
-            log.info("audit seq=%d principal=%s verb=%s code=%s resource=%s", rec.seq,
-                     principal, verb.name, exc.code, resource)
+            d.audit.append(principal, verb.name, exc.code, resource)
         conn.reply_error(ctx.rid, exc)
     except asyncio.CancelledError:
         conn.reply_error(ctx.rid, VenomxError("cancelled", "request cancelled", {}))

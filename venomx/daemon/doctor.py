@@ -22,6 +22,7 @@ if TYPE_CHECKING:
     from venomx.daemon.core import Daemon
 
 SENTINEL_TITLE = "venomx-sentinel "
+ORPHAN_AFTER = 2.0  # the sentinel's drain (1 s) plus time to deliver EXIT and exit
 
 
 @dataclass
@@ -80,9 +81,11 @@ async def report(d: Daemon) -> dict[str, Any]:
     live = [p for p in reg.panes.values() if p.live]
     missing = [p.id for p in live if sentinel_of.get(p.sentinel_pid) != p.id]
     alive = len(live) - len(missing)
+    now_mono = time.monotonic()
     orphaned = [pid for pid, pane in sentinel_of.items()
-                if (pane not in reg.panes or not reg.panes[pane].live)
-                and pid not in reg.sentinels]
+                if (pane in reg.panes and not reg.panes[pane].live
+                    and now_mono - reg.panes[pane].exited_mono > ORPHAN_AFTER)
+                or (pane not in reg.panes and pane not in d.preparing)]
     sentinels = {"expected": len(live), "alive": alive, "missing": missing,
                  "orphaned": len(orphaned)}
     s_status = "fail" if missing else ("warn" if orphaned else "ok")

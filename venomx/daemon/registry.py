@@ -116,6 +116,7 @@ class Pane:
     run: str | None = None
     created_at: str = field(default_factory=now_iso)
     exited_at: str | None = None
+    exited_mono: float = 0.0
     final: Snapshot | None = None
     exited: asyncio.Future[None] = field(default_factory=lambda: asyncio.get_running_loop().create_future())
     termination: Termination | None = None
@@ -159,7 +160,8 @@ class Registry:
         self.principals: dict[str, Principal] = {}
         self.tokens: dict[str, str] = {}  # SHA-256 of token -> principal ID
         self.sentinels: dict[int, str] = {}  # sentinel pid -> pane
-        self.leaders: dict[int, str] = {}  # leader pid -> pane, once its sentinel is lost
+        self.leaders: dict[int, str] = {}  # leader pid -> live pane
+        self.runs: dict[str, AuthNode] = {}  # run ID -> node, while its record is retained
 
     def next_id(self, prefix: str) -> str:
         n = self.counters[prefix]
@@ -200,6 +202,8 @@ class Registry:
 
     def node_of(self, resource: str) -> AuthNode | None:
         kind, _, rid = resource.partition(":")
+        if kind == "run":
+            return self.runs.get(rid)
         entity: Any = {"session": self.sessions, "window": self.windows,
                        "pane": self.panes}.get(kind, {}).get(rid)
         return entity.node if entity is not None else None

@@ -13,7 +13,6 @@ import hashlib
 import hmac
 import json
 import secrets
-import signal as _signal
 from collections import Counter
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
@@ -85,6 +84,8 @@ class Run:
     def entity(self) -> dict[str, Any]:
         e: dict[str, Any] = {"kind": "run", "run": self.id, "pane": self.pane,
                              "state": self.state}
+        if self.state != "completed":
+            return e
         for name in ("outcome", "exit_code", "signal", "cause"):
             value = getattr(self, name)
             if value is not None:
@@ -107,10 +108,10 @@ def status_of(run: Run) -> int:
     if run.outcome == "failed":
         return int(run.exit_code or 0)
     if run.outcome == "signaled":
-        try:
-            return min(255, 128 + int(_signal.Signals[run.signal or ""]))
-        except KeyError:
-            return 255
+        from venomx.daemon.sentinels import signal_number
+
+        n = signal_number(run.signal or "")
+        return 255 if n is None else min(255, 128 + n)
     return 124 if run.cause == "deadline" else 125
 
 
@@ -168,6 +169,7 @@ class RunTable:
         run.started_at = now_iso()
         run.started_mono = monotonic_ms()
         self.runs[run.id] = run
+        d.registry.runs[run.id] = run.node
         self.bindings[(run.owner, run.key)] = run
         d.events.emit("run.started", f"run:{run.id}", {"run": run.id, "pane": pane.id},
                       run.node)
@@ -261,6 +263,7 @@ class RunTable:
     def evict(self, run: Run, why: str) -> None:
         self.completed_order.remove(run.id)
         del self.runs[run.id]
+        self.d.registry.runs.pop(run.id, None)
         self.retained_bytes -= run.output_size
         if self.bindings.get((run.owner, run.key)) is run:
             del self.bindings[(run.owner, run.key)]

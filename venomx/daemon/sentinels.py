@@ -138,8 +138,27 @@ def waitstatus_fields(status: int) -> dict[str, Any]:
         return {"exit_code": os.WEXITSTATUS(status)}
     if os.WIFSIGNALED(status):
         n = os.WTERMSIG(status)
-        try:
-            return {"signal": _signal.Signals(n).name, "signum": n}
-        except ValueError:
-            return {"signal": f"SIG{n}", "signum": n}
+        return {"signal": signal_name(n), "signum": n}
     return {}
+
+
+def signal_name(n: int) -> str:
+    import signal as _signal
+
+    if _signal.SIGRTMIN <= n <= _signal.SIGRTMAX:
+        return "SIGRTMIN" if n == _signal.SIGRTMIN else f"SIGRTMIN+{n - _signal.SIGRTMIN}"
+    try:
+        return _signal.Signals(n).name
+    except ValueError:
+        return f"SIG{n}"
+
+
+def signal_number(name: str) -> int | None:
+    import signal as _signal
+
+    if name.startswith("SIGRTMIN"):
+        return int(_signal.SIGRTMIN) + (int(name[9:]) if name[8:9] == "+" else 0)
+    try:
+        return int(_signal.Signals[name])
+    except KeyError:
+        return int(name[3:]) if name[3:].isdigit() else None

@@ -138,8 +138,9 @@ class Connection(asyncio.Protocol):
             return
         rid = obj.get("id")
         if not isinstance(rid, int) or isinstance(rid, bool) or abs(rid) >= 2**63:
-            self.reply_error(None, VenomxError("invalid_request.id",
-                                               "id must be an integer", {}))
+            echo = rid if isinstance(rid, (str, float, bool)) and len(str(rid)) <= 64 else None
+            self.send({"id": echo, "error": VenomxError("invalid_request.id",
+                                                         "id must be an integer", {}).to_dict()})
             return
         name = obj.get("verb")
         verb = verb_by_name(name) if isinstance(name, str) else None

@@ -39,6 +39,14 @@ def check_name(name: str | None, param: str = "name") -> None:
                           {"param": param})
 
 
+def utf8_ok(text: str) -> bool:
+    try:
+        text.encode("utf-8")
+    except UnicodeEncodeError:
+        return False
+    return True
+
+
 def check_argv(argv: list[str]) -> None:
     def bad(reason: str) -> VenomxError:
         return VenomxError("invalid_params.argv", f"argv is invalid: {reason}",
@@ -47,6 +55,8 @@ def check_argv(argv: list[str]) -> None:
         raise bad("empty")
     if any("\0" in a for a in argv):
         raise bad("nul")
+    if not all(utf8_ok(a) for a in argv):
+        raise bad("encoding")
     if sum(len(a.encode("utf-8", "surrogatepass")) + 1 for a in argv) > MAX_ARGV:
         raise bad("size")
 
@@ -70,6 +80,8 @@ def check_env(env: dict[str, Any] | None, unset: list[str] | None) -> None:
             raise bad("type", name)
         if "\0" in value:
             raise bad("nul", name)
+        if not utf8_ok(value):
+            raise bad("encoding", name)
         if len(value.encode("utf-8", "surrogatepass")) > MAX_ENV_VALUE:
             raise bad("size", name)
     for name in unset or []:
@@ -83,7 +95,7 @@ def check_cwd(cwd: str | None) -> None:
     def bad(reason: str) -> VenomxError:
         return VenomxError("invalid_params.cwd", f"cwd is invalid: {reason}",
                            {"param": "cwd", "reason": reason})
-    if not cwd.startswith("/") or "\0" in cwd:
+    if not cwd.startswith("/") or "\0" in cwd or not utf8_ok(cwd):
         raise bad("relative")
     if not os.path.exists(cwd):
         raise bad("missing")
@@ -149,6 +161,7 @@ async def spawn(d: Daemon, req: SpawnRequest,
     if req.run is not None:
         env["VENOMX_RUN"] = req.run
     d.pending_spawns += 1
+    d.preparing.add(pane_id)
     chan: Channel | None = None
     try:
         chan = await Channel.open(d.forkserver.fork())
@@ -168,6 +181,7 @@ async def spawn(d: Daemon, req: SpawnRequest,
             chan.send(P.Abort())
             chan.close()
         d.pending_spawns -= 1
+        d.preparing.discard(pane_id)
         raise
 
     async def release() -> P.Message:
@@ -183,21 +197,33 @@ async def spawn(d: Daemon, req: SpawnRequest,
     except BaseException:
         chan.close()
         d.pending_spawns -= 1
+        d.preparing.discard(pane_id)
         raise
     d.pending_spawns -= 1
+    d.preparing.discard(pane_id)
     if isinstance(started, P.Failed):
         chan.close()
-        raise _spawn_failed(started.errno)
+        raise CancelledAfter(_spawn_failed(started.errno)) if cancelled else \
+            _spawn_failed(started.errno)
     assert isinstance(started, P.Started)
     try:
         pane = commit(d, req, chan, window_id, pane_id, principal_id, token, started.pid,
                       on_commit)
-    except BaseException:
+    except VenomxError as exc:
         chan.close()  # the sentinel stops the leader's group when its channel closes
-        raise
+        raise CancelledAfter(exc) if cancelled else exc from None
     if cancelled:
         raise asyncio.CancelledError
     return pane
+
+
+class CancelledAfter(asyncio.CancelledError):
+    """The request was cancelled after the barrier and the start then failed with ``error``:
+    the request ends ``cancelled``; requests that joined the start get ``error``."""
+
+    def __init__(self, error: VenomxError) -> None:
+        super().__init__(error.code)
+        self.error = error
 
 
 def commit(d: Daemon, req: SpawnRequest, chan: Channel, window_id: str | None, pane_id: str,
@@ -205,6 +231,8 @@ def commit(d: Daemon, req: SpawnRequest, chan: Channel, window_id: str | None, p
            on_commit: Callable[[Pane], None] | None) -> Pane:
     """Make the new pane (and window, principal, run) visible with their events: one turn."""
     reg = d.registry
+    if d.shutting_down:
+        raise VenomxError("unavailable.shutdown", "the daemon is shutting down", {})
     # The target may have changed while we prepared.
     if req.session is not None:
         session = reg.sessions.get(req.session)
@@ -243,10 +271,8 @@ def commit(d: Daemon, req: SpawnRequest, chan: Channel, window_id: str | None, p
         reg.windows[window.id] = window
         reg.sessions[s_id].windows.append(window.id)
         window.panes.append(pane_id)
-        data: dict[str, Any] = {"window": window.id, "session": s_id}
-        if window.name is not None:
-            data["name"] = window.name
-        d.events.emit("window.created", f"window:{window.id}", data, window.node)
+        d.events.emit("window.created", f"window:{window.id}",
+                      {"window": window.id, "session": s_id, "name": window.name}, window.node)
         d.events.emit("pane.created", f"pane:{pane_id}", created, pnode)
     else:
         assert req.split is not None

@@ -26,7 +26,8 @@ KILL_WAIT = 1.0
 
 
 class Termination:
-    def __init__(self, pane: Pane, signame: str, grace_ms: int, cause: str) -> None:
+    def __init__(self, d: Daemon, pane: Pane, signame: str, grace_ms: int, cause: str) -> None:
+        self.d = d
         self.pane = pane
         self.signame = signame
         self.grace_ms = grace_ms
@@ -35,6 +36,16 @@ class Termination:
         self.killed_at: float | None = None
         self.killed: asyncio.Future[None] = asyncio.get_running_loop().create_future()
         self.timer: asyncio.TimerHandle | None = None
+
+    def cap_grace(self, grace_ms: int) -> None:
+        """Bring the SIGKILL deadline forward to at most ``grace_ms`` from now."""
+        if self.timer is None:
+            return
+        loop = asyncio.get_running_loop()
+        due = loop.time() + grace_ms / 1000.0
+        if self.timer.when() > due:
+            self.timer.cancel()
+            self.timer = loop.call_at(due, _escalate, self.d, self)
 
     def cancel_timer(self) -> None:
         if self.timer is not None:
@@ -48,7 +59,7 @@ def terminate(d: Daemon, pane: Pane, signame: str, grace_ms: int, cause: str) ->
         return None
     if pane.termination is not None:
         return pane.termination
-    t = Termination(pane, signame, grace_ms, cause)
+    t = Termination(d, pane, signame, grace_ms, cause)
     pane.termination = t
     pane.state = "terminating"
     d.events.emit("pane.terminating", f"pane:{pane.id}",

@@ -97,9 +97,9 @@ SKILL_RULES = """\
 ## How to run commands with venomx (agents MUST follow this)
 
 - Start every command whose result matters with `venomx run --key <unique> …` and wait
-  for it with `venomx run wait --run <id>`. If a response is lost, retry **the identical
-  request** (same key, same parameters): you get the same run back (`reused: true`), and
-  the command is not started twice. `venomx run list --key <key>` also finds it.
+  for it with `venomx run wait --run <id>`. If a response is lost, retry the identical request
+  (same key, same parameters): you get the same run back (`reused: true`), and the command
+  is not started twice. `venomx run list --key <key>` also finds it.
 - Use `--argv '["prog","arg"]'` (or `-- prog arg`); it runs the program directly with no
   shell. Add `--shell '…'` only when you need shell syntax (pipes, redirects, `&&`).
 - A wait timeout (`timeout.wait`, exit 7) or Ctrl-C of `run wait` does **not** stop the

@@ -13,7 +13,7 @@ from typing import Any
 from venomx.daemon.auth import child_grants
 from venomx.daemon.dispatch import Context, handler
 from venomx.daemon.runs import KEY_SYNTAX, Pending, Run
-from venomx.daemon.spawn import SpawnRequest, check_argv, check_cwd, check_env, check_name, check_size, spawn
+from venomx.daemon.spawn import CancelledAfter, SpawnRequest, check_argv, check_cwd, check_env, utf8_ok, check_name, check_size, spawn
 from venomx.daemon.termination import terminate, wait_terminated
 from venomx.verbs.common import (get_pane, get_session, not_found, pane_must_run,
                                  parse_optional_grants, refuse_if_shutting_down)
@@ -73,6 +73,8 @@ async def run(ctx: Context, key: str, cols: int, rows: int, output_rows: int,
     if shell is not None:
         if "\0" in shell:
             raise _command("nul", "shell")
+        if not utf8_ok(shell):
+            raise _command("encoding", "shell")
         if not 1 <= len(shell.encode("utf-8", "surrogatepass")) <= 65536:
             raise _command("size", "shell")
     if not KEY.fullmatch(key):
@@ -83,7 +85,7 @@ async def run(ctx: Context, key: str, cols: int, rows: int, output_rows: int,
     check_name(name)
     check_size(cols, rows)
     check_env(env, env_unset)
-    if cwd is not None and (not cwd.startswith("/") or "\0" in cwd):
+    if cwd is not None and (not cwd.startswith("/") or "\0" in cwd or not utf8_ok(cwd)):
         check_cwd(cwd)
     # 7. key lookup
     runs = d.runs
@@ -129,6 +131,8 @@ async def run(ctx: Context, key: str, cols: int, rows: int, output_rows: int,
         if record.pane:
             future.set_result(record)
         else:
+            if isinstance(exc, CancelledAfter):
+                exc = exc.error
             err = exc if isinstance(exc, VenomxError) else VenomxError(
                 "cancelled", "the start this request joined was cancelled", {})
             future.set_exception(err)
@@ -214,4 +218,4 @@ async def cancel(ctx: Context, run: str, signal: str, grace_ms: int) -> dict[str
         if p is not None:
             terminate(ctx.d, p, signal, grace_ms, "cancel")
             await wait_terminated(p)
-    return r.record(ctx.d.source, True)
+    return r.record(ctx.d.source, False)

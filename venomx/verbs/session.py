@@ -23,9 +23,6 @@ async def session_create(ctx: Context, name: str | None = None) -> dict[str, Any
     sid = reg.next_id("s")
     s = Session(sid, name, AuthNode(f"session:{sid}", ctx.principal.id))
     reg.sessions[sid] = s
-    data: dict[str, Any] = {"session": sid}
-    if name is not None:
-        data["name"] = name
     ctx.d.events.emit("session.created", f"session:{sid}", {"session": sid, "name": name},
                       s.node)
     return {"session": sid, "name": name} if name is not None else {"session": sid}

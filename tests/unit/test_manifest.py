@@ -1,0 +1,102 @@
+"""The manifest, its handlers, its schema validation and its generated files agree."""
+
+from __future__ import annotations
+
+import subprocess
+import sys
+
+import pytest
+from hypothesis import given
+from hypothesis import strategies as st
+
+import venomx.verbs  # noqa: F401  (registers handlers)
+from tests.helpers import ROOT
+from venomx.daemon.dispatch import HANDLERS
+from venomx.manifest.generate import input_schema, output_schema, skill_md, verbs_md
+from venomx.manifest.schema import validate
+from venomx.manifest.verbs import VERBS, verb_by_name
+from venomx.wire import VenomxError
+
+PROTOCOL_VERBS = {"hello", "cancel"}
+
+
+def test_every_verb_has_a_handler_and_every_handler_a_verb() -> None:
+    names = {v.name for v in VERBS} - PROTOCOL_VERBS
+    assert names == set(HANDLERS)
+
+
+def test_generated_docs_are_fresh() -> None:
+    assert (ROOT / "docs" / "verbs.md").read_text() == verbs_md()
+    assert (ROOT / "docs" / "skill.md").read_text() == skill_md()
+    r = subprocess.run([sys.executable, str(ROOT / "scripts" / "gen-docs"), "--check"],
+                       capture_output=True, text=True)
+    assert r.returncode == 0, r.stdout
+
+
+def test_run_summaries_say_what_the_rfc_requires() -> None:
+    run = verb_by_name("run")
+    assert run is not None
+    assert "Start a process" in run.summary and "key" in run.summary
+    assert "no shell" in run.summary
+    cancel = verb_by_name("run.cancel")
+    assert cancel is not None and "Destructive" in cancel.summary
+    wait = verb_by_name("run.wait")
+    assert wait is not None and "blocks" in wait.mcp and "60000" in wait.mcp
+    assert "timeout.wait" in wait.mcp and wait.exit_field == "status"
+    required = {f.name for f in wait.result if f.required}
+    assert {"state", "outcome", "status", "completed_at", "duration_ms"} <= required
+
+
+def test_skill_has_the_rules() -> None:
+    text = skill_md()
+    for phrase in ("run --key", "run wait", "identical request", "--shell", "run cancel",
+                   "--deadline-ms", "outcome", "124", "125", "capture-rows", "pane remove",
+                   "--source", "Prefer `run` over `pane send`"):
+        assert phrase in text, phrase
+
+
+def test_schemas_are_objects() -> None:
+    for v in VERBS:
+        assert input_schema(v)["type"] == "object"
+        assert output_schema(v)["type"] == "object"
+
+
+@pytest.mark.parametrize(("params", "code", "data"), [
+    ({"nope": 1}, "invalid_params.unknown", {"param": "nope"}),
+    ({}, "invalid_params.missing", {"param": "session"}),
+    ({"session": 1}, "invalid_params.type", {"param": "session", "expected": "string"}),
+    ({"session": "s0", "cols": "80"}, "invalid_params.type", {"param": "cols", "expected": "integer"}),
+    ({"session": "s0", "cols": True}, "invalid_params.type", {"param": "cols", "expected": "integer"}),
+    ({"session": "s0", "cols": 0}, "invalid_params.range", {"param": "cols", "min": 1, "max": 65535}),
+    ({"session": "s0", "cols": 65536}, "invalid_params.range", {"param": "cols", "min": 1, "max": 65535}),
+    ({"session": "s0", "argv": ["a", 1]}, "invalid_params.type", {"param": "argv", "expected": "array of string"}),
+])
+def test_schema_errors(params: dict[str, object], code: str, data: dict[str, object]) -> None:
+    v = verb_by_name("window.create")
+    assert v is not None
+    with pytest.raises(VenomxError) as e:
+        validate(v, params)
+    assert (e.value.code, e.value.data) == (code, data)
+
+
+def test_choices_and_defaults() -> None:
+    v = verb_by_name("pane.kill")
+    assert v is not None
+    assert validate(v, {"pane": "p0"}) == {"pane": "p0", "signal": "SIGHUP", "grace_ms": 2000}
+    with pytest.raises(VenomxError) as e:
+        validate(v, {"pane": "p0", "signal": "SIGFOO"})
+    assert e.value.code == "invalid_params.choice" and e.value.data["param"] == "signal"
+
+
+@given(st.dictionaries(st.text(max_size=8), st.recursive(
+    st.none() | st.booleans() | st.integers() | st.text(max_size=8),
+    lambda c: st.lists(c, max_size=3) | st.dictionaries(st.text(max_size=4), c, max_size=3),
+    max_leaves=6), max_size=5))
+def test_validate_only_raises_schema_errors(params: dict[str, object]) -> None:
+    for name in ("run", "pane.send", "events.read"):
+        v = verb_by_name(name)
+        assert v is not None
+        try:
+            validate(v, params)
+        except VenomxError as exc:
+            assert exc.code.startswith("invalid_params.") and "param" in exc.data

@@ -1,0 +1,167 @@
+"""The terminal state: row space, text form, capture, tail, resize, and the fast path.
+
+The differential tests feed the same streams through the fast path and through plain
+pyte (the same screen class with the fast path off) and require identical rows, cursor
+and history.
+"""
+
+from __future__ import annotations
+
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from workers import vt
+from workers.vt import EpochConflict, Snapshot, Terminal, capture, tail
+
+
+def plain(cols: int, rows: int, scrollback: int = 50) -> Terminal:
+    t = Terminal(cols, rows, scrollback)
+    t.feed = lambda data: (setattr(t, "offset", t.offset + len(data)),  # type: ignore[method-assign]
+                           t.stream.feed(data))
+    return t
+
+
+def state(t: Terminal) -> tuple[object, ...]:
+    s = t.snapshot()
+    return (s["history"], s["lines"], s["cursor"], s["oldest"], s["epoch"], s["offset"],
+            t.screen.cursor.attrs)
+
+
+def test_text_form_and_history() -> None:
+    t = Terminal(5, 2, 3)
+    t.feed(b"ab\r\ncdefgh\r\nxy")
+    assert [t.row(n) for n in range(t.oldest, t.end)] == ["ab   ", "cdefg", "h    ", "xy   "]
+    assert (t.oldest, t.end, t.epoch) == (0, 4, 1)
+    t.feed(b"\r\n1\r\n2\r\n3\r\n")
+    assert t.oldest == 3 and len(t.history) == 3
+
+
+def test_wide_characters_are_written_once() -> None:
+    t = Terminal(6, 2)
+    t.feed("a宽b".encode())
+    assert t.row(0) == "a宽b  " and len(t.row(0)) == 5
+
+
+def test_alternate_screen_keeps_primary() -> None:
+    t = Terminal(5, 2)
+    t.feed(b"main\r\n")
+    t.feed(b"\x1b[?1049h\x1b[HALT")
+    assert t.screen_name == "alternate" and t.row(0) == "ALT  "
+    t.feed(b"\x1b[?1049l")
+    assert t.screen_name == "primary" and t.row(0) == "main "
+
+
+def test_epoch_changes_on_ris_ed3_resize() -> None:
+    t = Terminal(5, 2)
+    t.feed(b"\x1b[3J")
+    assert t.epoch == 2
+    t.feed(b"\x1bc")
+    assert t.epoch == 3
+    t.resize(4, 2)
+    assert t.epoch == 4
+    try:
+        capture(t, 1, None, None, 10)
+    except EpochConflict as exc:
+        assert exc.epoch == 4
+    else:
+        raise AssertionError("no conflict")
+
+
+def test_shrink_keeps_rows_in_history() -> None:
+    t = Terminal(20, 5)
+    t.feed(b"".join(b"%d\r\n" % i for i in range(1, 31)))
+    t.resize(20, 2)
+    rows = [t.row(n).strip() for n in range(t.oldest, t.end)]
+    assert rows[-2:] == ["30", ""] and rows[-3] == "29"
+    t.feed(b"X\r\nY\r\nZ")
+    rows = [t.row(n).strip() for n in range(t.oldest, t.end)]
+    assert rows[-3:] == ["X", "Y", "Z"]
+    assert t.cursor[0] == t.end - 1
+
+
+def test_capture_clamps() -> None:
+    t = Terminal(3, 2, 5)
+    t.feed(b"".join(b"%d\r\n" % i for i in range(10)))
+    r = capture(t, None, 0, 1000, 100)
+    assert r["start"] == t.oldest and r["end"] == t.end
+    assert capture(t, None, None, None, 2)["start"] == t.end - 2
+
+
+def test_tail_rules() -> None:
+    snap = Snapshot("primary", 1, 9, 4, 3, 0, ["€€€€", "€€€€"], ["€€€€", "    ", "    "], (3, 0))
+    out = tail(snap, 100, 30)
+    assert out["lines"] == ["€€€€", "€€€€"] and out["start"] == 1 and out["end"] == 3
+    assert out["complete"] is False
+    assert tail(snap, 0, 1000)["lines"] == []
+    full = tail(snap, 100, 1000)
+    assert full["complete"] is True and full["start"] == 0
+
+
+# -- fast path --------------------------------------------------------------------------
+
+def test_fast_path_is_taken_for_plain_text() -> None:
+    t = Terminal(80, 24)
+    data = b"".join(b"%d\r\n" % i for i in range(5000))
+    t.feed(data)
+    ref = plain(80, 24, 10000)
+    ref.feed(data)
+    assert t.fast_bytes == len(data)
+    assert state(t)[:6] == state(ref)[:6]
+
+
+TOKENS = st.sampled_from([
+    b"a", b"hello world", b"x" * 37, b"\r", b"\n", b"\r\n", b"\x1b[31m", b"\x1b[0m", b"\x1b[m",
+    b"\x1b[1;4m", "宽".encode(), "e\u0301".encode(), b"\x1b[2A", b"\x1b[K", b"\x1b[2J",
+    b"\x1b[1;3r", b"\x1b[r", b"\x1b[?1049h", b"\x1b[?1049l", b"\t", b"\x08", b"\x1b[5;5H",
+    b"\x1b]133;C\x07", b"\xff", b"\x1b[", b"7m",
+])
+
+
+@settings(max_examples=150, deadline=None)
+@given(st.lists(st.lists(TOKENS, max_size=120), min_size=1, max_size=6),
+       st.integers(1, 30), st.integers(1, 8), st.booleans())
+def test_fast_path_matches_pyte(chunks: list[list[bytes]], cols: int, rows: int,
+                                plain_heavy: bool) -> None:
+    fast = Terminal(cols, rows, 50)
+    ref = plain(cols, rows, 50)
+    old = vt.FAST_MIN
+    vt.FAST_MIN = 0
+    try:
+        for chunk in chunks:
+            data = b"".join(chunk)
+            if plain_heavy:
+                data = data.replace(b"\x1b[2A", b"").replace(b"\x1b[5;5H", b"")
+            fast.feed(data)
+            ref.feed(data)
+            assert state(fast) == state(ref)
+    finally:
+        vt.FAST_MIN = old
+
+
+@settings(max_examples=100, deadline=None)
+@given(st.lists(st.sampled_from([b"ab", b"x" * 9, b"\r\n", b"\n", b"\r", b"\x1b[32m",
+                                 b"\x1b[0m", b"0123456789"]), max_size=400),
+       st.integers(1, 12), st.integers(1, 5))
+def test_fast_path_long_plain_streams(tokens: list[bytes], cols: int, rows: int) -> None:
+    old = vt.FAST_MIN
+    vt.FAST_MIN = 0
+    try:
+        fast, ref = Terminal(cols, rows, 1000), plain(cols, rows, 1000)
+        data = b"".join(tokens)
+        fast.feed(data)
+        ref.feed(data)
+        assert state(fast) == state(ref)
+    finally:
+        vt.FAST_MIN = old
+
+
+@settings(max_examples=200, deadline=None)
+@given(st.binary(max_size=300), st.integers(1, 20), st.integers(1, 6))
+def test_any_bytes_never_break_the_terminal(data: bytes, cols: int, rows: int) -> None:
+    t = Terminal(cols, rows, 20)
+    t.feed(data)
+    t.resize(max(1, cols - 1), max(1, rows - 1))
+    t.feed(data)
+    capture(t, None, None, None, 100)
+    tail(t, 10, 100)
+    Snapshot.from_dict(t.snapshot())
