@@ -70,8 +70,11 @@ def loads(data: bytes) -> Any:
 def dumps(obj: Any) -> bytes:
     """Compact JSON, UTF-8, no trailing newline; NaN/Infinity are refused (not JSON).
 
-    Lone surrogates pass through as invalid UTF-8, which the daemon answers with
-    ``invalid_request.json`` like any other client's bytes.
+    Text that cannot be UTF-8 (lone surrogates) is sent as ``\\u`` escapes, which is
+    still valid JSON, so the receiver can judge the value instead of the frame.
     """
-    return json.dumps(obj, separators=(",", ":"), ensure_ascii=False,
-                      allow_nan=False).encode("utf-8", "surrogatepass")
+    text = json.dumps(obj, separators=(",", ":"), ensure_ascii=False, allow_nan=False)
+    try:
+        return text.encode("utf-8")
+    except UnicodeEncodeError:
+        return json.dumps(obj, separators=(",", ":"), allow_nan=False).encode("ascii")

@@ -1,0 +1,92 @@
+"""The generated CLI (§4): forms of values, errors identical to the daemon's, exit codes."""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+
+import pytest
+
+from tests.helpers import PY, Daemon
+
+
+def test_exit_codes_per_error_class(shared_daemon: Daemon) -> None:
+    d = shared_daemon
+    s = d.call("session.create")["session"]
+    cases = [
+        (["session", "get", "--session", "s999"], 3, "not_found.session"),
+        (["window", "create", "--session", s, "--cols", "0"], 2, "invalid_params.range"),
+        (["window", "create", "--session", s, "--cols", "x"], 2, "invalid_params.type"),
+        (["window", "create", "--session", s, "--argv", "[1"], 2, "invalid_params.type"),
+        (["run", "--key", "k", "--session", s, "--argv", "NaN"], 2, "invalid_params.type"),
+        (["pane", "send", "--pane", "p999", "--text", "x"], 3, "not_found.pane"),
+        (["seam", "wait", "--name", "run.after_barrier", "--timeout-ms", "10"], 7, "timeout.seam"),
+        (["run", "--key", "k", "--session", s, "--argv", '["/nonexistent"]'], 6, "unavailable.spawn"),
+    ]
+    for args, code, err in cases:
+        r = d.cli(*args, "--json")
+        assert r.code == code, (args, r.out, r.err)
+        assert json.loads(r.out)["error"]["code"] == err
+        human = d.cli(*args)
+        assert human.code == code and human.err.startswith(f"venomx: {err}: ")
+    assert d.cli("config", "get", "--json", token=None).code == 4
+    sock = d.socket + ".missing"
+    r = subprocess.run([PY, "-m", "venomx", "whoami", "--json", "--socket", sock],
+                       capture_output=True, text=True)
+    assert r.returncode == 9 and json.loads(r.stdout)["error"]["code"] == "transport"
+    r = d.cli("run", "get", "--run", "r1", "--json", env={})
+    assert r.code in (3, 0)
+    big = d.cli("window", "create", "--session", s, "--cols", "9" * 5000, "--json")
+    assert big.code == 2 and json.loads(big.out)["error"]["code"] == "invalid_params.range"
+
+
+def test_client_side_errors_equal_the_daemons(shared_daemon: Daemon) -> None:
+    s = shared_daemon.call("session.create")["session"]
+    from venomx.client import Client
+    from venomx.wire import VenomxError
+
+    with Client(shared_daemon.socket, "@owner") as c:
+        with pytest.raises(VenomxError) as e:
+            c.call("window.create", {"session": s, "cols": "x"})
+    cli = shared_daemon.cli("window", "create", "--session", s, "--cols", "x", "--json")
+    assert json.loads(cli.out)["error"] == e.value.to_dict()
+
+
+def test_boolean_forms_and_argv_sugar(shared_daemon: Daemon) -> None:
+    d = shared_daemon
+    s = d.call("session.create")["session"]
+    r = d.cli("run", "--key", "sugar", "--session", s, "--json", "--", "sh", "-c", "exit 4")
+    run = json.loads(r.out)["run"]
+    for form in (["--output=false"], ["--output", "false"]):
+        w = d.cli("run", "wait", "--run", run, *form, "--json")
+        assert w.code == 4 and "output" not in json.loads(w.out)
+    w = d.cli("run", "wait", "--run", run, "--output", "--json")
+    assert "output" in json.loads(w.out)
+    bad = d.cli("run", "wait", "--run", run, "--output=maybe", "--json")
+    assert bad.code == 2 and json.loads(bad.out)["error"]["data"] == {
+        "param": "output", "expected": "boolean"}
+    assert d.cli("pane", "list", "--bogus").code == 2  # a plain usage error
+
+
+def test_readable_output(shared_daemon: Daemon) -> None:
+    d = shared_daemon
+    s = d.call("session.create", {"name": "readable"})["session"]
+    d.call("window.create", {"session": s, "argv": ["true"]})
+    r = d.cli("pane", "list", "--session", s)
+    assert r.code == 0 and "PANE" in r.out.splitlines()[1] and "ARGV0" in r.out
+    assert d.cli("session", "list").out.count("readable") == 1
+
+
+@pytest.mark.parametrize("shell", ["bash", "zsh", "fish"])
+def test_completion(shell: str) -> None:
+    r = subprocess.run([sys.executable, "-m", "venomx", "completion", shell], capture_output=True,
+                       text=True)
+    assert r.returncode == 0 and "_VENOMX_COMPLETE" in r.stdout
+
+
+def test_skill_command_prints_the_generated_skill() -> None:
+    from tests.helpers import ROOT
+
+    r = subprocess.run([sys.executable, "-m", "venomx", "skill"], capture_output=True, text=True)
+    assert r.stdout == (ROOT / "docs" / "skill.md").read_text()

@@ -1,0 +1,259 @@
+"""Sessions, windows, panes and spawn (§6) with real sentinels, PTYs and processes."""
+
+from __future__ import annotations
+
+import os
+import signal
+import subprocess
+from pathlib import Path
+from typing import Any
+
+import psutil
+import pytest
+
+from tests.helpers import PY, Daemon, start_daemon, wait_for
+from venomx.wire import VenomxError
+
+
+def footprint(d: Daemon) -> tuple[int, int, int, int]:
+    """Children, fds, panes and events: what a bad request must not change."""
+    def settled() -> tuple[int, int, int, int] | None:
+        doc = d.call("doctor")
+        live = doc["counters"]["panes"]["running"] + doc["counters"]["panes"]["terminating"]
+        kids = len(d.children())
+        if kids != 1 + live:
+            return None
+        return kids, d.fds(), sum(doc["counters"]["panes"].values()), doc["counters"]["events"]
+    return wait_for(settled, 10, "settled daemon")
+
+
+def test_window_create_split_and_layout(daemon: Daemon) -> None:
+    s = daemon.call("session.create", {"name": "work"})
+    assert s == {"session": "s0", "name": "work"}
+    w = daemon.call("window.create", {"session": "s0", "argv": ["sleep", "60"], "name": "ed"})
+    assert (w["window"], w["pane"], w["session"], w["principal"]) == ("w0", "p0", "s0", "g1")
+    sp = daemon.call("pane.split", {"pane": "p0", "axis": "cols", "argv": ["sleep", "60"]})
+    sp2 = daemon.call("pane.split", {"pane": sp["pane"], "axis": "rows", "argv": ["true"]})
+    win = daemon.call("window.get", {"window": "w0"})
+    assert win["layout"] == {"axis": "cols", "children": [
+        {"pane": "p0"}, {"axis": "rows", "children": [{"pane": "p1"}, {"pane": "p2"}]}]}
+    assert [p["pane"] for p in win["panes"]] == ["p0", "p1", "p2"]
+    wait_for(lambda: daemon.call("pane.list", {"window": "w0"})["panes"][2]["state"] == "exited",
+             10, "p2 exit")
+    rec = daemon.call("pane.list", {"window": "w0"})["panes"][2]
+    assert rec["exit_code"] == 0 and rec["argv0"] == "true" and "exited_at" in rec
+    assert sp2["pid"] > 0
+    sess = daemon.call("session.get", {"session": "s0"})
+    assert sess["name"] == "work" and sess["windows"][0]["window"] == "w0"
+    assert daemon.call("session.list")["sessions"][0]["session"] == "s0"
+    e = daemon.error("pane.split", {"pane": "p2", "axis": "cols", "argv": ["true"]})
+    assert e.code == "conflict.pane_exited"
+
+
+def test_environment_and_cwd(daemon: Daemon, tmp_path: Path) -> None:
+    out = tmp_path / "env"
+    s = daemon.call("session.create")["session"]
+    r = daemon.call("run", {"key": "env", "session": s, "cwd": str(tmp_path),
+                            "env": {"A": "1", "O": str(out)}, "env_unset": ["HOME"],
+                            "shell": 'env > "$O"; pwd >> "$O"'})
+    daemon.wait_exit(r["run"])
+    env = dict(line.split("=", 1) for line in out.read_text().splitlines()[:-1] if "=" in line)
+    assert env["A"] == "1" and "HOME" not in env and env["TERM"] == "xterm-256color"
+    assert env["VENOMX_PANE"] == r["pane"] and env["VENOMX_RUN"] == r["run"]
+    assert env["VENOMX_SOCKET"] == daemon.socket and len(env["VENOMX_TOKEN"]) == 64
+    assert out.read_text().splitlines()[-1] == str(tmp_path)
+
+
+BAD: list[tuple[dict[str, Any], str, dict[str, Any]]] = [
+    ({"argv": []}, "invalid_params.argv", {"param": "argv", "reason": "empty"}),
+    ({"argv": [""]}, "invalid_params.argv", {"param": "argv", "reason": "empty"}),
+    ({"argv": ["a\0b"]}, "invalid_params.argv", {"param": "argv", "reason": "nul"}),
+    ({"argv": ["x" * 262144]}, "invalid_params.argv", {"param": "argv", "reason": "size"}),
+    ({"argv": ["\ud800"]}, "invalid_params.argv", {"param": "argv", "reason": "encoding"}),
+    ({"cols": 0}, "invalid_params.range", {"param": "cols", "min": 1, "max": 65535}),
+    ({"rows": 65536}, "invalid_params.range", {"param": "rows", "min": 1, "max": 65535}),
+    ({"cols": 2000, "rows": 2000}, "invalid_params.size", None),
+    ({"cwd": "relative"}, "invalid_params.cwd", {"param": "cwd", "reason": "relative"}),
+    ({"cwd": "/nonexistent-dir"}, "invalid_params.cwd", {"param": "cwd", "reason": "missing"}),
+    ({"cwd": "/etc/passwd"}, "invalid_params.cwd", {"param": "cwd", "reason": "not_directory"}),
+    ({"env": {"A=B": "x"}}, "invalid_params.env", {"param": "env", "reason": "name", "name": "A=B"}),
+    ({"env": {"A": "x\0"}}, "invalid_params.env", {"param": "env", "reason": "nul", "name": "A"}),
+    ({"env": {"A": "x" * 32769}}, "invalid_params.env", {"param": "env", "reason": "size", "name": "A"}),
+    ({"env_unset": ["B\0"]}, "invalid_params.env", {"param": "env", "reason": "name"}),
+    ({"name": "bad name"}, "invalid_params.name", {"param": "name"}),
+    ({"grants": [{"right": "fly", "scope": "*"}]}, "invalid_params.grants",
+     {"param": "grants", "reason": "right", "index": 0}),
+    ({"grants": [{"right": "read", "scope": "galaxy:1"}]}, "invalid_params.grants",
+     {"param": "grants", "reason": "scope", "index": 0}),
+    ({"grants": ["read"]}, "invalid_params.type", {"param": "grants", "expected": "array of object"}),
+    ({"grants": [{"right": "read"}]}, "invalid_params.grants",
+     {"param": "grants", "reason": "shape", "index": 0}),
+    ({"argv": ["/nonexistent"]}, "unavailable.spawn", {"errno": "ENOENT"}),
+    ({"argv": ["/etc/passwd"]}, "unavailable.spawn", {"errno": "EACCES"}),
+]
+
+
+@pytest.mark.parametrize(("params", "code", "data"), BAD, ids=[c[1] + str(i) for i, c in enumerate(BAD)])
+def test_bad_spawn_leaves_nothing(daemon: Daemon, params: dict[str, Any], code: str,
+                                  data: dict[str, Any] | None) -> None:
+    s = daemon.call("session.create")["session"]
+    base = daemon.call("window.create", {"session": s, "argv": ["sleep", "60"]})["pane"]
+    before = footprint(daemon)
+    for verb, target in (("window.create", {"session": s}),
+                         ("pane.split", {"pane": base, "axis": "cols"})):
+        if verb == "pane.split" and "name" in params:
+            continue
+        p = {"argv": ["true"], **target, **params}
+        e = daemon.error(verb, p)
+        assert e.code == code, (verb, e.to_dict())
+        if data is not None:
+            assert e.data == data
+    wait_for(lambda: footprint(daemon) == before, 10, "nothing left behind")
+
+
+def test_unknown_targets_and_exited(daemon: Daemon) -> None:
+    assert daemon.error("window.create", {"session": "s9"}).code == "not_found.session"
+    assert daemon.error("pane.split", {"pane": "p9", "axis": "cols"}).code == "not_found.pane"
+    assert daemon.error("window.get", {"window": "w9"}).code == "not_found.window"
+    s = daemon.call("session.create")["session"]
+    p = daemon.call("window.create", {"session": s, "argv": ["true"]})["pane"]
+    wait_for(lambda: daemon.call("pane.list")["panes"][0]["state"] == "exited", 10, "exit")
+    assert daemon.error("pane.send", {"pane": p, "text": "x"}).code == "conflict.pane_exited"
+    assert daemon.error("pane.resize", {"pane": p, "cols": 5, "rows": 5}).code == \
+        "conflict.pane_exited"
+
+
+def test_pane_send_forms(daemon: Daemon) -> None:
+    s = daemon.call("session.create")["session"]
+    p = daemon.call("window.create", {"session": s, "argv": ["cat"], "cols": 40, "rows": 5})["pane"]
+    assert daemon.call("pane.send", {"pane": p, "text": "héllo"})["bytes"] == 6
+    assert daemon.call("pane.send", {"pane": p, "data": "YWJj"})["bytes"] == 3
+    for params, reason in (({}, "missing"), ({"text": "a", "data": "YQ=="}, "exclusive"),
+                           ({"keys": ["NoSuchKey"]}, "unknown_key"), ({"data": "***"}, "base64")):
+        e = daemon.error("pane.send", {"pane": p, **params})
+        assert e.code == "invalid_params.input" and e.data["reason"] == reason
+    assert daemon.call("pane.send", {"pane": p, "keys": ["Enter", "F5", "Up", "C-c"]})["bytes"] \
+        == 1 + 5 + 3 + 1
+    rec = wait_for(lambda: (x := daemon.call("pane.list")["panes"][0])["state"] == "exited" and x,
+                   10, "C-c to end cat")
+    assert rec["signal"] == "SIGINT"
+
+
+def test_typed_input_reaches_the_program_and_resize(daemon: Daemon) -> None:
+    s = daemon.call("session.create")["session"]
+    p = daemon.call("window.create", {"session": s, "argv": ["cat"], "cols": 20, "rows": 4})["pane"]
+    daemon.call("pane.send", {"pane": p, "text": "ping\r"})
+    wait_for(lambda: sum("ping" in ln for ln in
+                         daemon.call("pane.capture_rows", {"pane": p})["lines"]) == 2, 10, "echo")
+    rec = daemon.call("pane.resize", {"pane": p, "cols": 30, "rows": 6})
+    assert (rec["cols"], rec["rows"]) == (30, 6)
+    cap = wait_for(lambda: (c := daemon.call("pane.capture_rows", {"pane": p}))["cols"] == 30 and c,
+                   10, "resized")
+    assert cap["epoch"] == 2 and all(len(ln) == 30 for ln in cap["lines"])
+    e = daemon.error("pane.capture_rows", {"pane": p, "epoch": 1})
+    assert e.code == "conflict.epoch" and e.data == {"epoch": 2}
+    assert daemon.error("pane.resize", {"pane": p, "cols": 2000, "rows": 2000}).code == \
+        "invalid_params.size"
+
+
+def test_daemon_sigkill_leaves_no_pane_process(tmp_path: Path) -> None:
+    d = start_daemon()
+    s = d.call("session.create")["session"]
+    pids = [d.call("window.create", {"session": s, "argv": argv})["pid"]
+            for argv in (["sleep", "300"], ["sh", "-c", "trap '' HUP; sleep 300"])]
+    sentinels = [c for c in psutil.Process(d.proc.pid).children()]
+    os.kill(d.proc.pid, signal.SIGKILL)
+    d.proc.wait(5)
+
+    def gone() -> bool:
+        return not any(psutil.pid_exists(p) and psutil.Process(p).status() != psutil.STATUS_ZOMBIE
+                       for p in pids + [c.pid for c in sentinels])
+    wait_for(gone, 10, "pane processes to die after the sentinels' grace")
+    try:
+        os.killpg(d.proc.pid, signal.SIGKILL)
+    except OSError:
+        pass
+
+
+def test_serve_socket_rules(tmp_path: Path) -> None:
+    d = start_daemon()
+    try:
+        r = subprocess.run([PY, "-m", "venomx", "serve", "--socket", d.socket], capture_output=True,
+                           text=True, timeout=20)
+        assert r.returncode == 6 and "unavailable.address_in_use" in r.stderr
+        st = os.stat(d.socket)
+        assert oct(st.st_mode & 0o777) == "0o600"
+        assert oct(os.stat(os.path.dirname(d.socket)).st_mode & 0o777) == "0o700"
+        assert d.call("whoami")["source"].startswith("venomx/")
+        d.proc.send_signal(signal.SIGTERM)
+        assert d.proc.wait(10) == 0 and not os.path.exists(d.socket)
+    finally:
+        from tests.helpers import stop_daemon
+
+        stop_daemon(d)
+    stale = tmp_path / "stale.sock"
+    import socket as _socket
+
+    sk = _socket.socket(_socket.AF_UNIX)
+    sk.bind(str(stale))
+    sk.close()  # a socket file nobody listens on
+    r = subprocess.run([PY, "-m", "venomx", "serve", "--socket", str(stale), "--detach",
+                        "--json"], capture_output=True, text=True, timeout=20)
+    assert r.returncode == 0, r.stderr
+    info = __import__("json").loads(r.stdout)
+    assert info["socket"] == str(stale) and info["source"].startswith("venomx/")
+    r = subprocess.run([PY, "-m", "venomx", "shutdown", "--socket", str(stale), "--token",
+                        "@owner", "--json"], capture_output=True, text=True, timeout=20)
+    assert r.returncode == 0
+    wait_for(lambda: not psutil.pid_exists(info["pid"]) or
+             psutil.Process(info["pid"]).status() == psutil.STATUS_ZOMBIE, 10, "detached exit")
+    assert not stale.exists()
+
+
+def test_config_verbs(daemon: Daemon) -> None:
+    assert daemon.call("config.get", {"path": "run.max_active"}) == {"config": {"run.max_active": 64}}
+    daemon.call("config.set", {"path": "run.max_active", "value": "4"})
+    assert daemon.call("config.get")["config"]["run.max_active"] == 4
+    for path, value, reason in (("run.max_active", "0", "must be between 1 and 4096"),
+                                ("run.max_active", "x", "value is not JSON text"),
+                                ("nope", "1", "unknown key"),
+                                ("auth.default_grants", '[{"right":"x","scope":"*"}]', None)):
+        e = daemon.error("config.set", {"path": path, "value": value})
+        assert e.code == "invalid_params.config" and e.data["path"] == path
+        if reason:
+            assert e.data["reason"] == reason
+    evs = daemon.call("events.read", {"limit": 1024})["events"]
+    assert [e["data"] for e in evs if e["type"] == "config.changed"] == [{"paths": ["run.max_active"]}]
+    assert daemon.error("config.get", token=None).code == "denied.admin"
+
+
+def test_config_file_and_reload(tmp_path: Path) -> None:
+    d = start_daemon(config="[run]\nmax_active = 7\n")
+    try:
+        assert d.call("config.get", {"path": "run.max_active"})["config"]["run.max_active"] == 7
+        cfg = Path(d.socket).parent / "config.toml"
+        cfg.write_text("[run]\nmax_active = 9\n[vt]\nscrollback = 5\n")
+        r = d.call("config.reload")
+        assert sorted(r["changed"]) == ["run.max_active", "vt.scrollback"]
+        cfg.write_text("[run]\nmax_active = 0\n")
+        assert d.error("config.reload").code == "invalid_params.config"
+        assert d.call("config.get")["config"]["run.max_active"] == 9
+    finally:
+        from tests.helpers import stop_daemon
+
+        stop_daemon(d)
+
+
+def test_spawn_cancel_before_barrier_rolls_back(daemon: Daemon) -> None:
+    s = daemon.call("session.create")["session"]
+    before = footprint(daemon)
+    daemon.call("seam.set", {"name": "run.before_barrier", "state": "hold"})
+    c = daemon.client()
+    rid = c.start("run", {"key": "rb", "session": s, "argv": ["sleep", "60"]})
+    daemon.call("seam.wait", {"name": "run.before_barrier", "timeout_ms": 10000})
+    c.cancel(rid)
+    with pytest.raises(VenomxError) as e:
+        c.response(rid)
+    assert e.value.code == "cancelled"
+    daemon.call("seam.set", {"name": "run.before_barrier", "state": "release"})
+    wait_for(lambda: footprint(daemon) == before, 10, "rollback left nothing")
