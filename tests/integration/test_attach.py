@@ -1,0 +1,65 @@
+"""Attach (§8): the stream for programs, and ``venomx attach`` for humans, inside tmux."""
+
+from __future__ import annotations
+
+import base64
+import os
+import shutil
+import subprocess
+import uuid
+
+import pytest
+
+from tests.helpers import PY, Daemon, wait_for
+
+
+def test_attach_stream_items_and_exit(daemon: Daemon) -> None:
+    s = daemon.call("session.create")["session"]
+    w = daemon.call("window.create", {"session": s, "argv": ["sh", "-c", "echo one; read x; echo $x"],
+                                      "cols": 20, "rows": 5})
+    wait_for(lambda: "one" in daemon.call("pane.capture_rows", {"pane": w["pane"]})["lines"][0], 10,
+             "first line")
+    c = daemon.client()
+    stream = c.stream("pane.attach", {"pane": w["pane"]})
+    first = next(stream)["screen"]
+    assert first["cols"] == 20 and b"one" in base64.b64decode(first["data"])
+    offset = first["offset"]
+    daemon.call("pane.send", {"pane": w["pane"], "text": "two\r"})
+    data = b""
+    for item in stream:
+        if "result" in item:
+            final = item["result"]["exit"]
+            break
+        assert item["offset"] == offset + len(base64.b64decode(item["data"]))
+        offset = item["offset"]
+        data += base64.b64decode(item["data"])
+    assert b"two" in data and final["offset"] == offset and final["exit_code"] == 0
+
+
+@pytest.mark.skipif(shutil.which("tmux") is None, reason="tmux is not installed")
+def test_venomx_attach_in_tmux(daemon: Daemon) -> None:
+    s = daemon.call("session.create")["session"]
+    w = daemon.call("window.create", {"session": s, "argv": ["cat"], "cols": 40, "rows": 10})
+    daemon.call("pane.send", {"pane": w["pane"], "text": "before-attach\r"})
+    name = f"vx{uuid.uuid4().hex[:8]}"
+    sock = f"/tmp/{name}.tmux"
+    env = {**os.environ, "VENOMX_SOCKET": daemon.socket, "VENOMX_TOKEN": "@owner"}
+    tmux = ["tmux", "-S", sock]
+    subprocess.run([*tmux, "new-session", "-d", "-s", name, "-x", "60", "-y", "15",
+                    f"{PY} -m venomx attach --pane {w['pane']}"], env=env, check=True)
+
+    def screen() -> str:
+        return subprocess.run([*tmux, "capture-pane", "-p", "-t", name], capture_output=True,
+                              text=True).stdout
+    try:
+        wait_for(lambda: "before-attach" in screen(), 20, "repaint in tmux")
+        subprocess.run([*tmux, "send-keys", "-t", name, "typed-in-tmux", "Enter"], check=True)
+        wait_for(lambda: screen().count("typed-in-tmux") >= 2, 20, "typed text echoed by cat")
+        wait_for(lambda: any("typed-in-tmux" in ln for ln in daemon.call(
+            "pane.capture_rows", {"pane": w["pane"]})["lines"]), 10, "input reached the pane")
+        subprocess.run([*tmux, "send-keys", "-t", name, "C-\\"], check=True)
+        wait_for(lambda: "[detached]" in screen() or subprocess.run(
+            [*tmux, "has-session", "-t", name], capture_output=True).returncode != 0, 20, "detach")
+        assert daemon.call("pane.list")["panes"][0]["state"] == "running"  # detach stops nothing
+    finally:
+        subprocess.run([*tmux, "kill-server"], capture_output=True)

@@ -1,0 +1,74 @@
+"""Doctor (§11): sentinels, escapees, zombies, and what happens when a sentinel dies."""
+
+from __future__ import annotations
+
+import json
+import os
+import signal
+from pathlib import Path
+
+import psutil
+
+from tests.helpers import Daemon, wait_for
+
+
+def test_healthy_report_and_exit_codes(daemon: Daemon) -> None:
+    s = daemon.call("session.create")["session"]
+    daemon.call("window.create", {"session": s, "argv": ["sleep", "60"]})
+    doc = daemon.call("doctor")
+    assert doc["status"] == "ok" and doc["sentinels"] == {"expected": 1, "alive": 1, "missing": [],
+                                                          "orphaned": 0}
+    assert {c["name"] for c in doc["checks"]} >= {"sentinels", "escapees", "zombies", "fds",
+                                                 "fork_server", "run.active", "run.stuck"}
+    assert doc["counters"]["panes"]["running"] == 1 and doc["counters"]["sessions"] == 1
+    r = daemon.cli("doctor")
+    assert r.code == 0 and "sentinels" in r.out
+    assert json.loads(daemon.cli("doctor", "--json").out)["status"] == "ok"
+
+
+def test_sentinel_title_and_parent(daemon: Daemon) -> None:
+    s = daemon.call("session.create")["session"]
+    w = daemon.call("window.create", {"session": s, "argv": ["sleep", "60"]})
+    leader = psutil.Process(w["pid"])
+    sentinel = leader.parent()
+    assert sentinel is not None and sentinel.ppid() == daemon.proc.pid
+    assert " ".join(sentinel.cmdline()).startswith(f"venomx-sentinel {w['pane']}")
+
+
+def test_escapee_counted_until_killed(daemon: Daemon, tmp_path: Path) -> None:
+    pidfile = tmp_path / "p"
+    s = daemon.call("session.create")["session"]
+    w = daemon.call("window.create", {"session": s, "argv": [
+        "sh", "-c", f"setsid sh -c 'echo $$ > {pidfile}; exec sleep 300' & "
+                    f"while [ ! -s {pidfile} ]; do sleep 0.01; done"]})
+    wait_for(lambda: daemon.call("pane.list")["panes"][0]["state"] == "exited", 10, "exit")
+    pid = int(wait_for(lambda: pidfile.exists() and pidfile.read_text().strip(), 10, "pid"))
+    doc = wait_for(lambda: (d := daemon.call("doctor"))["escapees"]["count"] == 1 and d, 10, "count")
+    assert doc["escapees"]["panes"] == {w["pane"]: 1} and doc["status"] == "warn"
+    assert daemon.cli("doctor").code == 0  # warn is still exit 0
+    os.kill(pid, signal.SIGKILL)
+    doc = wait_for(lambda: (d := daemon.call("doctor"))["escapees"]["count"] == 0 and d, 10, "gone")
+    assert doc["zombies"] == 0
+
+
+def test_killed_sentinel(daemon: Daemon) -> None:
+    """Killing a sentinel hangs up its PTY; a leader that ignores SIGHUP lives on, re-parented
+    to the daemon, which reports the sentinel missing and reaps the leader itself."""
+    s = daemon.call("session.create")["session"]
+    r = daemon.call("run", {"key": "k", "session": s,
+                            "shell": 'trap "" HUP; echo ready; exec sleep 60'})
+    wait_for(lambda: "ready" in daemon.call("pane.capture_rows", {"pane": r["pane"]})["lines"][0],
+             10, "ready")
+    sentinel = psutil.Process(r["pid"]).parent()
+    assert sentinel is not None
+    sentinel.kill()
+    doc = wait_for(lambda: (d := daemon.call("doctor"))["status"] == "fail" and d, 10, "missing")
+    assert doc["sentinels"]["missing"] == [r["pane"]]
+    assert daemon.cli("doctor").code == 1
+    # the leader is now the daemon's child (subreaper): its real wait status ends the pane
+    assert psutil.Process(r["pid"]).ppid() == daemon.proc.pid
+    os.kill(r["pid"], signal.SIGTERM)
+    rec = daemon.call("run.wait", {"run": r["run"], "timeout_ms": 10000})
+    assert (rec["outcome"], rec["signal"], rec["status"]) == ("signaled", "SIGTERM", 143)
+    doc = daemon.call("doctor")
+    assert doc["status"] == "ok" and doc["zombies"] == 0

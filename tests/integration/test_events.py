@@ -1,0 +1,130 @@
+"""Events (§10): log, subscribe with snapshot, read, filtering, OSC observation."""
+
+from __future__ import annotations
+
+import threading
+from typing import Any
+
+from tests.helpers import Daemon, wait_for
+from venomx.client import Client
+from venomx.wire import VenomxError
+
+
+def test_snapshot_then_live_without_gap_or_duplicate(daemon: Daemon) -> None:
+    s = daemon.call("session.create")["session"]
+    stop = threading.Event()
+
+    def churn() -> None:
+        while not stop.is_set():
+            w = daemon.call("window.create", {"session": s, "argv": ["sleep", "30"]})
+            daemon.call("pane.kill", {"pane": w["pane"], "grace_ms": 0})
+    t = threading.Thread(target=churn)
+    t.start()
+    try:
+        wait_for(lambda: len(daemon.call("pane.list")["panes"]) >= 2, 20, "churn")
+        with Client(daemon.socket, "@owner") as c:
+            stream = c.stream("events.subscribe", {})
+            snap = next(stream)["snapshot"]
+            seqs = []
+            for item in stream:
+                seqs.append(item["event"]["seq"])
+                if len(seqs) == 30:
+                    break
+    finally:
+        stop.set()
+        t.join(30)
+    assert seqs == list(range(snap["seq"] + 1, snap["seq"] + 31))
+    kinds = {e["kind"] for e in snap["entities"]}
+    assert {"session", "window", "pane"} <= kinds
+
+
+def test_resume_after_and_cursor_errors(daemon: Daemon) -> None:
+    daemon.call("session.create")
+    daemon.call("session.create")
+    with Client(daemon.socket, "@owner") as c:
+        stream = c.stream("events.subscribe", {"after": 1})
+        first = next(stream)
+        assert first["event"]["seq"] == 2 and first["event"]["type"] == "session.created"
+    e = daemon.error("events.subscribe", {"source": "venomx/other"})
+    assert e.code == "conflict.source" and e.data == {"source": daemon.call("whoami")["source"]}
+    daemon.call("config.set", {"path": "events.retain_count", "value": "2"})
+    for _ in range(3):
+        daemon.call("session.create")
+    e = daemon.error("events.read", {"after": 1})
+    assert e.code == "not_found.cursor" and e.data["oldest"] > 2
+
+
+def test_events_read_waits(daemon: Daemon) -> None:
+    nxt = daemon.call("events.read")["next"]
+    assert daemon.call("events.read", {"after": nxt, "timeout_ms": 0})["events"] == []
+    res: list[dict[str, Any]] = []
+    t = threading.Thread(target=lambda: res.append(
+        daemon.call("events.read", {"after": nxt, "timeout_ms": 10000})))
+    t.start()
+    wait_for(lambda: len(daemon.call("doctor")["counters"]) and t.is_alive(), 5, "waiting")
+    daemon.call("session.create")
+    t.join(15)
+    assert res[0]["events"][0]["type"] == "session.created" and res[0]["next"] == nxt + 1
+
+
+def test_filtering_by_read_and_frozen_after_removal(daemon: Daemon) -> None:
+    s = daemon.call("session.create")["session"]
+    a = daemon.call("window.create", {"session": s, "argv": ["true"]})
+    daemon.call("window.create", {"session": s, "argv": ["true"]})
+    tok = daemon.call("principal.create", {"grants": [{"right": "read",
+                                                       "scope": f"pane:{a['pane']}"}]})["token"]
+    wait_for(lambda: all(p["state"] == "exited" for p in daemon.call("pane.list")["panes"]), 10,
+             "exits")
+    daemon.call("pane.remove", {"pane": a["pane"]})
+    evs = daemon.call("events.read", {"limit": 1024}, token=tok)["events"]
+    assert evs and all(e["data"].get("pane") == a["pane"] for e in evs)
+    assert {"pane.created", "pane.exited", "pane.removed"} <= {e["type"] for e in evs}
+
+
+def test_slow_subscriber_is_dropped(daemon: Daemon) -> None:
+    import socket
+
+    sk = socket.socket(socket.AF_UNIX)
+    sk.setsockopt(socket.SOL_SOCKET, socket.SO_RCVBUF, 4096)
+    sk.connect(daemon.socket)
+    sk.sendall(b'{"id":0,"verb":"hello","params":{"protocol":1,"token":"@owner"}}\n'
+               b'{"id":1,"verb":"events.subscribe","params":{}}\n')
+    s = daemon.call("session.create")["session"]
+    with Client(daemon.socket, "@owner") as c:
+        for i in range(400):  # events with big layouts, never read by the subscriber
+            c.start("session.create", {"name": f"n{i}" + "x" * 50})
+        c.call("whoami")
+    assert daemon.call("whoami")["principal"] == "g0"
+    assert s
+    sk.close()
+
+
+FORGE = r'printf "\033]133;C\007"; printf "\033]7501;state=busy\007"; sleep 0.2; exit 4'
+
+
+def test_osc_observation_and_pane_exit_sequence(daemon: Daemon) -> None:
+    s = daemon.call("session.create")["session"]
+    w = daemon.call("window.create", {"session": s, "argv": ["sh", "-c", FORGE]})
+    wait_for(lambda: daemon.call("pane.list")["panes"][0]["state"] == "exited", 10, "exit")
+    evs = [e for e in daemon.call("events.read", {"limit": 1024})["events"]
+           if e["resource"] == f"pane:{w['pane']}"]
+    types = [e["type"] for e in evs]
+    assert types == ["pane.created", "command.started", "program.status_changed",
+                     "command.finished", "program.status_changed", "pane.exited"]
+    assert evs[3]["data"] == {"pane": w["pane"], "reason": "pane_exit"}
+    assert evs[4]["data"] == {"pane": w["pane"], "state": None}
+    assert evs[5]["data"] == {"pane": w["pane"], "exit_code": 4}
+    assert daemon.call("pane.list")["panes"][0]["exit_code"] == 4
+
+
+def test_events_cli(daemon: Daemon) -> None:
+    daemon.call("session.create", {"name": "evcli"})
+    r = daemon.cli("events", "--after", "0")
+    assert r.code == 0 and "session.created" in r.out and "evcli" in r.out
+    j = daemon.cli("events", "--json")
+    assert j.code == 0 and '"type":"session.created"' in j.out
+    assert daemon.cli("events", "--after", "999999").out == ""
+    try:
+        daemon.call("events.read", {"after": -1})
+    except VenomxError as e:
+        assert e.code == "invalid_params.range"

@@ -1,0 +1,186 @@
+"""Termination and removal (§9) with real signals: HUP handling, escalation, joining."""
+
+from __future__ import annotations
+
+import os
+import threading
+from pathlib import Path
+from typing import Any
+
+import psutil
+import pytest
+
+from tests.helpers import Daemon, wait_for
+from venomx.wire import VenomxError
+
+
+def spawn(d: Daemon, argv: list[str], session: str | None = None) -> dict[str, Any]:
+    s = session or d.call("session.create")["session"]
+    return d.call("window.create", {"session": s, "argv": argv})
+
+
+def ready(d: Daemon, pane: str, text: str) -> None:
+    wait_for(lambda: any(text in ln for ln in d.call("pane.capture_rows", {"pane": pane})["lines"]),
+             10, f"{text!r} on screen")
+
+
+def group_alive(pgid: int) -> list[int]:
+    out = []
+    for p in psutil.process_iter(["pid"]):
+        try:
+            if os.getpgid(p.pid) == pgid and p.status() != psutil.STATUS_ZOMBIE:
+                out.append(p.pid)
+        except (OSError, psutil.Error):
+            pass
+    return out
+
+
+def no_leftovers(d: Daemon, pgid: int) -> None:
+    wait_for(lambda: not group_alive(pgid), 10, "group gone")
+    wait_for(lambda: d.call("doctor")["zombies"] == 0, 10, "no zombies")
+
+
+@pytest.mark.parametrize(("script", "signal", "exit_code"), [
+    ("exec sleep 100", "SIGHUP", None),
+    ('trap "exit 0" HUP; echo ready; sleep 100 & wait', None, 0),
+])
+def test_kill_hup(daemon: Daemon, script: str, signal: str | None, exit_code: int | None) -> None:
+    w = spawn(daemon, ["sh", "-c", script])
+    if "ready" in script:
+        ready(daemon, w["pane"], "ready")
+    rec = daemon.call("pane.kill", {"pane": w["pane"]})
+    assert rec["state"] == "exited" and rec.get("signal") == signal
+    assert rec.get("exit_code") == exit_code
+    no_leftovers(daemon, w["pid"])
+
+
+def test_ignored_hup_escalates_to_sigkill(daemon: Daemon) -> None:
+    w = spawn(daemon, ["sh", "-c", 'trap "" HUP; echo ready; sleep 100'])
+    ready(daemon, w["pane"], "ready")
+    rec = daemon.call("pane.kill", {"pane": w["pane"], "grace_ms": 300})
+    assert rec["signal"] == "SIGKILL"
+    evs = daemon.call("events.read", {"limit": 1024})["events"]
+    term = [e for e in evs if e["type"] == "pane.terminating"]
+    assert term[0]["data"] == {"pane": w["pane"], "requested_signal": "SIGHUP", "grace_ms": 300}
+    no_leftovers(daemon, w["pid"])
+
+
+def test_stopped_leader_gets_sigcont(daemon: Daemon) -> None:
+    w = spawn(daemon, ["sleep", "100"])
+    os.kill(w["pid"], 19)  # SIGSTOP
+    wait_for(lambda: psutil.Process(w["pid"]).status() == psutil.STATUS_STOPPED, 10, "stopped")
+    rec = daemon.call("pane.kill", {"pane": w["pane"], "signal": "SIGTERM", "grace_ms": 5000})
+    assert rec["signal"] == "SIGTERM"
+
+
+def test_group_with_children_and_escapee(daemon: Daemon, tmp_path: Path) -> None:
+    pidfile = tmp_path / "esc"
+    w = spawn(daemon, ["sh", "-c", f"sleep 100 & sleep 100 & "
+                       f"setsid sh -c 'echo $$ > {pidfile}; exec sleep 100' & "
+                       f"while [ ! -s {pidfile} ]; do sleep 0.01; done; echo ready; wait"])
+    ready(daemon, w["pane"], "ready")
+    esc = int(pidfile.read_text())
+    kids = group_alive(w["pid"])
+    assert len(kids) >= 3
+    daemon.call("pane.kill", {"pane": w["pane"], "grace_ms": 0})
+    no_leftovers(daemon, w["pid"])
+    assert psutil.pid_exists(esc)  # left the group: survives, and nobody waited for it
+    assert daemon.call("doctor")["escapees"]["count"] == 1
+    os.kill(esc, 9)
+    wait_for(lambda: daemon.call("doctor")["escapees"]["count"] == 0, 10, "escapee reaped")
+
+
+def test_grace_zero_and_joining(daemon: Daemon) -> None:
+    w = spawn(daemon, ["sh", "-c", 'trap "" HUP TERM; echo ready; sleep 100'])
+    ready(daemon, w["pane"], "ready")
+    results: list[Any] = []
+
+    def kill(sig: str) -> None:
+        try:
+            results.append(daemon.call("pane.kill", {"pane": w["pane"], "signal": sig,
+                                                     "grace_ms": 1500}))
+        except VenomxError as exc:
+            results.append(exc)
+    threads = [threading.Thread(target=kill, args=(s,)) for s in ("SIGTERM", "SIGHUP", "SIGINT")]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join(20)
+    assert len(results) == 3 and all(r == results[0] for r in results)
+    evs = [e for e in daemon.call("events.read", {"limit": 1024})["events"]
+           if e["type"] == "pane.terminating"]
+    assert len(evs) == 1  # joined: one termination, first signal kept
+    again = daemon.call("pane.kill", {"pane": w["pane"]})
+    assert again == results[0]  # exited: unchanged, nothing sent
+
+
+def test_kill_wait_timeout(daemon: Daemon) -> None:
+    w = spawn(daemon, ["sleep", "100"])
+    daemon.call("seam.set", {"name": "terminate.unkillable", "state": "hold"})
+    e = daemon.error("pane.kill", {"pane": w["pane"], "grace_ms": 0})
+    assert e.code == "timeout.terminate" and e.data == {"panes": [w["pane"]]}
+    assert daemon.call("pane.list")["panes"][0]["state"] == "terminating"
+    assert daemon.error("pane.send", {"pane": w["pane"], "text": "x"}).code == \
+        "conflict.pane_terminating"
+    doc = daemon.call("doctor")
+    assert doc["status"] in ("ok", "warn")
+    daemon.call("seam.set", {"name": "terminate.unkillable", "state": "release"})
+    wait_for(lambda: daemon.call("pane.list")["panes"][0]["state"] == "exited", 10, "exit")
+
+
+def test_removal(daemon: Daemon) -> None:
+    s = daemon.call("session.create")["session"]
+    a = spawn(daemon, ["sleep", "100"], s)
+    spawn(daemon, ["sleep", "100"], s)
+    daemon.call("pane.split", {"pane": a["pane"], "axis": "rows", "argv": ["sleep", "100"]})
+    e = daemon.error("session.remove", {"session": s})
+    assert e.code == "conflict.live_panes" and len(e.data["panes"]) == 3
+    assert daemon.error("pane.remove", {"pane": a["pane"]}).code == "conflict.pane_live"
+    seq = daemon.call("events.read", {"limit": 1024})["next"]
+    r = daemon.call("session.remove", {"session": s, "recursive": True})
+    assert r["removed"][-1] == s
+    types = [e["type"] for e in daemon.call("events.read", {"after": seq, "limit": 1024})["events"]]
+    assert types.count("pane.terminating") == 3 and types.count("pane.removed") == 3
+    assert types.count("window.removed") == 2 and types[-1] == "session.removed"
+    assert types.index("pane.removed") > max(i for i, t in enumerate(types) if t == "pane.exited")
+    assert daemon.call("session.list")["sessions"] == []
+    assert daemon.call("pane.list")["panes"] == []
+
+
+def test_removal_revokes_the_pane_principal(daemon: Daemon, tmp_path: Path) -> None:
+    tok = tmp_path / "t"
+    w = spawn(daemon, ["sh", "-c", f'echo "$VENOMX_TOKEN" > {tok}'])
+    wait_for(lambda: tok.exists() and len(tok.read_text().strip()) == 64, 10, "token")
+    token = tok.read_text().strip()
+    assert daemon.call("whoami", token=token)["principal"] == w["principal"]
+    wait_for(lambda: daemon.call("pane.list")["panes"][0]["state"] == "exited", 10, "exit")
+    daemon.call("pane.remove", {"pane": w["pane"]})
+    assert daemon.error("whoami", token=token).code == "denied.token"
+
+
+def test_spawn_into_removing_session(daemon: Daemon) -> None:
+    s = daemon.call("session.create")["session"]
+    spawn(daemon, ["sh", "-c", 'trap "" HUP; sleep 100'], s)
+    c = daemon.client()
+    rid = c.start("session.remove", {"session": s, "recursive": True})
+    wait_for(lambda: daemon.call("pane.list")["panes"][0]["state"] == "terminating", 10, "terminating")
+    assert daemon.error("window.create", {"session": s}).code == "conflict.removing"
+    assert c.response(rid)["session"] == s
+
+
+def test_shutdown_with_live_panes_and_a_waiter(daemon: Daemon) -> None:
+    s = daemon.call("session.create")["session"]
+    pids = [spawn(daemon, argv, s)["pid"] for argv in (["sleep", "100"],
+                                                      ["sh", "-c", 'trap "" HUP; sleep 100'])]
+    r = daemon.call("run", {"key": "w", "session": s, "argv": ["sleep", "100"]})
+    c = daemon.client()
+    rid = c.start("run.wait", {"run": r["run"]})
+    daemon.call("shutdown")
+    try:
+        assert c.response(rid)["cause"] == "shutdown"
+    except VenomxError as exc:
+        assert exc.code in ("cancelled", "transport")
+    assert daemon.proc.wait(2 + 1 + 1 + 2) == 0
+    for pid in pids:
+        wait_for(lambda pid=pid: not psutil.pid_exists(pid)
+                 or psutil.Process(pid).status() == psutil.STATUS_ZOMBIE, 5, "pane gone")

@@ -1,0 +1,108 @@
+"""``auth.check`` over every scope form x right x resource kind, and delegation."""
+
+from __future__ import annotations
+
+import pytest
+
+from venomx.daemon import auth
+from venomx.daemon.registry import AuthNode, Grant, Principal, Registry
+from venomx.wire import VenomxError
+
+
+@pytest.fixture
+def world() -> tuple[Registry, dict[str, AuthNode], dict[str, Principal]]:
+    reg = Registry()
+    owner = reg.new_principal(None, list(auth.OWNER_GRANTS), with_token=False)  # g0
+    alice = reg.new_principal(owner.id, [], name="alice")  # g1
+    child = reg.new_principal(alice.id, [], pane="p1")  # g2, pane principal of p1
+    s0 = AuthNode("session:s0", owner.id)
+    w0 = AuthNode("window:w0", owner.id, s0)
+    p0 = AuthNode("pane:p0", owner.id, w0)
+    p1 = AuthNode("pane:p1", alice.id, w0)
+    r0 = AuthNode("run:r0", owner.id, p0)
+    r1 = AuthNode("run:r1", child.id, p1)  # a run started by alice's pane principal
+    nodes = {n.resource: n for n in (s0, w0, p0, p1, r0, r1)}
+    return reg, nodes, {"owner": owner, "alice": alice, "child": child}
+
+
+CASES = [
+    # scope, resource, covered
+    ("*", "run:r0", True), ("*", "session:s0", True),
+    ("session:s0", "session:s0", True), ("session:s0", "pane:p0", True),
+    ("session:s0", "run:r0", True), ("window:w0", "run:r0", True), ("pane:p0", "run:r0", True),
+    ("pane:p1", "run:r0", False), ("run:r0", "run:r0", True), ("run:r0", "pane:p0", False),
+    ("session:*", "session:s0", True), ("session:*", "pane:p0", True),
+    ("session:*", "run:r0", False), ("window:*", "run:r0", False), ("pane:*", "run:r0", False),
+    ("pane:*", "pane:p1", True), ("pane:*", "window:w0", False), ("run:*", "run:r1", True),
+    ("run:*", "pane:p0", False),
+    ("self", "run:r1", True),  # owned by alice's descendant
+    ("self", "pane:p1", True), ("self", "pane:p0", False), ("self", "run:r0", False),
+    ("self", "session:s0", False),
+]
+
+
+@pytest.mark.parametrize("right", auth.RIGHTS)
+@pytest.mark.parametrize(("scope", "resource", "covered"), CASES)
+def test_scope_table(world: tuple[Registry, dict[str, AuthNode], dict[str, Principal]],
+                     right: str, scope: str, resource: str, covered: bool) -> None:
+    reg, nodes, ps = world
+    alice = ps["alice"]
+    alice.grants = [Grant(right, scope)]
+    assert auth.check(reg, alice, right, resource, nodes[resource]) is covered
+    other = next(r for r in auth.RIGHTS if r != right)
+    assert auth.check(reg, alice, other, resource, nodes[resource]) is False
+
+
+def test_self_of_a_pane_principal(world: tuple[Registry, dict[str, AuthNode],
+                                               dict[str, Principal]]) -> None:
+    reg, nodes, ps = world
+    child = ps["child"]
+    child.grants = [Grant("read", "self")]
+    assert auth.check(reg, child, "read", "pane:p1", nodes["pane:p1"])
+    assert auth.check(reg, child, "read", "run:r1", nodes["run:r1"])
+    assert not auth.check(reg, child, "read", "pane:p0", nodes["pane:p0"])
+
+
+@pytest.mark.parametrize(("scope", "resource", "covered"), [
+    ("*", "run:r9", True), ("run:*", "run:r9", True), ("run:r9", "run:r9", True),
+    ("pane:*", "run:r9", False), ("session:s0", "run:r9", False), ("self", "run:r9", False),
+    ("pane:*", "pane:p9", True), ("pane:p9", "pane:p9", True), ("session:s0", "pane:p9", False),
+])
+def test_absent_resources_only_by_id(world: tuple[Registry, dict[str, AuthNode],
+                                                  dict[str, Principal]],
+                                     scope: str, resource: str, covered: bool) -> None:
+    reg, _, ps = world
+    ps["alice"].grants = [Grant("read", scope)]
+    assert auth.check(reg, ps["alice"], "read", resource, None) is covered
+
+
+def test_anonymous_never_writes() -> None:
+    reg = Registry()
+    anon = Principal("anonymous", None, [Grant(r, "*") for r in auth.RIGHTS], anonymous=True)
+    assert auth.check(reg, anon, "read", "session:s0", None)
+    for right in ("write", "spawn", "admin"):
+        assert not auth.check(reg, anon, right, "session:s0", None)
+        assert not auth.has_right(anon, right)
+
+
+def test_delegation() -> None:
+    reg = Registry()
+    p = reg.new_principal(None, [Grant("spawn", "session:*"), Grant("read", "self")])
+    assert auth.child_grants(reg, p, [Grant("spawn", "session:s3")]) == [Grant("spawn", "session:s3")]
+    assert auth.child_grants(reg, p, []) == []
+    for bad in (Grant("spawn", "*"), Grant("read", "*"), Grant("write", "self"),
+                Grant("spawn", "pane:*")):
+        with pytest.raises(VenomxError) as e:
+            auth.child_grants(reg, p, [bad])
+        assert e.value.code == "denied.delegation" and e.value.data == {"grant": bad.to_dict()}
+    assert auth.child_grants(reg, p, None) == [Grant("read", "self")]  # defaults, narrowed
+
+
+@pytest.mark.parametrize("value", [None, [1], [{"right": "read"}], [{"right": "x", "scope": "*"}],
+                                   [{"right": "read", "scope": "pane:"}],
+                                   [{"right": "read", "scope": "*", "extra": 1}],
+                                   [{"right": "read", "scope": 5}]])
+def test_malformed_grants(value: object) -> None:
+    with pytest.raises(VenomxError) as e:
+        auth.parse_grants(value)
+    assert e.value.code == "invalid_params.grants"
