@@ -149,6 +149,7 @@ async def report(d: Daemon) -> dict[str, Any]:
                          "evictions": dict(runs.evictions)},
             "stuck": stuck, "outcomes": dict(runs.outcomes), "causes": dict(runs.causes),
             "key_bindings": len(runs.bindings), "joined": runs.joined, "reused": runs.reused,
+            "waiters": runs.waiters,
         },
         "counters": {
             "panes": states, "sessions": len(reg.sessions), "windows": len(reg.windows),

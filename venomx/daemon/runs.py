@@ -129,6 +129,7 @@ class RunTable:
         self.evictions: Counter[str] = Counter()
         self.joined = 0
         self.reused = 0
+        self.waiters = 0  # run.wait requests blocked right now
         self.expiry: asyncio.TimerHandle | None = None
 
     # -- starting ------------------------------------------------------------------------

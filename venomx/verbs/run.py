@@ -160,8 +160,12 @@ async def wait(ctx: Context, run: str, output: bool, timeout_ms: int | None = No
     r = get_run(ctx, run)
     if r.state != "completed":
         if timeout_ms != 0:
-            await asyncio.wait([r.done], timeout=None if timeout_ms is None
-                               else timeout_ms / 1000.0)
+            ctx.d.runs.waiters += 1
+            try:
+                await asyncio.wait([r.done], timeout=None if timeout_ms is None
+                                   else timeout_ms / 1000.0)
+            finally:
+                ctx.d.runs.waiters -= 1
         if r.state != "completed":
             raise VenomxError("timeout.wait", f"run {r.id} is still {r.state}",
                               {"run": r.id, "state": r.state})

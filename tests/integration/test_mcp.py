@@ -1,0 +1,171 @@
+"""The MCP adapter (issue: MCP) through the SDK's own stdio client, plus bad input."""
+
+from __future__ import annotations
+
+import json
+import os
+import shutil
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from tests.adapters import McpApi
+from tests.helpers import ROOT, Daemon, start_daemon, stop_daemon, wait_for
+from venomx.manifest.verbs import VERBS
+
+
+def test_tools_are_the_manifest(daemon: Daemon) -> None:
+    api = McpApi(daemon)
+    try:
+        names = {t.name for t in api.tools.tools}
+        want = {v.name.replace(".", "_d") for v in VERBS if not v.internal and not v.streams}
+        assert names == want
+        assert {"run", "run_dwait", "session_dcreate", "pane_dcapture_rows"} <= names
+        wait = next(t for t in api.tools.tools if t.name == "run_dwait")
+        assert "blocks" in (wait.description or "") and "60000" in (wait.description or "")
+        assert wait.input_schema["required"] == ["run"]
+        assert "status" in wait.output_schema["required"]
+    finally:
+        api.close()
+
+
+def test_errors_and_schema_errors_match_the_cli(daemon: Daemon) -> None:
+    api = McpApi(daemon)
+    try:
+        res = api.call_raw("window.create", {"session": "s0", "cols": "wide"})
+        assert res.is_error and res.structured_content is None
+        err = json.loads(res.content[0].text)["error"]
+        cli = daemon.cli("window", "create", "--session", "s0", "--cols", "wide", "--json")
+        assert json.loads(cli.out)["error"] == err
+        o = api.call("run.get", {"run": "r404"})
+        assert o.err_code == "not_found.run" and o.code == 3
+        missing = api.call("run", {"session": "s0"})
+        assert missing.err_code == "invalid_params.missing"
+    finally:
+        api.close()
+
+
+def test_unknown_tool(daemon: Daemon) -> None:
+    api = McpApi(daemon)
+    try:
+        import concurrent.futures
+
+        fut: concurrent.futures.Future[object] = concurrent.futures.Future()
+        assert api.requests is not None
+        api.loop.call_soon_threadsafe(api.requests.put_nowait, ("no_dsuch", {}, fut))
+        res = fut.result(30)
+        assert res.is_error  # type: ignore[attr-defined]
+        assert json.loads(res.content[0].text)["error"]["code"] == "invalid_request.verb"  # type: ignore[attr-defined]
+    finally:
+        api.close()
+
+
+def test_oversized_result_tells_the_agent_what_to_do(daemon: Daemon) -> None:
+    s = daemon.call("session.create")["session"]
+    r = daemon.call("run", {"key": "big", "session": s, "output_bytes": 262144, "output_rows": 1000,
+                            "cols": 1000, "shell": "yes 0123456789 | head -c 400000 | tr -d '\\n'; "
+                            "for i in $(seq 1 1000); do printf '%0999d\\n' $i; done"})
+    daemon.wait_exit(r["run"], 30)
+    daemon.call("config.set", {"path": "protocol.max_frame", "value": "65536"})
+    api = McpApi(daemon)
+    try:
+        o = api.call("run.get", {"run": r["run"]})
+        assert o.err_code == "unsupported.result_size" and o.error is not None
+        assert "output=false" in o.error["message"] and "pane_dcapture_rows" in o.error["message"]
+        assert api.call("run.get", {"run": r["run"], "output": False}).ok is not None
+    finally:
+        api.close()
+
+
+def test_unreachable_daemon_then_reconnect(tmp_path: Path) -> None:
+    d = start_daemon()
+    sock = d.socket
+    api = McpApi(d)
+    try:
+        assert api.call("whoami").ok is not None
+        stop_daemon(d)
+        o = api.call("whoami")
+        assert o.err_code == "transport" and o.code == 9
+        d2 = start_daemon()
+        try:
+            os.rename(d2.socket, sock)  # the same path the adapter knows
+            d2.socket = sock
+            ok = api.call("whoami").ok
+            assert ok is not None and ok["principal"] == "g0"
+        finally:
+            stop_daemon(d2)
+    finally:
+        api.close()
+
+
+def test_cancelled_tool_call_cancels_the_wait(daemon: Daemon) -> None:
+    import anyio
+
+    from mcp import ClientSession, StdioServerParameters, stdio_client
+
+    s = daemon.call("session.create")["session"]
+    run = daemon.call("run", {"key": "w", "session": s, "argv": ["sleep", "60"]})["run"]
+    env = {**os.environ, "VENOMX_SOCKET": daemon.socket, "VENOMX_TOKEN": "@owner"}
+
+    async def scenario() -> None:
+        params = StdioServerParameters(command=sys.executable, args=["-m", "venomx", "mcp"],
+                                       env=env)
+        async with stdio_client(params) as (read, write), ClientSession(read, write) as session:
+            await session.initialize()
+            with anyio.move_on_after(1.0):
+                await session.call_tool("run_dwait", {"run": run})
+            # the daemon saw the cancel while the adapter is still connected
+            await anyio.to_thread.run_sync(lambda: wait_for(
+                lambda: daemon.call("doctor")["run"]["waiters"] == 0, 10, "wait cancelled"))
+            res = await session.call_tool("run_dget", {"run": run, "output": False})
+            assert res.structured_content["state"] == "running"
+    anyio.run(scenario)
+    assert daemon.call("run.get", {"run": run})["state"] == "running"
+
+
+INSPECTOR = "@modelcontextprotocol/inspector@2.12.0"
+
+
+def inspector_bin() -> str | None:
+    if shutil.which("npm") is None or shutil.which("node") is None:
+        return None
+    cache = ROOT / ".venv" / "inspector"
+    binary = cache / "node_modules" / ".bin" / "mcp-inspector"
+    if not binary.exists():
+        cache.mkdir(parents=True, exist_ok=True)
+        subprocess.run(["npm", "install", "--prefix", str(cache), "--no-audit", "--no-fund",
+                        "--silent", INSPECTOR], check=True, timeout=600,
+                       capture_output=True)
+    return str(binary)
+
+
+@pytest.mark.timeout(600)
+def test_mcp_inspector_interoperates(daemon: Daemon) -> None:
+    binary = inspector_bin()
+    if binary is None:
+        pytest.skip("Node.js is not installed")
+    s = daemon.call("session.create")["session"]
+    env = {**os.environ, "VENOMX_SOCKET": daemon.socket, "VENOMX_TOKEN": "@owner"}
+    # the Inspector gives the server a minimal environment: pass ours explicitly
+    server = ["-e", f"VENOMX_SOCKET={daemon.socket}", "-e", "VENOMX_TOKEN=@owner",
+              sys.executable, "-m", "venomx", "mcp"]
+
+    def inspect(*args: str) -> dict[str, object]:
+        r = subprocess.run([binary, "--cli", *server, *args], capture_output=True, text=True,
+                           env=env, timeout=120)
+        assert r.returncode == 0, r.stderr
+        out: dict[str, object] = json.loads(r.stdout)
+        return out
+    tools = inspect("--method", "tools/list")
+    names = {t["name"] for t in tools["tools"]}  # type: ignore[union-attr, index]
+    assert {"run", "run_dwait"} <= names
+    started = inspect("--method", "tools/call", "--tool-name", "run", "--tool-arg", "key=insp",
+                      "--tool-arg", f"session={s}", "--tool-arg", 'argv=["true"]')
+    rec = started["structuredContent"]
+    assert isinstance(rec, dict) and rec["reused"] is False
+    waited = inspect("--method", "tools/call", "--tool-name", "run_dwait", "--tool-arg",
+                     f"run={rec['run']}", "--tool-arg", "timeout_ms=20000")
+    result = waited["structuredContent"]
+    assert isinstance(result, dict) and result["outcome"] == "succeeded" and result["status"] == 0
