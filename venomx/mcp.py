@@ -13,7 +13,6 @@ import json
 import logging
 import os
 import sys
-from typing import Any
 
 import anyio
 import mcp.types as types
@@ -34,14 +33,14 @@ TOOLS: dict[str, Verb] = {mcp_name(v.name): v for v in VERBS if not v.internal a
 
 def tools() -> list[types.Tool]:
     return [types.Tool(name=name, description=tool_description(v),
-                       inputSchema=input_schema(v), outputSchema=output_schema(v))
+                       input_schema=input_schema(v), output_schema=output_schema(v))
             for name, v in TOOLS.items()]
 
 
 def error_result(err: VenomxError) -> types.CallToolResult:
     text = json.dumps({"error": err.to_dict()}, separators=(",", ":"), ensure_ascii=False)
     return types.CallToolResult(content=[types.TextContent(type="text", text=text)],
-                                isError=True)
+                                is_error=True)
 
 
 class Adapter:
@@ -49,7 +48,7 @@ class Adapter:
         self.client = AsyncClient(socket_path, token)
 
     async def list_tools(self, ctx: ServerRequestContext,
-                         params: types.PaginatedRequestParams) -> types.ListToolsResult:
+                         params: types.PaginatedRequestParams | None) -> types.ListToolsResult:
         return types.ListToolsResult(tools=tools())
 
     async def call_tool(self, ctx: ServerRequestContext,
@@ -70,7 +69,7 @@ class Adapter:
             return error_result(err)
         text = json.dumps(result, separators=(",", ":"), ensure_ascii=False)
         return types.CallToolResult(content=[types.TextContent(type="text", text=text)],
-                                    structuredContent=result, isError=False)
+                                    structured_content=result, is_error=False)
 
 
 def main(socket_path: str | None = None) -> None:
@@ -87,4 +86,3 @@ def main(socket_path: str | None = None) -> None:
 
 
 __all__ = ["Adapter", "main", "tools"]
-_ = Any

@@ -218,7 +218,8 @@ MESSAGES: dict[int, type[Message]] = {
 def encode(msg: Message) -> bytes:
     """One msgpack array: the kind, then the fields in declaration order."""
     values = [getattr(msg, f.name) for f in dataclasses.fields(msg)]
-    return msgpack.packb([int(msg.KIND), *values], use_bin_type=True)
+    data: bytes = msgpack.packb([int(msg.KIND), *values], use_bin_type=True)
+    return data
 
 
 def decode(obj: object) -> Message:

@@ -36,16 +36,31 @@ class EpochConflict(Exception):
 
 
 class RowSource(Protocol):
-    screen_name: str
-    epoch: int
-    offset: int
-    cols: int
-    rows: int
-    oldest: int
-    end: int
-    cursor: tuple[int, int]
+    """What capture and tail read: a live ``Terminal`` or a final ``Snapshot``."""
+
+    @property
+    def screen_name(self) -> str: ...
+    @property
+    def epoch(self) -> int: ...
+    @property
+    def offset(self) -> int: ...
+    @property
+    def cols(self) -> int: ...
+    @property
+    def rows(self) -> int: ...
+    @property
+    def oldest(self) -> int: ...
+    @property
+    def end(self) -> int: ...
+    @property
+    def cursor(self) -> tuple[int, int]: ...
 
     def row(self, n: int) -> str: ...
+
+
+def fresh_buffer(buffer: Any) -> Any:
+    """An empty screen buffer of the same kind (pyte's is a defaultdict of lines)."""
+    return type(buffer)(buffer.default_factory)
 
 
 def row_text(line: Any, cols: int) -> str:
@@ -131,7 +146,7 @@ class Terminal:
             return
         s = self.screen
         self._saved = (s.buffer, copy.copy(s.cursor) if save_cursor else None)
-        s.buffer = type(s.buffer)(s.buffer.default_factory)
+        s.buffer = fresh_buffer(s.buffer)
         self.alternate = True
 
     def _leave_alternate(self, restore_cursor: bool) -> None:
@@ -164,7 +179,7 @@ class Terminal:
                 for y in range(n):
                     self._push_history(row_text(s.buffer[y], s.columns))
             old = s.buffer
-            new = type(old)(old.default_factory)
+            new = fresh_buffer(old)
             for y in range(rows):
                 if y + n in old:
                     new[y] = old[y + n]
@@ -318,7 +333,7 @@ FAST_MIN = 512
 def _fast_state_ok(term: Terminal) -> bool:
     s = term.screen
     st = term.stream
-    return (not term.alternate and st._taking_plain_text
+    return bool(not term.alternate and st._taking_plain_text
             and st.utf8_decoder.getstate()[0] == b"" and st.use_utf8
             and (s.margins is None or (s.margins.top == 0 and s.margins.bottom == s.lines - 1))
             and mo.DECAWM in s.mode and mo.IRM not in s.mode and mo.LNM not in s.mode

@@ -102,7 +102,6 @@ def test_unreachable_daemon_then_reconnect(tmp_path: Path) -> None:
 
 def test_cancelled_tool_call_cancels_the_wait(daemon: Daemon) -> None:
     import anyio
-
     from mcp import ClientSession, StdioServerParameters, stdio_client
 
     s = daemon.call("session.create")["session"]

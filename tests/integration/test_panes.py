@@ -23,7 +23,9 @@ def footprint(d: Daemon) -> tuple[int, int, int, int]:
         kids = len(d.children())
         if kids != 1 + live:
             return None
-        return kids, d.fds(), sum(doc["counters"]["panes"].values()), doc["counters"]["events"]
+        # fds net of client connections: transient connections (ours included) come and go
+        fds = doc["fds"] - doc["counters"]["connections"]
+        return kids, fds, sum(doc["counters"]["panes"].values()), doc["counters"]["events"]
     return wait_for(settled, 10, "settled daemon")
 
 

@@ -136,7 +136,7 @@ def common_options(f: Any) -> Any:
 
 def verb_callback(verb: Verb) -> Any:
     @click.pass_context
-    def callback(ctx: click.Context, as_json: bool, socket_: str | None, token: str | None,
+    def callback(ctx: click.Context, /, as_json: bool, socket_: str | None, token: str | None,
                  **raw: Any) -> None:
         if getattr(ctx, "invoked_subcommand", None):
             return

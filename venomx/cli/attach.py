@@ -60,10 +60,10 @@ def run_attach(pane: str, readonly: bool, sock: str | None, token: str | None) -
                     out.flush()
                 continue
             if "error" in frame:
-                err = VenomxError.from_dict(frame["error"])
-                if err.code != "cancelled":
-                    code = err.exit_code
-                    sys.stderr.write(f"\r\nvenomx: {err.code}: {err.message}\r\n")
+                failure = VenomxError.from_dict(frame["error"])
+                if failure.code != "cancelled":
+                    code = failure.exit_code
+                    sys.stderr.write(f"\r\nvenomx: {failure.code}: {failure.message}\r\n")
             break
     except VenomxError as err:
         code = err.exit_code

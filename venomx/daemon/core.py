@@ -51,6 +51,7 @@ class Daemon:
         self.shutting_down = False
         self.stopped: asyncio.Future[None] = asyncio.get_running_loop().create_future()
         self.connections: set[Any] = set()
+        self.background: set[asyncio.Task[None]] = set()  # tasks the reactor owns
         self.subreaper = False
         self._req = 0
         self._sentinel_reqs: dict[int, asyncio.Future[P.Message]] = {}
@@ -183,8 +184,8 @@ class Daemon:
         self._sentinel_reqs[req] = fut
         pane.channel.send(make(req))
         try:
-            done, _ = await asyncio.wait([fut, pane.channel.closed, pane.exited],
-                                         return_when=asyncio.FIRST_COMPLETED)
+            await asyncio.wait([fut, pane.channel.closed, pane.exited],
+                               return_when=asyncio.FIRST_COMPLETED)
         finally:
             self._sentinel_reqs.pop(req, None)
         if fut.done():
@@ -253,8 +254,6 @@ class Daemon:
                 os.killpg(pane.pid, s)
             except OSError:
                 pass
-
-    background: set[asyncio.Task[None]] = set()
 
     def remove_pane(self, pane: Pane) -> list[str]:
         """Remove an exited pane (and its window if last); one turn. Returns removed IDs."""

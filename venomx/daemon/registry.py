@@ -13,7 +13,7 @@ import secrets
 import time
 import uuid
 from dataclasses import dataclass, field
-from datetime import datetime, timezone
+from datetime import UTC, datetime
 from typing import TYPE_CHECKING, Any
 
 if TYPE_CHECKING:
@@ -23,7 +23,7 @@ if TYPE_CHECKING:
 
 
 def now_iso() -> str:
-    t = datetime.now(timezone.utc)
+    t = datetime.now(UTC)
     return t.strftime("%Y-%m-%dT%H:%M:%S.") + f"{t.microsecond // 1000:03d}Z"
 
 
@@ -118,7 +118,8 @@ class Pane:
     exited_at: str | None = None
     exited_mono: float = 0.0
     final: Snapshot | None = None
-    exited: asyncio.Future[None] = field(default_factory=lambda: asyncio.get_running_loop().create_future())
+    exited: asyncio.Future[None] = field(
+        default_factory=lambda: asyncio.get_running_loop().create_future())
     termination: Termination | None = None
     command_open: bool = False
     status_set: bool = False
@@ -204,6 +205,7 @@ class Registry:
         kind, _, rid = resource.partition(":")
         if kind == "run":
             return self.runs.get(rid)
-        entity: Any = {"session": self.sessions, "window": self.windows,
-                       "pane": self.panes}.get(kind, {}).get(rid)
+        tables: dict[str, dict[str, Any]] = {"session": self.sessions,
+                                             "window": self.windows, "pane": self.panes}
+        entity = tables.get(kind, {}).get(rid)
         return entity.node if entity is not None else None

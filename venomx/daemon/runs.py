@@ -218,7 +218,7 @@ class RunTable:
         run.status = status_of(run)
         run.completed_at = now_iso()
         run.completed_mono = monotonic_ms()
-        run.duration_ms = max(0, int(round(run.completed_mono - run.started_mono)))
+        run.duration_ms = max(0, round(run.completed_mono - run.started_mono))
         if pane.final is not None:
             run.output = tail(pane.final, run.output_rows, run.output_bytes)
             run.output_size = sum(len(x.encode("utf-8")) for x in run.output["lines"])

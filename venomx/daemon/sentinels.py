@@ -119,8 +119,12 @@ class Channel(asyncio.Protocol):
         """Route messages to the committed pane; held ones are replayed next turn."""
         self.handler = handler
         held, self.held = self.held, []
+
+        def replay() -> None:
+            for m in held:
+                handler(m)
         if held:
-            asyncio.get_running_loop().call_soon(lambda: [handler(m) for m in held])
+            asyncio.get_running_loop().call_soon(replay)
 
     def send(self, msg: P.Message) -> None:
         if self.transport is not None and not self.transport.is_closing():
@@ -132,7 +136,6 @@ class Channel(asyncio.Protocol):
 
 
 def waitstatus_fields(status: int) -> dict[str, Any]:
-    import signal as _signal
 
     if os.WIFEXITED(status):
         return {"exit_code": os.WEXITSTATUS(status)}

@@ -10,6 +10,7 @@ before its backlog can grow without bound.
 from __future__ import annotations
 
 import asyncio
+import functools
 import hmac
 import logging
 import os
@@ -40,7 +41,7 @@ class Connection(asyncio.Protocol):
         self.transport: asyncio.Transport | None = None
         self.buf = bytearray()
         self.discarding = False
-        self.max_frame = min(DEFAULT_MAX_FRAME, d.config["protocol.max_frame"])
+        self.max_frame: int = min(DEFAULT_MAX_FRAME, d.config["protocol.max_frame"])
         self.principal: Principal | None = None
         self.peer_uid = -1
         self.tasks: dict[int, asyncio.Task[None]] = {}
@@ -167,7 +168,7 @@ class Connection(asyncio.Protocol):
         ctx = Context(self.d, self, verb, rid)
         task = asyncio.get_running_loop().create_task(dispatch(ctx, params))
         self.tasks[rid] = task
-        task.add_done_callback(lambda t, rid=rid: self.request_done(rid, t))
+        task.add_done_callback(functools.partial(self.request_done, rid))
 
     def request_done(self, rid: int, task: asyncio.Task[None]) -> None:
         if self.tasks.get(rid) is task:

@@ -103,6 +103,14 @@ def check_cwd(cwd: str | None) -> None:
         raise bad("not_directory")
 
 
+def pane_must_run(pane: Pane) -> None:
+    """Splitting or sending needs a running pane (§6)."""
+    if pane.state == "exited":
+        raise VenomxError("conflict.pane_exited", f"pane {pane.id} has exited", {})
+    if pane.state == "terminating":
+        raise VenomxError("conflict.pane_terminating", f"pane {pane.id} is terminating", {})
+
+
 def argv0_of(argv: list[str]) -> str:
     base = argv[0].rsplit("/", 1)[-1]
     raw = base.encode("utf-8", "surrogatepass")[:255]
@@ -252,9 +260,7 @@ def commit(d: Daemon, req: SpawnRequest, chan: Channel, window_id: str | None, p
         window = reg.windows[target.window]
         if window.removing or reg.sessions[window.session].removing:
             raise VenomxError("conflict.removing", f"window {window.id} is being removed", {})
-        if target.state != "running":
-            code = "conflict.pane_exited" if target.state == "exited" else "conflict.pane_terminating"
-            raise VenomxError(code, f"pane {target.id} has {'exited' if target.state == 'exited' else 'is terminating'}", {})
+        pane_must_run(target)
         s_id = window.session
     pnode = AuthNode(f"pane:{pane_id}", req.requester.id, window.node)
     principal = Principal(principal_id, req.requester.id, req.grants, token, None, pane_id)

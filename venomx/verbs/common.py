@@ -7,7 +7,13 @@ from typing import Any
 from venomx.daemon.auth import parse_grants
 from venomx.daemon.dispatch import Context
 from venomx.daemon.registry import Grant, Pane, Session, Window
-from venomx.daemon.spawn import check_argv, check_cwd, check_env, check_name, check_size
+from venomx.daemon.spawn import (
+    check_argv,
+    check_cwd,
+    check_env,
+    check_name,
+    check_size,
+)
 from venomx.wire import VenomxError
 
 
@@ -39,13 +45,6 @@ def get_pane(ctx: Context, pid: str) -> Pane:
 def refuse_if_shutting_down(ctx: Context) -> None:
     if ctx.d.shutting_down:
         raise VenomxError("unavailable.shutdown", "the daemon is shutting down", {})
-
-
-def pane_must_run(pane: Pane) -> None:
-    if pane.state == "exited":
-        raise VenomxError("conflict.pane_exited", f"pane {pane.id} has exited", {})
-    if pane.state == "terminating":
-        raise VenomxError("conflict.pane_terminating", f"pane {pane.id} is terminating", {})
 
 
 def check_spawn_params(argv: list[str], cols: int, rows: int, cwd: str | None,

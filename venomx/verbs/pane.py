@@ -10,11 +10,16 @@ from typing import Any
 from venomx.daemon.auth import child_grants
 from venomx.daemon.core import PaneGone
 from venomx.daemon.dispatch import Context, handler
-from venomx.daemon.spawn import SpawnRequest, check_size, spawn
+from venomx.daemon.spawn import SpawnRequest, check_size, pane_must_run, spawn
 from venomx.daemon.termination import terminate, wait_terminated
-from venomx.verbs.common import (check_spawn_params, get_pane, get_session, get_window,
-                                 pane_must_run, parse_optional_grants,
-                                 refuse_if_shutting_down)
+from venomx.verbs.common import (
+    check_spawn_params,
+    get_pane,
+    get_session,
+    get_window,
+    parse_optional_grants,
+    refuse_if_shutting_down,
+)
 from venomx.verbs.keys import encode_keys
 from venomx.verbs.session import spawn_result
 from venomx.wire import VenomxError

@@ -13,10 +13,26 @@ from typing import Any
 from venomx.daemon.auth import child_grants
 from venomx.daemon.dispatch import Context, handler
 from venomx.daemon.runs import KEY_SYNTAX, Pending, Run
-from venomx.daemon.spawn import CancelledAfter, SpawnRequest, check_argv, check_cwd, check_env, utf8_ok, check_name, check_size, spawn
+from venomx.daemon.spawn import (
+    CancelledAfter,
+    SpawnRequest,
+    check_argv,
+    check_cwd,
+    check_env,
+    check_name,
+    check_size,
+    pane_must_run,
+    spawn,
+    utf8_ok,
+)
 from venomx.daemon.termination import terminate, wait_terminated
-from venomx.verbs.common import (get_pane, get_session, not_found, pane_must_run,
-                                 parse_optional_grants, refuse_if_shutting_down)
+from venomx.verbs.common import (
+    get_pane,
+    get_session,
+    not_found,
+    parse_optional_grants,
+    refuse_if_shutting_down,
+)
 from venomx.wire import VenomxError
 
 KEY = re.compile(KEY_SYNTAX)

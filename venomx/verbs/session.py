@@ -10,8 +10,14 @@ from venomx.daemon.dispatch import Context, handler
 from venomx.daemon.registry import AuthNode, Pane, Session
 from venomx.daemon.spawn import SpawnRequest, check_name, spawn
 from venomx.daemon.termination import terminate, wait_terminated
-from venomx.verbs.common import (check_spawn_params, get_session, get_window,
-                                 parse_optional_grants, refuse_if_shutting_down, window_view)
+from venomx.verbs.common import (
+    check_spawn_params,
+    get_session,
+    get_window,
+    parse_optional_grants,
+    refuse_if_shutting_down,
+    window_view,
+)
 from venomx.wire import VenomxError
 
 
