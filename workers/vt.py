@@ -122,6 +122,22 @@ class Terminal:
         self.screen = _Screen(self, cols, rows)
         self.stream = pyte.ByteStream(self.screen)
         self.fast_bytes = 0
+        # After a bulk chunk the screen is "cleared, then these parts drawn from (0,0) joined by
+        # CR LF (then a CR)"; pyte is given them only when its state is needed.
+        self.pending: tuple[list[str], bool] | None = None
+
+    def materialize(self) -> None:
+        """Hand pyte the screen the bulk path left pending (see ``_bulk_lines``)."""
+        if self.pending is None:
+            return
+        parts, trailing_cr = self.pending
+        self.pending = None
+        s = self.screen
+        s.buffer.clear()
+        s.dirty.update(range(s.lines))
+        s.cursor.y = 0
+        s.cursor.x = 0
+        self.stream.feed(("\r\n".join(parts) + ("\r" if trailing_cr else "")).encode())
 
     # -- callbacks from the screen ------------------------------------------------------
     def _push_history(self, text: str) -> None:
@@ -164,6 +180,7 @@ class Terminal:
         """Advance the state by these PTY bytes (any bytes at all)."""
         self.offset += len(data)
         if not fast_feed(self, data):
+            self.materialize()
             self.stream.feed(data)
 
     def resize(self, cols: int, rows: int) -> None:
@@ -172,6 +189,7 @@ class Terminal:
         pyte alone drops rows from the top without keeping them and can leave the cursor
         below the last row; rows are renumbered either way, so the epoch changes.
         """
+        self.materialize()
         s = self.screen
         if rows < s.lines:
             n = max(0, s.cursor.y + 1 - rows)
@@ -215,6 +233,7 @@ class Terminal:
 
     @property
     def cursor(self) -> tuple[int, int]:
+        self.materialize()
         c = self.screen.cursor
         base = 0 if self.alternate else self.scrolled
         return base + c.y, min(c.x, self.cols - 1)
@@ -222,7 +241,10 @@ class Terminal:
     def row(self, n: int) -> str:
         base = 0 if self.alternate else self.scrolled
         if n < base:
-            return self.history[n - self.oldest]
+            # history rows from the bulk path are stored unpadded; the text form is padded
+            text = self.history[n - self.oldest]
+            return text if len(text) >= self.cols else text.ljust(self.cols)
+        self.materialize()
         return row_text(self.screen.buffer[n - base], self.cols)
 
     def snapshot(self) -> dict[str, Any]:
@@ -231,13 +253,15 @@ class Terminal:
         return {
             "screen": self.screen_name, "epoch": self.epoch, "offset": self.offset,
             "cols": self.cols, "rows": self.rows, "oldest": self.oldest,
-            "history": [] if self.alternate else list(self.history),
+            "history": [] if self.alternate else [self.row(n) for n in range(
+                self.oldest, self.scrolled)],
             "lines": [self.row(base + i) for i in range(self.rows)],
             "cursor": list(self.cursor),
         }
 
     def repaint(self) -> bytes:
         """Bytes that redraw the current screen (text only) on a real terminal."""
+        self.materialize()
         base = 0 if self.alternate else self.scrolled
         out = ["\x1b[H\x1b[2J"]
         lines = [self.row(base + i).rstrip(" ") for i in range(self.rows)]
@@ -324,6 +348,7 @@ def tail(src: RowSource, output_rows: int, output_bytes: int) -> dict[str, Any]:
 # -- the plain-text fast path ---------------------------------------------------------------
 
 _FAST_CHUNK = re.compile(rb"(?:[\x20-\x7e\r\n]|\x1b\[[0-9;]*m)*\Z")
+_PLAIN = bytes(range(0x20, 0x7f)) + b"\r\n"  # bytes the fast path takes without a regex
 _SGR = re.compile(r"\x1b\[[0-9;]*m")
 _SGR_RESET = re.compile(r"\x1b\[(?:0*)?m")
 _PIECE = re.compile(r"\r|\x1b\[[0-9;]*m|[\x20-\x7e]+")
@@ -340,6 +365,63 @@ def _fast_state_ok(term: Terminal) -> bool:
             and s.charset == 0 and s.g0_charset is pyte.charsets.LAT1_MAP)
 
 
+def _bulk_lines(term: Terminal, text: str) -> bool:
+    """The commonest case at C speed: whole lines ending in CR LF, none wider than the screen.
+
+    Only taken when every CR is followed by LF and vice versa, there is no escape, no line
+    wraps, and the chunk scrolls the whole screen; otherwise the general fast path runs.
+    """
+    if not text:
+        return False
+    s = term.screen
+    cols, nrows = s.columns, s.lines
+    pending = term.pending
+    if pending is not None:
+        prev, prev_cr = pending
+        x0, y0 = (0 if prev_cr else len(prev[-1])), len(prev) - 1
+
+        def old_row(y: int) -> str:
+            return prev[y].ljust(cols) if y < len(prev) else " " * cols
+    else:
+        x0, y0 = s.cursor.x, s.cursor.y
+
+        def old_row(y: int) -> str:
+            return row_text(s.buffer[y], cols)
+    if text[0] == "\n" and x0 == 0:
+        text = "\r" + text  # the LF of a CR LF split across reads: the same at column 0
+    trailing_cr = text[-1] == "\r"
+    if trailing_cr:
+        text = text[:-1]  # a CR whose LF comes in the next read; pyte gets it at the end
+    n_crlf = text.count("\r\n")
+    if not n_crlf or text.count("\r") != n_crlf or text.count("\n") != n_crlf:
+        return False
+    parts = text.split("\r\n")
+    if x0 + len(parts[0]) > cols or max(map(len, parts[1:])) > cols:
+        return False
+    final_row = y0 + len(parts) - 1
+    top = final_row - nrows + 1
+    if top <= y0:
+        return False
+    # rows [0, top) leave the screen: the old rows above the cursor, the cursor's row with
+    # the first part written over it, then rows made of whole parts
+    old = [old_row(y) for y in range(min(nrows, top))]
+    first = old[y0] if y0 < len(old) else " " * cols
+    out = old[:y0]
+    out.append(first[:x0] + parts[0] + first[x0 + len(parts[0]):])
+    fresh_from = max(y0 + 1, nrows)  # rows at or past the old bottom start blank
+    for r in range(y0 + 1, min(top, fresh_from)):
+        part = parts[r - y0]
+        out.append(part + old[r][len(part):])
+    term.history.extend(out)
+    if top > fresh_from:
+        # only what the history can hold is kept; rows are padded when read
+        keep = term.history.maxlen if term.history.maxlen is not None else top
+        term.history.extend(parts[max(fresh_from, top - keep) - y0:top - y0])
+    term.scrolled += top
+    term.pending = (parts[top - y0:], trailing_cr)
+    return True
+
+
 def fast_feed(term: Terminal, data: bytes) -> bool:
     """Feed ``data`` without pyte when it only prints ASCII text, CR, LF and SGR.
 
@@ -349,11 +431,18 @@ def fast_feed(term: Terminal, data: bytes) -> bool:
     SGR state in force there. Correctness is checked against plain pyte by a
     differential test.
     """
-    if len(data) < FAST_MIN or not _FAST_CHUNK.match(data) or not _fast_state_ok(term):
+    if len(data) < FAST_MIN or not _fast_state_ok(term):
+        return False
+    rest = data.translate(None, _PLAIN)  # what is left besides printable ASCII, CR and LF
+    if rest and (rest.count(b"\x1b") != len(rest) or not _FAST_CHUNK.match(data)):
         return False
     s = term.screen
     cols, lines = s.columns, s.lines
     text = data.decode("ascii")
+    if not rest and _bulk_lines(term, text):
+        term.fast_bytes += len(data)
+        return True
+    term.materialize()
     x, y0 = s.cursor.x, s.cursor.y
     # rows touched by this chunk, by absolute number from the current screen top
     rows: dict[int, str] = {}

@@ -165,3 +165,23 @@ def test_any_bytes_never_break_the_terminal(data: bytes, cols: int, rows: int) -
     capture(t, None, None, None, 100)
     tail(t, 10, 100)
     Snapshot.from_dict(t.snapshot())
+
+
+@settings(max_examples=150, deadline=None)
+@given(st.lists(st.text(alphabet="ab c", max_size=14), min_size=1, max_size=60),
+       st.integers(1, 12), st.integers(1, 6), st.lists(TOKENS, max_size=20), st.booleans())
+def test_bulk_lines_match_pyte(lines: list[str], cols: int, rows: int, prelude: list[bytes],
+                               trailing: bool) -> None:
+    """Whole CR LF lines (the bulk case) after any prior state, against plain pyte."""
+    old = vt.FAST_MIN
+    vt.FAST_MIN = 0
+    try:
+        fast, ref = Terminal(cols, rows, 1000), plain(cols, rows, 1000)
+        for t in (fast, ref):
+            t.feed(b"".join(prelude))
+        data = "\r\n".join(lines).encode() + (b"\r\n" if trailing else b"")
+        fast.feed(data)
+        ref.feed(data)
+        assert state(fast) == state(ref)
+    finally:
+        vt.FAST_MIN = old
