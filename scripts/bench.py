@@ -48,7 +48,8 @@ class Daemon:
         Path(cfg).write_text(config)
         self.proc = subprocess.Popen([sys.executable, "-m", "venomx", "serve", "--socket",
                                       self.sock, "--config", cfg, "--log-level", "warning"],
-                                     stderr=subprocess.DEVNULL, start_new_session=True,
+                                     stderr=open(os.path.join(self.dir, "log"), "wb"),
+                                     start_new_session=True,
                                      cwd=self.dir)
         deadline = time.monotonic() + 15
         while True:
@@ -70,6 +71,9 @@ class Daemon:
             self.proc.wait(15)
         except Exception:
             self.proc.kill()
+        log = Path(self.dir, "log").read_text()
+        if "trace=" in log:
+            print(log[-3000:])
         shutil.rmtree(self.dir, ignore_errors=True)
 
 
@@ -216,15 +220,23 @@ def bench_throughput(lines: int) -> None:
     finally:
         d.stop()
     if shutil.which("tmux"):
-        t = Tmux()
+        # no client attached: a control client would receive every byte as %output
+        sock = tempfile.mktemp(prefix="vxbt", dir="/tmp")
+        tmux = ["tmux", "-S", sock]
+        subprocess.run([*tmux, "new-session", "-d", "-x", "80", "-y", "24", "sleep 600"],
+                       check=True)
         try:
             t0 = time.perf_counter()
-            t.command(f"new-window -d 'cat {path}'")
-            t.wait_for(b"%window-close")
+            subprocess.run([*tmux, "new-window", "-d", f"cat {path}; tmux -S {sock} wait-for -S done"],
+                           check=True)
+            subprocess.run([*tmux, "wait-for", "done"], check=True)
             el = time.perf_counter() - t0
-            row("tmux pane: cat -> window closed", f"{size / el / 1e6:.1f} MB/s", f"{el:.2f} s")
+            last = subprocess.run([*tmux, "capture-pane", "-p", "-t", ":1"], capture_output=True,
+                                  text=True).stdout.split()
+            row("tmux pane: cat -> done", f"{size / el / 1e6:.1f} MB/s",
+                f"{el:.2f} s, last row {'ok' if last[-1:] == [str(lines)] else 'WRONG ' + str(last[-1:])}")
         finally:
-            t.stop()
+            subprocess.run([*tmux, "kill-server"], capture_output=True)
     t0 = time.perf_counter()
     pid, fd = pty.fork()
     if pid == 0:

@@ -15,7 +15,7 @@ from typing import Any, ClassVar
 
 import msgpack
 
-PROTOCOL_VERSION = 1
+PROTOCOL_VERSION = 2
 
 
 class ProtocolError(ValueError):
@@ -62,6 +62,7 @@ class Spawn(Message):
     cols: int
     rows: int
     scrollback: int
+    release: bool = False  # start at once: the daemon has nothing to wait for
 
 
 @dataclass(frozen=True)

@@ -77,7 +77,7 @@ async def report(d: Daemon) -> dict[str, Any]:
 
     sentinel_of = {pid: t[len(SENTINEL_TITLE):].split()[0] for pid, (t, st) in
                    facts.children.items() if t.startswith(SENTINEL_TITLE)
-                   and st != psutil.STATUS_ZOMBIE}
+                   and st != psutil.STATUS_ZOMBIE and pid != d.forkserver.spare_pid}
     live = [p for p in reg.panes.values() if p.live]
     missing = [p.id for p in live if sentinel_of.get(p.sentinel_pid) != p.id]
     alive = len(live) - len(missing)
@@ -93,7 +93,7 @@ async def report(d: Daemon) -> dict[str, Any]:
                         f"{alive}/{len(live)} alive, {len(missing)} missing, "
                         f"{len(orphaned)} orphaned"))
 
-    known = {d.forkserver.pid, *reg.sentinels, *sentinel_of}
+    known = {d.forkserver.pid, d.forkserver.spare_pid, *reg.sentinels, *sentinel_of}
     leaders = {p.pid: p for p in live}
     per_pane: dict[str, int] = {}
     escapee_pids: set[int] = set()

@@ -22,9 +22,12 @@ log = logging.getLogger(__name__)
 
 
 class ForkServer:
+    """The fork server process, plus one spare sentinel forked ahead of the next start."""
+
     def __init__(self) -> None:
         self.pid = 0
         self.control: socket.socket | None = None
+        self.spare: asyncio.Task[Channel] | None = None
 
     def start(self) -> None:
         ours, theirs = socket.socketpair(socket.AF_UNIX, socket.SOCK_STREAM)
@@ -50,7 +53,40 @@ class ForkServer:
             sentinel_end.close()
         return daemon_end
 
+    async def _new_channel(self) -> Channel:
+        chan = await Channel.open(self.fork())
+        hello = await chan.expect(P.Hello)
+        assert isinstance(hello, P.Hello)
+        chan.sentinel_pid = hello.pid
+        return chan
+
+    @property
+    def spare_pid(self) -> int:
+        spare = self.spare
+        if spare is None or not spare.done() or spare.cancelled() or spare.exception():
+            return 0
+        return spare.result().sentinel_pid
+
+    async def sentinel(self) -> Channel:
+        """A sentinel that has said HELLO: the spare if there is one, and a new spare."""
+        spare, self.spare = self.spare, None
+        self.spare = asyncio.ensure_future(self._new_channel())
+        if spare is not None:
+            try:
+                chan = await spare
+                if not chan.closed.done():
+                    return chan
+            except (ConnectionError, OSError):
+                pass
+        return await self._new_channel()
+
     def stop(self) -> None:
+        if self.spare is not None:
+            spare, self.spare = self.spare, None
+            if spare.done() and not spare.cancelled() and spare.exception() is None:
+                spare.result().close()
+            else:
+                spare.cancel()
         if self.control is not None:
             self.control.close()
             self.control = None
@@ -108,11 +144,17 @@ class Channel(asyncio.Protocol):
             self.closed.set_result(None)
 
     async def expect(self, *kinds: type[P.Message]) -> P.Message:
-        """The next message of one of these kinds (FAILED always counts)."""
+        """The next message of one of these kinds (FAILED always counts), including one that
+        arrived before anyone asked (a fast leader can send STARTED and EXIT at once)."""
+        wanted = (*kinds, P.Failed)
+        for i, m in enumerate(self.held):
+            if isinstance(m, wanted):
+                del self.held[i]
+                return m
         if self.closed.done():
             raise ConnectionError("sentinel channel closed")
         fut: asyncio.Future[P.Message] = asyncio.get_running_loop().create_future()
-        self.waiters.append(((*kinds, P.Failed), fut))
+        self.waiters.append((wanted, fut))
         return await fut
 
     def attach(self, handler: Callable[[P.Message], None]) -> None:
