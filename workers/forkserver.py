@@ -20,7 +20,6 @@ import pyte  # noqa: F401
 
 from workers import sentinel
 
-
 CLONE_PARENT = 0x00008000
 SYS_CLONE = {"x86_64": 56, "aarch64": 220}.get(os.uname().machine)
 

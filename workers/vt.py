@@ -63,9 +63,14 @@ def fresh_buffer(buffer: Any) -> Any:
     return type(buffer)(buffer.default_factory)
 
 
+def row_cells(line: Any, cols: int) -> list[str]:
+    """One pyte line as cell strings ("" for the second cell of a wide character)."""
+    return [line[x].data for x in range(cols)]
+
+
 def row_text(line: Any, cols: int) -> str:
     """The text form of one pyte line: cells in order, wide characters written once."""
-    return "".join([line[x].data for x in range(cols)])
+    return "".join(row_cells(line, cols))
 
 
 class _Screen(pyte.Screen):
@@ -380,13 +385,13 @@ def _bulk_lines(term: Terminal, text: str) -> bool:
         prev, prev_cr = pending
         x0, y0 = (0 if prev_cr else len(prev[-1])), len(prev) - 1
 
-        def old_row(y: int) -> str:
-            return prev[y].ljust(cols) if y < len(prev) else " " * cols
+        def old_row(y: int) -> list[str]:
+            return list(prev[y].ljust(cols)) if y < len(prev) else [" "] * cols
     else:
         x0, y0 = s.cursor.x, s.cursor.y
 
-        def old_row(y: int) -> str:
-            return row_text(s.buffer[y], cols)
+        def old_row(y: int) -> list[str]:
+            return row_cells(s.buffer[y], cols)
     if text[0] == "\n" and x0 == 0:
         text = "\r" + text  # the LF of a CR LF split across reads: the same at column 0
     trailing_cr = text[-1] == "\r"
@@ -405,13 +410,16 @@ def _bulk_lines(term: Terminal, text: str) -> bool:
     # rows [0, top) leave the screen: the old rows above the cursor, the cursor's row with
     # the first part written over it, then rows made of whole parts
     old = [old_row(y) for y in range(min(nrows, top))]
-    first = old[y0] if y0 < len(old) else " " * cols
-    out = old[:y0]
-    out.append(first[:x0] + parts[0] + first[x0 + len(parts[0]):])
+    first = old[y0] if y0 < len(old) else [" "] * cols
+    first[x0:x0 + len(parts[0])] = parts[0]
+    out = ["".join(cells) for cells in old[:y0]]
+    out.append("".join(first))
     fresh_from = max(y0 + 1, nrows)  # rows at or past the old bottom start blank
     for r in range(y0 + 1, min(top, fresh_from)):
         part = parts[r - y0]
-        out.append(part + old[r][len(part):])
+        cells = old[r]
+        cells[:len(part)] = part
+        out.append("".join(cells))
     term.history.extend(out)
     if top > fresh_from:
         # only what the history can hold is kept; rows are padded when read
@@ -445,14 +453,14 @@ def fast_feed(term: Terminal, data: bytes) -> bool:
     term.materialize()
     x, y0 = s.cursor.x, s.cursor.y
     # rows touched by this chunk, by absolute number from the current screen top
-    rows: dict[int, str] = {}
+    rows: dict[int, list[str]] = {}
     row = y0
-    blank = " " * cols
 
-    def get(r: int) -> str:
+    def get(r: int) -> list[str]:
         t = rows.get(r)
         if t is None:
-            t = row_text(s.buffer[r], cols) if r < lines else blank
+            t = row_cells(s.buffer[r], cols) if r < lines else [" "] * cols
+            rows[r] = t
         return t
 
     entries: deque[tuple[int, int, int]] = deque(maxlen=lines + 1)  # (row, pos, x at entry)
@@ -477,8 +485,7 @@ def fast_feed(term: Terminal, data: bytes) -> bool:
                         row += 1
                         entries.append((row, pos + i, 0))
                     n = min(len(tok) - i, cols - x)
-                    t = get(row)
-                    rows[row] = t[:x] + tok[i:i + n] + t[x + n:]
+                    get(row)[x:x + n] = tok[i:i + n]
                     x += n
                     i += n
     top = max(0, row - lines + 1)
@@ -489,7 +496,7 @@ def fast_feed(term: Terminal, data: bytes) -> bool:
         return False
     _, pos, ex = entry
     for r in range(top):
-        term._push_history(get(r) if r >= y0 or r in rows else row_text(s.buffer[r], cols))
+        term._push_history("".join(get(r)))
     prefix = text[:pos]
     sgrs = _SGR.findall(prefix)
     last_reset = max((i for i, q in enumerate(sgrs) if _SGR_RESET.fullmatch(q)), default=-1)

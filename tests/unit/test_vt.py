@@ -7,6 +7,9 @@ and history.
 
 from __future__ import annotations
 
+from collections.abc import Iterator
+from contextlib import contextmanager
+
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
@@ -19,6 +22,17 @@ def plain(cols: int, rows: int, scrollback: int = 50) -> Terminal:
     t.feed = lambda data: (setattr(t, "offset", t.offset + len(data)),  # type: ignore[method-assign]
                            t.stream.feed(data))
     return t
+
+
+@contextmanager
+def fast_for_any_size() -> Iterator[None]:
+    """Let the fast path take chunks of any size, so short examples exercise it."""
+    old = vt.FAST_MIN
+    vt.FAST_MIN = 0
+    try:
+        yield
+    finally:
+        vt.FAST_MIN = old
 
 
 def state(t: Terminal) -> tuple[object, ...]:
@@ -124,9 +138,7 @@ def test_fast_path_matches_pyte(chunks: list[list[bytes]], cols: int, rows: int,
                                 plain_heavy: bool) -> None:
     fast = Terminal(cols, rows, 50)
     ref = plain(cols, rows, 50)
-    old = vt.FAST_MIN
-    vt.FAST_MIN = 0
-    try:
+    with fast_for_any_size():
         for chunk in chunks:
             data = b"".join(chunk)
             if plain_heavy:
@@ -134,8 +146,6 @@ def test_fast_path_matches_pyte(chunks: list[list[bytes]], cols: int, rows: int,
             fast.feed(data)
             ref.feed(data)
             assert state(fast) == state(ref)
-    finally:
-        vt.FAST_MIN = old
 
 
 @settings(max_examples=100, deadline=None)
@@ -143,16 +153,12 @@ def test_fast_path_matches_pyte(chunks: list[list[bytes]], cols: int, rows: int,
                                  b"\x1b[0m", b"0123456789"]), max_size=400),
        st.integers(1, 12), st.integers(1, 5))
 def test_fast_path_long_plain_streams(tokens: list[bytes], cols: int, rows: int) -> None:
-    old = vt.FAST_MIN
-    vt.FAST_MIN = 0
-    try:
+    with fast_for_any_size():
         fast, ref = Terminal(cols, rows, 1000), plain(cols, rows, 1000)
         data = b"".join(tokens)
         fast.feed(data)
         ref.feed(data)
         assert state(fast) == state(ref)
-    finally:
-        vt.FAST_MIN = old
 
 
 @settings(max_examples=200, deadline=None)
@@ -173,9 +179,7 @@ def test_any_bytes_never_break_the_terminal(data: bytes, cols: int, rows: int) -
 def test_bulk_lines_match_pyte(lines: list[str], cols: int, rows: int, prelude: list[bytes],
                                trailing: bool) -> None:
     """Whole CR LF lines (the bulk case) after any prior state, against plain pyte."""
-    old = vt.FAST_MIN
-    vt.FAST_MIN = 0
-    try:
+    with fast_for_any_size():
         fast, ref = Terminal(cols, rows, 1000), plain(cols, rows, 1000)
         for t in (fast, ref):
             t.feed(b"".join(prelude))
@@ -183,5 +187,3 @@ def test_bulk_lines_match_pyte(lines: list[str], cols: int, rows: int, prelude: 
         fast.feed(data)
         ref.feed(data)
         assert state(fast) == state(ref)
-    finally:
-        vt.FAST_MIN = old

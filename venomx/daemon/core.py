@@ -230,6 +230,7 @@ class Daemon:
             pane.exited.set_result(None)
         if pane.channel is not None:
             pane.channel.close()
+            pane.channel = None  # its decoder's buffers held the whole final state
 
     def signal_pane(self, pane: Pane, sigs: list[int]) -> None:
         """Deliver signals to the pane's pinned group (withheld while the seam holds)."""

@@ -145,21 +145,16 @@ class RunTable:
 
     def lookup_key(self, owner: str, key: str, digest: bytes) -> Run | Pending | None:
         """§8 lookup; raises ``conflict.run_key`` for a different digest."""
-        bound = self.bindings.get((owner, key))
-        if bound is not None:
-            if not hmac.compare_digest(bound.digest, digest):
-                raise VenomxError("conflict.run_key",
-                                  f"key {key} is bound to run {bound.id} with different "
-                                  "parameters", {"run": bound.id})
-            return bound
-        pend = self.pending.get((owner, key))
-        if pend is not None:
-            if not hmac.compare_digest(pend.digest, digest):
-                raise VenomxError("conflict.run_key",
-                                  f"key {key} is bound to run {pend.run} with different "
-                                  "parameters", {"run": pend.run})
-            return pend
-        return None
+        found: Run | Pending | None = (self.bindings.get((owner, key))
+                                       or self.pending.get((owner, key)))
+        if found is None:
+            return None
+        if not hmac.compare_digest(found.digest, digest):
+            run_id = found.id if isinstance(found, Run) else found.run
+            raise VenomxError("conflict.run_key",
+                              f"key {key} is bound to run {run_id} with different parameters",
+                              {"run": run_id})
+        return found
 
     def commit(self, run: Run, pane: Pane, deadline_ms: int | None) -> None:
         """Called inside the spawn's commit turn: record, binding, run.started, deadline."""
