@@ -20,37 +20,8 @@ import pyte  # noqa: F401
 
 from workers import sentinel
 
-CLONE_PARENT = 0x00008000
-SYS_CLONE = {"x86_64": 56, "aarch64": 220}.get(os.uname().machine)
-
-
-def _fork_as_sibling() -> int:
-    """fork(2), except the child's parent is our parent (the daemon): clone(CLONE_PARENT).
-
-    One fork instead of the classic double fork. The interpreter is told about the fork
-    exactly as os.fork does it. Returns -1 where the call is unavailable.
-    """
-    if SYS_CLONE is None:
-        return -1
-    import ctypes
-
-    api = ctypes.pythonapi
-    libc = ctypes.PyDLL(None, use_errno=True)  # PyDLL: the GIL stays held across the call
-    libc.syscall.restype = ctypes.c_long
-    api.PyOS_BeforeFork()
-    if os.uname().machine == "x86_64":  # clone(flags, stack, ptid, ctid, tls)
-        pid = libc.syscall(SYS_CLONE, CLONE_PARENT | signal.SIGCHLD, 0, 0, 0, 0)
-    else:  # aarch64: clone(flags, stack, ptid, tls, ctid)
-        pid = libc.syscall(SYS_CLONE, CLONE_PARENT | signal.SIGCHLD, 0, 0, 0, 0)
-    if pid == 0:
-        api.PyOS_AfterFork_Child()
-    else:
-        api.PyOS_AfterFork_Parent()
-    return int(pid)
-
 
 def serve(control: socket.socket) -> None:
-    sibling = True
     while True:
         try:
             msg, fds, _flags, _addr = socket.recv_fds(control, 16, 1)
@@ -59,20 +30,18 @@ def serve(control: socket.socket) -> None:
         if not msg:
             return
         for fd in fds:
-            pid = _fork_as_sibling() if sibling else -1
-            if pid == 0:
-                control.close()
-                sentinel.main(fd)
-            if pid > 0:
-                os.close(fd)
+            try:
+                pid = os.fork()
+            except OSError:
+                os.close(fd)  # the daemon sees the channel close: the start fails cleanly
                 continue
-            sibling = False  # unavailable here: fall back to the double fork
-            pid = os.fork()
             if pid == 0:
                 control.close()
-                if os.fork() == 0:
-                    sentinel.main(fd)
-                os._exit(0)
+                try:
+                    if os.fork() == 0:
+                        sentinel.main(fd)
+                finally:
+                    os._exit(0)
             os.close(fd)
             os.waitpid(pid, 0)
 

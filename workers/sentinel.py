@@ -134,7 +134,6 @@ class Sentinel:
 
     # -- lifecycle -------------------------------------------------------------------------
     def run(self) -> NoReturn:
-        set_title("(spare)")
         self.send(P.Hello(os.getpid()))
         msg = self.next_message()
         if not isinstance(msg, P.Spawn):
@@ -151,9 +150,10 @@ class Sentinel:
             os._exit(0)
         self.term = Terminal(msg.cols, msg.rows, msg.scrollback)
         self.send(P.Ready())
-        go = self.next_message()
-        if not isinstance(go, P.Release):
-            os._exit(0)
+        if not msg.release:
+            go = self.next_message()
+            if not isinstance(go, P.Release):
+                os._exit(0)
         signal.signal(signal.SIGCHLD, lambda *_: None)
         signal.set_wakeup_fd(self.wake_w, warn_on_full_buffer=False)
         try:

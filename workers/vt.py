@@ -170,6 +170,23 @@ class Terminal:
         s.buffer = fresh_buffer(s.buffer)
         self.alternate = True
 
+    def _resize_saved(self, rows: int) -> None:
+        """Apply a shrink to the primary screen saved behind the alternate one."""
+        buffer, cursor = self._saved or (None, None)
+        if buffer is None or rows >= self.screen.lines:
+            return
+        y = cursor.y if cursor is not None else rows - 1
+        n = max(0, y + 1 - rows)
+        for i in range(n):
+            self._push_history(row_text(buffer[i], self.screen.columns))
+        new = fresh_buffer(buffer)
+        for i in range(rows):
+            if i + n in buffer:
+                new[i] = buffer[i + n]
+        if cursor is not None:
+            cursor.y = max(0, cursor.y - n)
+        self._saved = (new, cursor)
+
     def _leave_alternate(self, restore_cursor: bool) -> None:
         if not self.alternate or self._saved is None:
             return
@@ -177,6 +194,8 @@ class Terminal:
         s.buffer, cursor = self._saved
         if restore_cursor and cursor is not None:
             s.cursor = cursor
+        s.cursor.y = min(s.cursor.y, s.lines - 1)
+        s.cursor.x = min(s.cursor.x, s.columns)
         self._saved = None
         self.alternate = False
 
@@ -196,6 +215,12 @@ class Terminal:
         """
         self.materialize()
         s = self.screen
+        if cols != s.columns and any(len(h) < s.columns for h in self.history):
+            width = s.columns
+            self.history = deque((h.ljust(width) for h in self.history),
+                                 maxlen=self.history.maxlen)
+        if self.alternate and self._saved is not None:
+            self._resize_saved(rows)
         if rows < s.lines:
             n = max(0, s.cursor.y + 1 - rows)
             if not self.alternate:
@@ -364,6 +389,7 @@ def _fast_state_ok(term: Terminal) -> bool:
     s = term.screen
     st = term.stream
     return bool(not term.alternate and st._taking_plain_text
+            and 0 <= s.cursor.y < s.lines and 0 <= s.cursor.x <= s.columns
             and st.utf8_decoder.getstate()[0] == b"" and st.use_utf8
             and (s.margins is None or (s.margins.top == 0 and s.margins.bottom == s.lines - 1))
             and mo.DECAWM in s.mode and mo.IRM not in s.mode and mo.LNM not in s.mode
@@ -405,7 +431,7 @@ def _bulk_lines(term: Terminal, text: str) -> bool:
         return False
     final_row = y0 + len(parts) - 1
     top = final_row - nrows + 1
-    if top <= y0:
+    if top < nrows:  # some old rows stay on screen: pyte must keep them
         return False
     # rows [0, top) leave the screen: the old rows above the cursor, the cursor's row with
     # the first part written over it, then rows made of whole parts
@@ -489,7 +515,7 @@ def fast_feed(term: Terminal, data: bytes) -> bool:
                     x += n
                     i += n
     top = max(0, row - lines + 1)
-    if top <= y0:
+    if top < lines:  # some old rows stay on screen: pyte must keep them
         return False
     entry = next(((r, pos, ex) for r, pos, ex in entries if r == top), None)
     if entry is None:  # pragma: no cover - every row above y0 was entered in this chunk

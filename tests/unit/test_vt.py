@@ -187,3 +187,34 @@ def test_bulk_lines_match_pyte(lines: list[str], cols: int, rows: int, prelude: 
         fast.feed(data)
         ref.feed(data)
         assert state(fast) == state(ref)
+
+
+def test_rows_below_the_cursor_survive_a_short_scroll() -> None:
+    """A chunk that scrolls less than a screen keeps the old rows below the cursor."""
+    for prefix in (b"", b"\x1b[m"):
+        fast, ref = Terminal(80, 24), plain(80, 24)
+        for t in (fast, ref):
+            t.feed(b"".join(b"X" * 80 for _ in range(24)))
+            t.feed(prefix + b"\x1b[H" + (b"y" * 20 + b"\r\n") * 25)
+        assert state(fast) == state(ref)
+
+
+def test_history_keeps_its_width_after_narrowing() -> None:
+    fast, ref = Terminal(10, 5, 1000), plain(10, 5, 1000)
+    data = b"".join(b"L%d\r\n" % i for i in range(200))
+    for t in (fast, ref):
+        t.feed(data)
+        t.resize(3, 5)
+    assert fast.row(fast.oldest + 146) == ref.row(ref.oldest + 146) == "L146      "
+
+
+def test_resize_on_the_alternate_screen() -> None:
+    t = Terminal(10, 9)
+    t.feed(b"".join(b"R%d\r\n" % i for i in range(9)))
+    t.feed(b"\x1b[?1049h")
+    t.resize(10, 5)
+    t.feed(b"\x1b[?1049l")
+    row, _ = t.cursor
+    assert t.oldest <= row < t.end
+    t.feed(b"".join(b"N%d\r\n" % i for i in range(120)))
+    assert t.row(t.cursor[0] - 1).strip() == "N119"

@@ -126,7 +126,8 @@ class Daemon:
         pane_id = reg.sentinels.pop(pid, None)
         if pane_id is not None:
             pane = reg.panes.get(pane_id)
-            if pane is not None and pane.live:
+            if pane is not None and pane.live and status != 0:
+                # a sentinel exits 0 only after sending EXIT, which may still be in flight
                 log.error("sentinel of pane %s died (status %d)", pane_id, status)
                 pane.sentinel_lost = True
             return

@@ -75,9 +75,11 @@ async def report(d: Daemon) -> dict[str, Any]:
     checks.append(check("fork_server", "ok" if forkserver_ok else "fail",
                         f"pid {d.forkserver.pid}" if forkserver_ok else "fork server not running"))
 
-    sentinel_of = {pid: t[len(SENTINEL_TITLE):].split()[0] for pid, (t, st) in
-                   facts.children.items() if t.startswith(SENTINEL_TITLE)
-                   and st != psutil.STATUS_ZOMBIE and pid != d.forkserver.spare_pid}
+    ours = set(reg.sentinels) | {p.sentinel_pid for p in reg.panes.values()}
+    sentinel_of = {pid: (t[len(SENTINEL_TITLE):].split() or ["?"])[0]
+                   for pid, (t, st) in facts.children.items()
+                   if pid in ours and t.startswith(SENTINEL_TITLE)
+                   and st != psutil.STATUS_ZOMBIE}
     live = [p for p in reg.panes.values() if p.live]
     missing = [p.id for p in live if sentinel_of.get(p.sentinel_pid) != p.id]
     alive = len(live) - len(missing)
@@ -93,7 +95,7 @@ async def report(d: Daemon) -> dict[str, Any]:
                         f"{alive}/{len(live)} alive, {len(missing)} missing, "
                         f"{len(orphaned)} orphaned"))
 
-    known = {d.forkserver.pid, d.forkserver.spare_pid, *reg.sentinels, *sentinel_of}
+    known = {d.forkserver.pid, *reg.sentinels, *sentinel_of}
     leaders = {p.pid: p for p in live}
     per_pane: dict[str, int] = {}
     escapee_pids: set[int] = set()
@@ -111,6 +113,8 @@ async def report(d: Daemon) -> dict[str, Any]:
             escapee_pids.add(pid)
     for pid in escapee_pids:
         pane_id = facts.pane_env.get(pid, "unknown")
+        if pane_id not in reg.panes:
+            pane_id = "unknown"  # a process's own environment is not ours to echo
         per_pane[pane_id] = per_pane.get(pane_id, 0) + 1
     checks.append(check("escapees", "warn" if escapee_pids else "ok",
                         f"{len(escapee_pids)} processes left their pane's process group"))

@@ -22,12 +22,9 @@ log = logging.getLogger(__name__)
 
 
 class ForkServer:
-    """The fork server process, plus one spare sentinel forked ahead of the next start."""
-
     def __init__(self) -> None:
         self.pid = 0
         self.control: socket.socket | None = None
-        self.spare: asyncio.Task[Channel] | None = None
 
     def start(self) -> None:
         ours, theirs = socket.socketpair(socket.AF_UNIX, socket.SOCK_STREAM)
@@ -53,40 +50,7 @@ class ForkServer:
             sentinel_end.close()
         return daemon_end
 
-    async def _new_channel(self) -> Channel:
-        chan = await Channel.open(self.fork())
-        hello = await chan.expect(P.Hello)
-        assert isinstance(hello, P.Hello)
-        chan.sentinel_pid = hello.pid
-        return chan
-
-    @property
-    def spare_pid(self) -> int:
-        spare = self.spare
-        if spare is None or not spare.done() or spare.cancelled() or spare.exception():
-            return 0
-        return spare.result().sentinel_pid
-
-    async def sentinel(self) -> Channel:
-        """A sentinel that has said HELLO: the spare if there is one, and a new spare."""
-        spare, self.spare = self.spare, None
-        self.spare = asyncio.ensure_future(self._new_channel())
-        if spare is not None:
-            try:
-                chan = await spare
-                if not chan.closed.done():
-                    return chan
-            except (ConnectionError, OSError):
-                pass
-        return await self._new_channel()
-
     def stop(self) -> None:
-        if self.spare is not None:
-            spare, self.spare = self.spare, None
-            if spare.done() and not spare.cancelled() and spare.exception() is None:
-                spare.result().close()
-            else:
-                spare.cancel()
         if self.control is not None:
             self.control.close()
             self.control = None
@@ -158,15 +122,14 @@ class Channel(asyncio.Protocol):
         return await fut
 
     def attach(self, handler: Callable[[P.Message], None]) -> None:
-        """Route messages to the committed pane; held ones are replayed next turn."""
-        self.handler = handler
-        held, self.held = self.held, []
-
+        """Route messages to the committed pane from the next turn on, held ones first and
+        in order (messages arriving meanwhile keep being held), so the commit's own turn
+        never also carries the pane's exit."""
         def replay() -> None:
-            for m in held:
-                handler(m)
-        if held:
-            asyncio.get_running_loop().call_soon(replay)
+            while self.held:
+                handler(self.held.pop(0))
+            self.handler = handler
+        asyncio.get_running_loop().call_soon(replay)
 
     def send(self, msg: P.Message) -> None:
         if self.transport is not None and not self.transport.is_closing():

@@ -177,24 +177,29 @@ async def spawn(d: Daemon, req: SpawnRequest,
         assert isinstance(hello, P.Hello)
         chan.sentinel_pid = hello.pid
         reg.sentinels[hello.pid] = pane_id
+        # With nothing that could hold the barrier, the release travels with SPAWN.
+        release_now = not (req.run is not None and d.seams.is_held("run.before_barrier"))
         chan.send(P.Spawn(pane_id, req.argv, env, req.cwd or d.cwd, req.cols, req.rows,
-                          int(d.config["vt.scrollback"])))
+                          int(d.config["vt.scrollback"]), release_now))
         ready = await chan.expect(P.Ready)
         if isinstance(ready, P.Failed):
             raise _spawn_failed(ready.errno)
-        if req.run is not None:
+        if not release_now:
             await d.seams.gate("run.before_barrier")
-    except BaseException:
+    except BaseException as exc:
         if chan is not None:
             chan.send(P.Abort())
             chan.close()
         d.pending_spawns -= 1
         d.preparing.discard(pane_id)
+        if isinstance(exc, ConnectionError):  # the sentinel could not be had or died
+            raise _spawn_failed("EIO") from None
         raise
 
     async def release() -> P.Message:
         assert chan is not None
-        chan.send(P.Release())
+        if not release_now:
+            chan.send(P.Release())
         started = await chan.expect(P.Started)
         if req.run is not None:
             await d.seams.gate("run.after_barrier")
@@ -202,10 +207,12 @@ async def spawn(d: Daemon, req: SpawnRequest,
 
     try:
         started, cancelled = await uncancellable(release())
-    except BaseException:
+    except BaseException as exc:
         chan.close()
         d.pending_spawns -= 1
         d.preparing.discard(pane_id)
+        if isinstance(exc, ConnectionError):
+            raise _spawn_failed("EIO") from None
         raise
     d.pending_spawns -= 1
     d.preparing.discard(pane_id)
