@@ -225,6 +225,7 @@ def bench_throughput(lines: int) -> None:
         tmux = ["tmux", "-S", sock]
         subprocess.run([*tmux, "new-session", "-d", "-x", "80", "-y", "24", "sleep 600"],
                        check=True)
+        subprocess.run([*tmux, "set", "-g", "remain-on-exit", "on"], check=True)
         try:
             t0 = time.perf_counter()
             subprocess.run([*tmux, "new-window", "-d", f"cat {path}; tmux -S {sock} wait-for -S done"],

@@ -114,6 +114,21 @@ class _Screen(pyte.Screen):
         super().reset()
 
 
+class _ByteStream(pyte.ByteStream):
+    """pyte's byte stream, except that a sequence pyte cannot parse is dropped, not fatal.
+
+    pyte converts CSI parameters with ``int()``; one of more than 4300 digits raises
+    ValueError (CPython's limit, which also keeps the conversion cheap), and the exception
+    would end the feed mid-chunk. The parser is reset and the rest of the chunk goes on.
+    """
+
+    def _send_to_parser(self, data: str) -> bool | None:
+        try:
+            return super()._send_to_parser(data)
+        except ValueError:
+            return True  # the parser was reset to ground by pyte itself
+
+
 class Terminal:
     """The live terminal state of one pane, fed every PTY byte in order."""
 
@@ -125,7 +140,7 @@ class Terminal:
         self.history: deque[str] = deque(maxlen=scrollback) if scrollback > 0 else deque(maxlen=0)
         self._saved: tuple[Any, Any] | None = None
         self.screen = _Screen(self, cols, rows)
-        self.stream = pyte.ByteStream(self.screen)
+        self.stream = _ByteStream(self.screen)
         self.fast_bytes = 0
         # After a bulk chunk the screen is "cleared, then these parts drawn from (0,0) joined by
         # CR LF (then a CR)"; pyte is given them only when its state is needed.

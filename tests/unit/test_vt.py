@@ -218,3 +218,9 @@ def test_resize_on_the_alternate_screen() -> None:
     assert t.oldest <= row < t.end
     t.feed(b"".join(b"N%d\r\n" % i for i in range(120)))
     assert t.row(t.cursor[0] - 1).strip() == "N119"
+
+
+def test_giant_csi_parameter_is_dropped_not_fatal() -> None:
+    t = Terminal(10, 2)
+    t.feed(b"a\x1b[" + b"9" * 5000 + b"mb\x1b[" + b"1" * 100000 + b"Ac")
+    assert t.row(0).startswith("abc")

@@ -173,15 +173,16 @@ async def spawn(d: Daemon, req: SpawnRequest,
     chan: Channel | None = None
     try:
         chan = await Channel.open(d.forkserver.fork())
-        hello = await chan.expect(P.Hello)
-        assert isinstance(hello, P.Hello)
-        chan.sentinel_pid = hello.pid
-        reg.sentinels[hello.pid] = pane_id
-        # With nothing that could hold the barrier, the release travels with SPAWN.
+        # SPAWN waits in the socket until the new sentinel reads it: no round trip for HELLO.
+        # With nothing that could hold the barrier, the release travels with SPAWN too.
         release_now = not (req.run is not None and d.seams.is_held("run.before_barrier"))
         chan.send(P.Spawn(pane_id, req.argv, env, req.cwd or d.cwd, req.cols, req.rows,
                           int(d.config["vt.scrollback"]), release_now))
-        ready = await chan.expect(P.Ready)
+        hello = await chan.expect(P.Hello)
+        if isinstance(hello, P.Hello):
+            chan.sentinel_pid = hello.pid
+            reg.sentinels[hello.pid] = pane_id
+        ready = hello if isinstance(hello, P.Failed) else await chan.expect(P.Ready)
         if isinstance(ready, P.Failed):
             raise _spawn_failed(ready.errno)
         if not release_now:
