@@ -97,11 +97,13 @@ class Daemon:
 
 
 def start_daemon(extra: list[str] | None = None, config: str | None = None,
-                 env: dict[str, str] | None = None) -> Daemon:
+                 env: dict[str, str] | None = None, seams: bool = True) -> Daemon:
     d = tempfile.mkdtemp(prefix="vx", dir="/tmp")
     sock = os.path.join(d, "s.sock")
     log = Path(d) / "daemon.log"
-    args = [PY, "-m", "venomx", "serve", "--socket", sock, "--test-seams", "--log-level", "debug"]
+    args = [PY, "-m", "venomx", "serve", "--socket", sock, "--log-level", "debug"]
+    if seams:
+        args.append("--test-seams")
     if config is not None:
         cfg = Path(d) / "config.toml"
         cfg.write_text(config)

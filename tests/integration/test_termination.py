@@ -184,3 +184,21 @@ def test_shutdown_with_live_panes_and_a_waiter(daemon: Daemon) -> None:
     for pid in pids:
         wait_for(lambda pid=pid: not psutil.pid_exists(pid)
                  or psutil.Process(pid).status() == psutil.STATUS_ZOMBIE, 5, "pane gone")
+
+
+def test_seams_need_the_flag() -> None:
+    from tests.helpers import start_daemon, stop_daemon
+
+    d = start_daemon(seams=False)
+    try:
+        for verb, params in (("seam.set", {"name": "terminate.unkillable", "state": "hold"}),
+                             ("seam.wait", {"name": "run.before_barrier", "timeout_ms": 0})):
+            e = d.error(verb, params)
+            assert e.code == "unsupported.seams"
+            assert d.cli(*verb.split("."), *[x for k, v in params.items()
+                                             for x in (f"--{k.replace('_', '-')}", str(v))]
+                         ).code == 10
+        assert d.error("seam.set", {"name": "run.before_barrier", "state": "hold"},
+                       token=None).code == "denied.admin"
+    finally:
+        stop_daemon(d)
