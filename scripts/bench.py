@@ -232,10 +232,12 @@ def bench_throughput(lines: int) -> None:
                            check=True)
             subprocess.run([*tmux, "wait-for", "done"], check=True)
             el = time.perf_counter() - t0
-            last = subprocess.run([*tmux, "capture-pane", "-p", "-t", ":1"], capture_output=True,
-                                  text=True).stdout.split()
+            shown = subprocess.run([*tmux, "capture-pane", "-p", "-t", ":1"],
+                                   capture_output=True, text=True).stdout.splitlines()
+            last = [ln.strip() for ln in shown  # skip tmux's own "Pane is dead" line
+                    if ln.strip() and not ln.startswith("Pane is dead")][-1:]
             row("tmux pane: cat -> done", f"{size / el / 1e6:.1f} MB/s",
-                f"{el:.2f} s, last row {'ok' if last[-1:] == [str(lines)] else 'WRONG ' + str(last[-1:])}")
+                f"{el:.2f} s, last row {'ok' if last == [str(lines)] else 'WRONG ' + str(last)}")
         finally:
             subprocess.run([*tmux, "kill-server"], capture_output=True)
     t0 = time.perf_counter()
