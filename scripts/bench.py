@@ -9,7 +9,6 @@ import argparse
 import os
 import pty
 import shutil
-import statistics
 import subprocess
 import sys
 import tempfile
@@ -21,7 +20,7 @@ from pathlib import Path
 import psutil
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
-from venomx.client import Client  # noqa: E402
+from venomx.client import Client
 
 ROWS: list[tuple[str, str, str]] = []
 
@@ -33,7 +32,7 @@ def row(what: str, value: str, note: str = "") -> None:
 
 def pct(xs: list[float], p: float) -> float:
     xs = sorted(xs)
-    return xs[min(len(xs) - 1, int(round(p / 100 * (len(xs) - 1))))]
+    return xs[min(len(xs) - 1, round(p / 100 * (len(xs) - 1)))]
 
 
 def ms(xs: list[float]) -> str:
@@ -228,8 +227,8 @@ def bench_throughput(lines: int) -> None:
         subprocess.run([*tmux, "set", "-g", "remain-on-exit", "on"], check=True)
         try:
             t0 = time.perf_counter()
-            subprocess.run([*tmux, "new-window", "-d", f"cat {path}; tmux -S {sock} wait-for -S done"],
-                           check=True)
+            cmd = f"cat {path}; tmux -S {sock} wait-for -S done"
+            subprocess.run([*tmux, "new-window", "-d", cmd], check=True)
             subprocess.run([*tmux, "wait-for", "done"], check=True)
             el = time.perf_counter() - t0
             shown = subprocess.run([*tmux, "capture-pane", "-p", "-t", ":1"],
@@ -303,7 +302,7 @@ def bench_runs(n: int) -> None:
                                           "argv": ["sleep", "0.2"]}))
                     for i, cl in enumerate(clients)]
             started = [cl.response(rid) for cl, rid in rids]
-            for cl, r in zip(clients, started):
+            for cl, r in zip(clients, started, strict=True):
                 cl.call("run.wait", {"run": r["run"], "output": False})
             el = time.perf_counter() - t0
             row("50 concurrent runs of sleep 0.2 (max_active 64)", f"{el:.2f} s wall",
