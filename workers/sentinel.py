@@ -134,6 +134,7 @@ class Sentinel:
 
     # -- lifecycle -------------------------------------------------------------------------
     def run(self) -> NoReturn:
+        set_title("(spare)")
         self.send(P.Hello(os.getpid()))
         msg = self.next_message()
         if not isinstance(msg, P.Spawn):

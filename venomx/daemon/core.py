@@ -65,6 +65,7 @@ class Daemon:
         loop = asyncio.get_running_loop()
         loop.add_signal_handler(_signal.SIGCHLD, self.reaper.reap)
         self.forkserver.start()
+        self.forkserver.refill()
 
     def stop(self) -> None:
         self.forkserver.stop()
@@ -122,6 +123,10 @@ class Daemon:
             if not self.shutting_down:
                 self.forkserver.stop()
                 self.forkserver.start()
+            return
+        if pid == self.forkserver.spare_pid:
+            log.error("the spare sentinel exited (status %d)", status)
+            self.forkserver.spare = None
             return
         pane_id = reg.sentinels.pop(pid, None)
         if pane_id is not None:

@@ -95,7 +95,7 @@ async def report(d: Daemon) -> dict[str, Any]:
                         f"{alive}/{len(live)} alive, {len(missing)} missing, "
                         f"{len(orphaned)} orphaned"))
 
-    known = {d.forkserver.pid, *reg.sentinels, *sentinel_of}
+    known = {d.forkserver.pid, d.forkserver.spare_pid, *reg.sentinels, *sentinel_of}
     leaders = {p.pid: p for p in live}
     per_pane: dict[str, int] = {}
     escapee_pids: set[int] = set()

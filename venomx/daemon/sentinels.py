@@ -22,9 +22,14 @@ log = logging.getLogger(__name__)
 
 
 class ForkServer:
+    """The fork server process, and one spare sentinel forked ahead of the next start."""
+
     def __init__(self) -> None:
         self.pid = 0
         self.control: socket.socket | None = None
+        self.spare: Channel | None = None
+        self.spare_task: asyncio.Task[None] | None = None
+        self.enabled = not os.environ.get("VX_NO_SPARE")
 
     def start(self) -> None:
         ours, theirs = socket.socketpair(socket.AF_UNIX, socket.SOCK_STREAM)
@@ -50,7 +55,40 @@ class ForkServer:
             sentinel_end.close()
         return daemon_end
 
+    @property
+    def spare_pid(self) -> int:
+        return self.spare.sentinel_pid if self.spare is not None else 0
+
+    def refill(self) -> None:
+        """Fork the next spare in the background (it answers HELLO when ready)."""
+        if not self.enabled or self.control is None or self.spare is not None or (
+                self.spare_task is not None and not self.spare_task.done()):
+            return
+
+        async def make() -> None:
+            chan = await Channel.open(self.fork())
+            hello = await chan.expect(P.Hello)
+            if isinstance(hello, P.Hello) and self.control is not None:
+                chan.sentinel_pid = hello.pid
+                self.spare = chan
+            else:
+                chan.close()
+        self.spare_task = asyncio.ensure_future(make())
+
+    def take(self) -> Channel | None:
+        """The spare, if one is ready and alive; a new one is forked behind it."""
+        chan, self.spare = self.spare, None
+        self.refill()
+        if chan is not None and chan.closed.done():
+            return None
+        return chan
+
     def stop(self) -> None:
+        if self.spare is not None:
+            self.spare.close()
+            self.spare = None
+        if self.spare_task is not None:
+            self.spare_task.cancel()
         if self.control is not None:
             self.control.close()
             self.control = None

@@ -172,17 +172,24 @@ async def spawn(d: Daemon, req: SpawnRequest,
     d.preparing.add(pane_id)
     chan: Channel | None = None
     try:
-        chan = await Channel.open(d.forkserver.fork())
-        # SPAWN waits in the socket until the new sentinel reads it: no round trip for HELLO.
-        # With nothing that could hold the barrier, the release travels with SPAWN too.
+        # With nothing that could hold the barrier, the release travels with SPAWN.
         release_now = not (req.run is not None and d.seams.is_held("run.before_barrier"))
-        chan.send(P.Spawn(pane_id, req.argv, env, req.cwd or d.cwd, req.cols, req.rows,
-                          int(d.config["vt.scrollback"]), release_now))
-        hello = await chan.expect(P.Hello)
-        if isinstance(hello, P.Hello):
-            chan.sentinel_pid = hello.pid
-            reg.sentinels[hello.pid] = pane_id
-        ready = hello if isinstance(hello, P.Failed) else await chan.expect(P.Ready)
+        spawn_msg = P.Spawn(pane_id, req.argv, env, req.cwd or d.cwd, req.cols, req.rows,
+                            int(d.config["vt.scrollback"]), release_now)
+        chan = d.forkserver.take()
+        if chan is not None:  # the spare: it said HELLO long ago
+            reg.sentinels[chan.sentinel_pid] = pane_id
+            chan.send(spawn_msg)
+            ready = await chan.expect(P.Ready)
+        else:
+            # SPAWN waits in the socket until the new sentinel reads it: no HELLO round trip
+            chan = await Channel.open(d.forkserver.fork())
+            chan.send(spawn_msg)
+            hello = await chan.expect(P.Hello)
+            if isinstance(hello, P.Hello):
+                chan.sentinel_pid = hello.pid
+                reg.sentinels[hello.pid] = pane_id
+            ready = hello if isinstance(hello, P.Failed) else await chan.expect(P.Ready)
         if isinstance(ready, P.Failed):
             raise _spawn_failed(ready.errno)
         if not release_now:
