@@ -32,7 +32,7 @@ def world(d: Daemon) -> dict[str, Any]:
 
 def _settled(d: Daemon) -> list[int] | None:
     kids = d.children()
-    # the fork server plus one sentinel per live pane
+    # the fork server, the spare sentinel (once forked) and one sentinel per live pane
     doc = d.call("doctor")
     live = doc["counters"]["panes"]["running"] + doc["counters"]["panes"]["terminating"]
-    return kids if len(kids) == 1 + live else None
+    return kids if doc["sentinels"]["spare"] and len(kids) == 2 + live else None

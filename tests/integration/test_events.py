@@ -13,16 +13,21 @@ from venomx.wire import VenomxError
 def test_snapshot_then_live_without_gap_or_duplicate(daemon: Daemon) -> None:
     s = daemon.call("session.create")["session"]
     stop = threading.Event()
+    errors: list[BaseException] = []
 
     def churn() -> None:
-        while not stop.is_set():
-            w = daemon.call("window.create", {"session": s, "argv": ["sleep", "30"]})
-            daemon.call("pane.kill", {"pane": w["pane"], "grace_ms": 0})
+        try:
+            while not stop.is_set():
+                w = daemon.call("window.create", {"session": s, "argv": ["sleep", "30"]})
+                daemon.call("pane.kill", {"pane": w["pane"], "grace_ms": 0})
+        except BaseException as exc:  # reported below, not lost in the thread
+            errors.append(exc)
     t = threading.Thread(target=churn)
     t.start()
     try:
         wait_for(lambda: len(daemon.call("pane.list")["panes"]) >= 2, 20, "churn")
         with Client(daemon.socket, "@owner") as c:
+            c.sock.settimeout(20)
             stream = c.stream("events.subscribe", {})
             snap = next(stream)["snapshot"]
             seqs = []
@@ -33,6 +38,7 @@ def test_snapshot_then_live_without_gap_or_duplicate(daemon: Daemon) -> None:
     finally:
         stop.set()
         t.join(30)
+    assert not errors, errors
     assert seqs == list(range(snap["seq"] + 1, snap["seq"] + 31))
     kinds = {e["kind"] for e in snap["entities"]}
     assert {"session", "window", "pane"} <= kinds

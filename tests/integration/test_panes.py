@@ -21,7 +21,8 @@ def footprint(d: Daemon) -> tuple[int, int, int, int]:
         doc = d.call("doctor")
         live = doc["counters"]["panes"]["running"] + doc["counters"]["panes"]["terminating"]
         kids = len(d.children())
-        if kids != 1 + live:
+        # the fork server, the spare sentinel (once forked) and one sentinel per live pane
+        if not doc["sentinels"]["spare"] or kids != 2 + live:
             return None
         # fds net of client connections: transient connections (ours included) come and go
         fds = doc["fds"] - doc["counters"]["connections"]

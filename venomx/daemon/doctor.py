@@ -89,7 +89,7 @@ async def report(d: Daemon) -> dict[str, Any]:
                     and now_mono - reg.panes[pane].exited_mono > ORPHAN_AFTER)
                 or (pane not in reg.panes and pane not in d.preparing)]
     sentinels = {"expected": len(live), "alive": alive, "missing": missing,
-                 "orphaned": len(orphaned)}
+                 "orphaned": len(orphaned), "spare": d.forkserver.spare_pid != 0}
     s_status = "fail" if missing else ("warn" if orphaned else "ok")
     checks.append(check("sentinels", s_status,
                         f"{alive}/{len(live)} alive, {len(missing)} missing, "
