@@ -96,6 +96,11 @@ async def report(d: Daemon) -> dict[str, Any]:
                         f"{len(orphaned)} orphaned"))
 
     known = {d.forkserver.pid, d.forkserver.spare_pid, *reg.sentinels, *sentinel_of}
+    fs = d.forkserver
+    if fs.spare_task is not None and not fs.spare_task.done():
+        # a spare being forked is our child before its HELLO tells us its pid
+        known |= set([pid for pid, (title, _) in facts.children.items()
+                      if title.startswith(SENTINEL_TITLE + "(spare)")][:1])
     leaders = {p.pid: p for p in live}
     per_pane: dict[str, int] = {}
     escapee_pids: set[int] = set()
