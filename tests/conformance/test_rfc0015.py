@@ -107,10 +107,12 @@ def test_row04_signaled(api: Api, daemon: Daemon) -> None:
 
 def test_row05_deadline(api: Api, daemon: Daemon) -> None:
     s = session(daemon)
-    runs = [ok(api.call("run", {"key": f"k5{i}", "session": s, "deadline_ms": 300, **p}))["run"]
-            for i, p in enumerate([{"argv": ["sleep", "100"]},
-                                   {"shell": 'trap "exit 0" HUP; sleep 100 & wait'},
-                                   {"shell": 'trap "" HUP; sleep 100'}])]
+    # the shells get 1000 ms so that their trap is surely set when SIGHUP comes
+    runs = [ok(api.call("run", {"key": f"k5{i}", "session": s, **p}))["run"]
+            for i, p in enumerate([{"argv": ["sleep", "100"], "deadline_ms": 300},
+                                   {"shell": 'trap "exit 0" HUP; sleep 100 & wait',
+                                    "deadline_ms": 1000},
+                                   {"shell": 'trap "" HUP; sleep 100', "deadline_ms": 1000}])]
     recs = [ok(waited(api, r)) for r in runs]
     for rec in recs:
         assert (rec["outcome"], rec["cause"], rec["status"]) == ("terminated", "deadline", 124)

@@ -160,7 +160,8 @@ def test_removal_revokes_the_pane_principal(daemon: Daemon, tmp_path: Path) -> N
 
 def test_spawn_into_removing_session(daemon: Daemon) -> None:
     s = daemon.call("session.create")["session"]
-    spawn(daemon, ["sh", "-c", 'trap "" HUP; sleep 100'], s)
+    w = spawn(daemon, ["sh", "-c", 'trap "" HUP; echo ready; sleep 100'], s)
+    ready(daemon, w["pane"], "ready")  # the trap is set: SIGHUP will not end it
     c = daemon.client()
     rid = c.start("session.remove", {"session": s, "recursive": True})
     wait_for(lambda: daemon.call("pane.list")["panes"][0]["state"] == "terminating", 10, "terminating")
