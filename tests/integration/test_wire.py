@@ -125,8 +125,7 @@ def test_half_frame_and_non_reader_do_not_hurt_others(shared_daemon: Daemon) -> 
     lazy.sock.setsockopt(socket.SOL_SOCKET, socket.SO_RCVBUF, 4096)
     for i in range(3000):  # never reads the replies
         try:
-            lazy.send(json.dumps({"id": i + 1, "verb": "doctor"}).encode()[:0]
-                      + b'{"id":%d,"verb":"session.list"}\n' % (i + 1))
+            lazy.send(b'{"id":%d,"verb":"session.list"}\n' % (i + 1))
         except OSError:
             break
     alive(shared_daemon)
