@@ -126,14 +126,6 @@ def call_verb(verb: Verb, params: dict[str, Any], sock: str | None, token: str |
     sys.exit(0)
 
 
-def common_options(f: Any) -> Any:
-    f = click.option("--token", default=None, help="Principal token or @owner "
-                     "(default $VENOMX_TOKEN)")(f)
-    f = click.option("--socket", "socket_", default=None, help="Daemon socket path")(f)
-    f = click.option("--json", "as_json", is_flag=True, help="Print one line of JSON")(f)
-    return f
-
-
 def verb_callback(verb: Verb) -> Any:
     @click.pass_context
     def callback(ctx: click.Context, /, as_json: bool, socket_: str | None, token: str | None,
@@ -169,11 +161,6 @@ def add_params(cmd: click.Command, verb: Verb) -> None:
         else:
             opt = click.Option([option_name(p.name), p.name], default=None, help=help_text)
         cmd.params.append(opt)
-
-
-def with_common(cmd: click.Command) -> click.Command:
-    common_options(cmd)
-    return cmd
 
 
 class VerbGroup(click.Group):

@@ -46,7 +46,6 @@ class Daemon:
         self.reaper = Reaper(self.is_leader, self.on_child_exit)
         self.started = time.monotonic()
         self.cwd = os.getcwd()
-        self.pending_spawns = 0
         self.preparing: set[str] = set()  # pane IDs whose spawn has not committed yet
         self.shutting_down = False
         self.stopped: asyncio.Future[None] = asyncio.get_running_loop().create_future()

@@ -76,10 +76,6 @@ def denied(right: str, resource: str | None) -> VenomxError:
     return err
 
 
-def node_for(d: Daemon, resource: str) -> AuthNode | None:
-    return d.registry.node_of(resource)
-
-
 def resource_check(ctx: Context, params: dict[str, Any]) -> str | None:
     """The manifest's resource check, before any lookup; returns the resource checked."""
     c = ctx.verb.check
@@ -99,7 +95,7 @@ def resource_check(ctx: Context, params: dict[str, Any]) -> str | None:
     checked = None
     for name in present:
         resource = f"{name}:{params[name]}"
-        if not ctx.can(c.right, resource, node_for(ctx.d, resource)):
+        if not ctx.can(c.right, resource, ctx.d.registry.node_of(resource)):
             raise denied(c.right, resource)
         checked = resource
     return checked

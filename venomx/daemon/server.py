@@ -24,7 +24,6 @@ from venomx.daemon.dispatch import Context, dispatch
 from venomx.daemon.registry import Principal, token_key
 from venomx.manifest.schema import validate
 from venomx.manifest.verbs import verb_by_name
-from venomx.paths import socket_path  # noqa: F401  (re-exported for serve)
 from venomx.wire import DEFAULT_MAX_FRAME, VenomxError, dumps, loads
 
 if TYPE_CHECKING:

@@ -168,7 +168,6 @@ async def spawn(d: Daemon, req: SpawnRequest,
     env.update({"VENOMX_SOCKET": d.socket_path, "VENOMX_PANE": pane_id, "VENOMX_TOKEN": token})
     if req.run is not None:
         env["VENOMX_RUN"] = req.run
-    d.pending_spawns += 1
     d.preparing.add(pane_id)
     chan: Channel | None = None
     try:
@@ -198,7 +197,6 @@ async def spawn(d: Daemon, req: SpawnRequest,
         if chan is not None:
             chan.send(P.Abort())
             chan.close()
-        d.pending_spawns -= 1
         d.preparing.discard(pane_id)
         if isinstance(exc, ConnectionError):  # the sentinel could not be had or died
             raise _spawn_failed("EIO") from None
@@ -217,12 +215,10 @@ async def spawn(d: Daemon, req: SpawnRequest,
         started, cancelled = await uncancellable(release())
     except BaseException as exc:
         chan.close()
-        d.pending_spawns -= 1
         d.preparing.discard(pane_id)
         if isinstance(exc, ConnectionError):
             raise _spawn_failed("EIO") from None
         raise
-    d.pending_spawns -= 1
     d.preparing.discard(pane_id)
     if isinstance(started, P.Failed):
         chan.close()
