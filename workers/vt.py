@@ -63,6 +63,18 @@ def fresh_buffer(buffer: Any) -> Any:
     return type(buffer)(buffer.default_factory)
 
 
+def shifted(buffer: Any, n: int, rows: int, cols: int) -> Any:
+    """The buffer with its top ``n`` rows gone, ``rows`` rows kept, cells past ``cols`` cut."""
+    new = fresh_buffer(buffer)
+    for y in range(rows):
+        if y + n in buffer:
+            line = buffer[y + n]
+            for x in [x for x in line if x >= cols]:
+                del line[x]
+            new[y] = line
+    return new
+
+
 def row_cells(line: Any, cols: int) -> list[str]:
     """One pyte line as cell strings ("" for the second cell of a wide character)."""
     return [line[x].data for x in range(cols)]
@@ -139,6 +151,7 @@ class Terminal:
         self.scrolled = 0
         self.history: deque[str] = deque(maxlen=scrollback) if scrollback > 0 else deque(maxlen=0)
         self._saved: tuple[Any, Any] | None = None
+        self._restore_cursor = False
         self.screen = _Screen(self, cols, rows)
         self.stream = _ByteStream(self.screen)
         self.fast_bytes = 0
@@ -181,33 +194,29 @@ class Terminal:
         if self.alternate:
             return
         s = self.screen
-        self._saved = (s.buffer, copy.copy(s.cursor) if save_cursor else None)
+        self._saved = (s.buffer, copy.copy(s.cursor))
+        self._restore_cursor = save_cursor
         s.buffer = fresh_buffer(s.buffer)
         self.alternate = True
 
-    def _resize_saved(self, rows: int) -> None:
-        """Apply a shrink to the primary screen saved behind the alternate one."""
-        buffer, cursor = self._saved or (None, None)
-        if buffer is None or rows >= self.screen.lines:
+    def _resize_saved(self, cols: int, rows: int) -> None:
+        """Apply a resize to the primary screen saved behind the alternate one."""
+        if self._saved is None:
             return
-        y = cursor.y if cursor is not None else rows - 1
-        n = max(0, y + 1 - rows)
+        buffer, cursor = self._saved
+        n = max(0, cursor.y + 1 - rows)
         for i in range(n):
             self._push_history(row_text(buffer[i], self.screen.columns))
-        new = fresh_buffer(buffer)
-        for i in range(rows):
-            if i + n in buffer:
-                new[i] = buffer[i + n]
-        if cursor is not None:
-            cursor.y = max(0, cursor.y - n)
-        self._saved = (new, cursor)
+        cursor.y = max(0, cursor.y - n)
+        cursor.x = min(cursor.x, cols)
+        self._saved = (shifted(buffer, n, rows, cols), cursor)
 
     def _leave_alternate(self, restore_cursor: bool) -> None:
         if not self.alternate or self._saved is None:
             return
         s = self.screen
         s.buffer, cursor = self._saved
-        if restore_cursor and cursor is not None:
+        if restore_cursor and self._restore_cursor:
             s.cursor = cursor
         s.cursor.y = min(s.cursor.y, s.lines - 1)
         s.cursor.x = min(s.cursor.x, s.columns)
@@ -234,23 +243,18 @@ class Terminal:
             width = s.columns
             self.history = deque((h.ljust(width) for h in self.history),
                                  maxlen=self.history.maxlen)
-        if self.alternate and self._saved is not None:
-            self._resize_saved(rows)
+        if self.alternate:
+            self._resize_saved(cols, rows)
         if rows < s.lines:
             n = max(0, s.cursor.y + 1 - rows)
             if not self.alternate:
                 for y in range(n):
                     self._push_history(row_text(s.buffer[y], s.columns))
-            old = s.buffer
-            new = fresh_buffer(old)
-            for y in range(rows):
-                if y + n in old:
-                    new[y] = old[y + n]
-            s.buffer = new
+            s.buffer = shifted(s.buffer, n, rows, s.columns)
             s.cursor.y = max(0, s.cursor.y - n)
             s.lines = rows
         s.resize(lines=rows, columns=cols)
-        s.lines = rows
+        s.set_margins()  # pyte skips this when only the height changed (we set lines above)
         s.cursor.x = min(s.cursor.x, cols)
         s.cursor.y = min(s.cursor.y, rows - 1)
         self.epoch += 1

@@ -260,3 +260,15 @@ def test_spawn_cancel_before_barrier_rolls_back(daemon: Daemon) -> None:
     assert e.value.code == "cancelled"
     daemon.call("seam.set", {"name": "run.before_barrier", "state": "release"})
     wait_for(lambda: footprint(daemon) == before, 10, "rollback left nothing")
+
+
+def test_a_dead_spare_sentinel_does_not_fail_a_start(daemon: Daemon) -> None:
+    s = daemon.call("session.create")["session"]
+    wait_for(lambda: daemon.call("doctor")["sentinels"]["spare"], 10, "spare ready")
+    spare = [c for c in psutil.Process(daemon.proc.pid).children()
+             if " ".join(x for x in c.cmdline() if x) == "venomx-sentinel (spare)"]
+    assert len(spare) == 1
+    spare[0].kill()
+    r = daemon.call("run", {"key": "after-spare", "session": s, "argv": ["true"]})
+    assert daemon.wait_exit(r["run"])["outcome"] == "succeeded"
+    wait_for(lambda: daemon.call("doctor")["sentinels"]["spare"], 10, "spare replaced")

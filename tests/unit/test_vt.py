@@ -224,3 +224,31 @@ def test_giant_csi_parameter_is_dropped_not_fatal() -> None:
     t = Terminal(10, 2)
     t.feed(b"a\x1b[" + b"9" * 5000 + b"mb\x1b[" + b"1" * 100000 + b"Ac")
     assert t.row(0).startswith("abc")
+
+
+def test_height_only_shrink_resets_the_scroll_region() -> None:
+    t = Terminal(80, 24)
+    t.feed(b"\x1b[1;24r" + b"".join(b"L%d\r\n" % i for i in range(16)))
+    t.resize(80, 10)
+    t.feed(b"".join(b"M%d\r\n" % i for i in range(30)))
+    assert t.row(t.cursor[0] - 1).strip() == "M29" and t.cursor[0] < t.end
+    assert [t.row(n).strip() for n in range(t.oldest, t.end)].count("M17") == 1
+
+
+def test_mode_1047_resize_keeps_rows() -> None:
+    t = Terminal(10, 24, 100)
+    t.feed(b"".join(b"L%d\r\n" % i for i in range(24)))
+    t.feed(b"\x1b[?1047h")
+    t.resize(10, 10)
+    t.feed(b"\x1b[?1047l")
+    rows = [t.row(n).strip() for n in range(t.oldest, t.end)]
+    assert "L23" in rows and "L10" in rows  # nothing lost: scrolled into history
+
+
+def test_narrowing_behind_the_alternate_screen_cuts_the_saved_primary() -> None:
+    t = Terminal(80, 5)
+    t.feed(b"A" * 80 + b"\x1b[?1049h")
+    t.resize(40, 5)
+    t.resize(80, 5)
+    t.feed(b"\x1b[?1049l")
+    assert t.row(t.oldest + 0).rstrip() == "A" * 40

@@ -120,12 +120,15 @@ class Daemon:
         if pid == self.forkserver.pid:
             log.error("fork server exited (status %d); restarting it", status)
             if not self.shutting_down:
-                self.forkserver.stop()
-                self.forkserver.start()
+                self.forkserver.restart()
             return
         if pid == self.forkserver.spare_pid:
             log.error("the spare sentinel exited (status %d)", status)
-            self.forkserver.spare = None
+            spare, self.forkserver.spare = self.forkserver.spare, None
+            if spare is not None:
+                spare.close()
+            if not self.shutting_down:
+                self.forkserver.refill()
             return
         pane_id = reg.sentinels.pop(pid, None)
         if pane_id is not None:

@@ -22,6 +22,7 @@ if TYPE_CHECKING:
     from venomx.daemon.core import Daemon
 
 SENTINEL_TITLE = "venomx-sentinel "
+SPARE_TITLE = SENTINEL_TITLE + "(spare)"
 ORPHAN_AFTER = 2.0  # the sentinel's drain (1 s) plus time to deliver EXIT and exit
 
 
@@ -47,7 +48,7 @@ def gather() -> ProcFacts:
                 status = child.status()
                 if child.ppid() == me.pid:
                     cmd = child.cmdline()
-                    title = " ".join(cmd) if cmd else child.name()
+                    title = " ".join(c for c in cmd if c) if cmd else child.name()
                     facts.children[child.pid] = (title, status)
                 if status == psutil.STATUS_ZOMBIE:
                     continue
@@ -78,7 +79,7 @@ async def report(d: Daemon) -> dict[str, Any]:
     ours = set(reg.sentinels) | {p.sentinel_pid for p in reg.panes.values()}
     sentinel_of = {pid: (t[len(SENTINEL_TITLE):].split() or ["?"])[0]
                    for pid, (t, st) in facts.children.items()
-                   if pid in ours and t.startswith(SENTINEL_TITLE)
+                   if pid in ours and t.startswith(SENTINEL_TITLE) and t != SPARE_TITLE
                    and st != psutil.STATUS_ZOMBIE}
     live = [p for p in reg.panes.values() if p.live]
     missing = [p.id for p in live if sentinel_of.get(p.sentinel_pid) != p.id]
@@ -95,12 +96,9 @@ async def report(d: Daemon) -> dict[str, Any]:
                         f"{alive}/{len(live)} alive, {len(missing)} missing, "
                         f"{len(orphaned)} orphaned"))
 
-    known = {d.forkserver.pid, d.forkserver.spare_pid, *reg.sentinels, *sentinel_of}
-    fs = d.forkserver
-    if fs.spare_task is not None and not fs.spare_task.done():
-        # a spare being forked is our child before its HELLO tells us its pid
-        known |= set([pid for pid, (title, _) in facts.children.items()
-                      if title.startswith(SENTINEL_TITLE + "(spare)")][:1])
+    # every sentinel is titled "(spare)" until it receives SPAWN: ours, not escapees
+    spares = {pid for pid, (title, _) in facts.children.items() if title == SPARE_TITLE}
+    known = {d.forkserver.pid, d.forkserver.spare_pid, *reg.sentinels, *sentinel_of, *spares}
     leaders = {p.pid: p for p in live}
     per_pane: dict[str, int] = {}
     escapee_pids: set[int] = set()

@@ -29,7 +29,6 @@ class ForkServer:
         self.control: socket.socket | None = None
         self.spare: Channel | None = None
         self.spare_task: asyncio.Task[None] | None = None
-        self.enabled = not os.environ.get("VX_NO_SPARE")
 
     def start(self) -> None:
         ours, theirs = socket.socketpair(socket.AF_UNIX, socket.SOCK_STREAM)
@@ -61,18 +60,23 @@ class ForkServer:
 
     def refill(self) -> None:
         """Fork the next spare in the background (it answers HELLO when ready)."""
-        if not self.enabled or self.control is None or self.spare is not None or (
+        if self.control is None or self.spare is not None or (
                 self.spare_task is not None and not self.spare_task.done()):
             return
 
         async def make() -> None:
-            chan = await Channel.open(self.fork())
-            hello = await chan.expect(P.Hello)
-            if isinstance(hello, P.Hello) and self.control is not None:
-                chan.sentinel_pid = hello.pid
-                self.spare = chan
-            else:
-                chan.close()
+            chan: Channel | None = None
+            try:
+                chan = await Channel.open(self.fork())
+                hello = await chan.expect(P.Hello)
+                if isinstance(hello, P.Hello) and self.control is not None:
+                    chan.sentinel_pid = hello.pid
+                    self.spare, chan = chan, None
+            except (OSError, ConnectionError) as exc:  # starts fork on demand instead
+                log.warning("could not fork a spare sentinel: %s", exc)
+            finally:
+                if chan is not None:
+                    chan.close()
         self.spare_task = asyncio.ensure_future(make())
 
     def take(self) -> Channel | None:
@@ -82,6 +86,14 @@ class ForkServer:
         if chan is not None and chan.closed.done():
             return None
         return chan
+
+    def restart(self) -> None:
+        """A new fork server after the old one died; a spare sentinel does not need it."""
+        if self.control is not None:
+            self.control.close()
+            self.control = None
+        self.start()
+        self.refill()
 
     def stop(self) -> None:
         if self.spare is not None:
