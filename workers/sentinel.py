@@ -25,7 +25,7 @@ from typing import NoReturn
 
 from workers import protocol as P
 from workers.osc import Scanner
-from workers.vt import EpochConflict, Terminal, capture
+from workers.vt import EpochConflict, Terminal, capture, repaint
 
 DRAIN_SILENCE = 0.05
 DRAIN_MAX = 1.0
@@ -266,7 +266,7 @@ class Sentinel:
         elif isinstance(m, P.Stream):
             self.streaming = m.on
             if m.on:
-                self.send(P.Screen(m.req, term.cols, term.rows, term.offset, term.repaint()))
+                self.send(P.Screen(m.req, term.cols, term.rows, term.offset, repaint(term)))
         elif isinstance(m, P.Capture):
             try:
                 res = capture(term, m.epoch, m.start, m.end, m.limit)

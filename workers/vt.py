@@ -145,11 +145,10 @@ class Terminal:
     """The live terminal state of one pane, fed every PTY byte in order."""
 
     def __init__(self, cols: int, rows: int, scrollback: int = 10000) -> None:
-        self.alternate = False
         self.epoch = 1
         self.offset = 0
         self.scrolled = 0
-        self.history: deque[str] = deque(maxlen=scrollback) if scrollback > 0 else deque(maxlen=0)
+        self.history: deque[str] = deque(maxlen=scrollback)
         self._saved: tuple[Any, Any] | None = None
         self._restore_cursor = False
         self.screen = _Screen(self, cols, rows)
@@ -186,9 +185,7 @@ class Terminal:
         self.history.clear()
         self.scrolled = 0
         self.epoch += 1
-        if self.alternate:
-            self.alternate = False
-            self._saved = None
+        self._saved = None
 
     def _enter_alternate(self, save_cursor: bool) -> None:
         if self.alternate:
@@ -197,7 +194,6 @@ class Terminal:
         self._saved = (s.buffer, copy.copy(s.cursor))
         self._restore_cursor = save_cursor
         s.buffer = fresh_buffer(s.buffer)
-        self.alternate = True
 
     def _resize_saved(self, cols: int, rows: int) -> None:
         """Apply a resize to the primary screen saved behind the alternate one."""
@@ -212,7 +208,7 @@ class Terminal:
         self._saved = (shifted(buffer, n, rows, cols), cursor)
 
     def _leave_alternate(self, restore_cursor: bool) -> None:
-        if not self.alternate or self._saved is None:
+        if self._saved is None:
             return
         s = self.screen
         s.buffer, cursor = self._saved
@@ -221,7 +217,6 @@ class Terminal:
         s.cursor.y = min(s.cursor.y, s.lines - 1)
         s.cursor.x = min(s.cursor.x, s.columns)
         self._saved = None
-        self.alternate = False
 
     # -- input -----------------------------------------------------------------------------
     def feed(self, data: bytes) -> None:
@@ -260,6 +255,11 @@ class Terminal:
         self.epoch += 1
 
     # -- reading ---------------------------------------------------------------------------
+    @property
+    def alternate(self) -> bool:
+        """On the alternate screen exactly while the primary one is saved behind it."""
+        return self._saved is not None
+
     @property
     def screen_name(self) -> str:
         return "alternate" if self.alternate else "primary"
@@ -308,16 +308,6 @@ class Terminal:
             "cursor": list(self.cursor),
         }
 
-    def repaint(self) -> bytes:
-        """Bytes that redraw the current screen (text only) on a real terminal."""
-        self.materialize()
-        base = 0 if self.alternate else self.scrolled
-        out = ["\x1b[H\x1b[2J"]
-        lines = [self.row(base + i).rstrip(" ") for i in range(self.rows)]
-        out.append("\r\n".join(lines))
-        row, col = self.cursor
-        out.append(f"\x1b[{row - base + 1};{col + 1}H")
-        return "".join(out).encode("utf-8", "replace")
 
 
 @dataclass
@@ -351,6 +341,15 @@ class Snapshot:
 
     def nbytes(self) -> int:
         return sum(len(x) for x in self.history) + sum(len(x) for x in self.lines)
+
+
+def repaint(src: RowSource) -> bytes:
+    """Bytes that redraw the screen (text only) on a real terminal: for attach."""
+    base = src.end - src.rows
+    lines = [src.row(base + i).rstrip(" ") for i in range(src.rows)]
+    row, col = src.cursor
+    return ("\x1b[H\x1b[2J" + "\r\n".join(lines)
+            + f"\x1b[{row - base + 1};{col + 1}H").encode("utf-8", "replace")
 
 
 def capture(src: RowSource, epoch: int | None, start: int | None, end: int | None,

@@ -100,7 +100,7 @@ class Daemon:
                   if g.right == "read"]
         return Principal("anonymous", None, grants, anonymous=True)
 
-    def base_env(self, pane: str, token: str, run: str | None) -> dict[str, str]:
+    def base_env(self) -> dict[str, str]:
         env = {k: v for k, v in os.environ.items() if k not in ("VENOMX_TOKEN", "VENOMX_RUN")}
         env["TERM"] = "xterm-256color"
         return env
@@ -182,12 +182,16 @@ class Daemon:
             self.events.emit("program.status_changed", res,
                              {"pane": pane.id, "state": m.state}, pane.node)
 
+    def next_req(self) -> int:
+        """A tag for a request to a sentinel, matched by its answer (ROWS, SCREEN)."""
+        self._req += 1
+        return self._req
+
     async def ask_sentinel(self, pane: Pane, make: Any) -> P.Message:
         """Send a request to the pane's sentinel and await its tagged answer."""
         if pane.channel is None or pane.sentinel_lost:
             raise VenomxError("unavailable.sentinel", f"pane {pane.id} has no sentinel", {})
-        self._req += 1
-        req = self._req
+        req = self.next_req()
         fut: asyncio.Future[P.Message] = asyncio.get_running_loop().create_future()
         self._sentinel_reqs[req] = fut
         pane.channel.send(make(req))

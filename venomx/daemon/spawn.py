@@ -89,18 +89,26 @@ def check_env(env: dict[str, Any] | None, unset: list[str] | None) -> None:
             raise bad("name", name)
 
 
+def _bad_cwd(reason: str) -> VenomxError:
+    return VenomxError("invalid_params.cwd", f"cwd is invalid: {reason}",
+                       {"param": "cwd", "reason": reason})
+
+
+def check_cwd_form(cwd: str | None) -> None:
+    """The syntax rule: an absolute path (run checks this before the key lookup)."""
+    if cwd is not None and (not cwd.startswith("/") or "\0" in cwd or not utf8_ok(cwd)):
+        raise _bad_cwd("relative")
+
+
 def check_cwd(cwd: str | None) -> None:
+    """Resolution: the form, then an existing directory (a stat on the reactor, bounded)."""
+    check_cwd_form(cwd)
     if cwd is None:
         return
-    def bad(reason: str) -> VenomxError:
-        return VenomxError("invalid_params.cwd", f"cwd is invalid: {reason}",
-                           {"param": "cwd", "reason": reason})
-    if not cwd.startswith("/") or "\0" in cwd or not utf8_ok(cwd):
-        raise bad("relative")
     if not os.path.exists(cwd):
-        raise bad("missing")
+        raise _bad_cwd("missing")
     if not os.path.isdir(cwd):
-        raise bad("not_directory")
+        raise _bad_cwd("not_directory")
 
 
 def pane_must_run(pane: Pane) -> None:
@@ -161,7 +169,7 @@ async def spawn(d: Daemon, req: SpawnRequest,
     pane_id = reg.next_id("p")
     principal_id = reg.next_id("g")
     token = secrets.token_hex(32)
-    env = d.base_env(pane_id, token, req.run)
+    env = d.base_env()
     env.update(req.env or {})
     for name in req.env_unset or []:
         env.pop(name, None)

@@ -9,7 +9,7 @@ from venomx.daemon.dispatch import Context
 from venomx.daemon.registry import Grant, Pane, Session, Window
 from venomx.daemon.spawn import (
     check_argv,
-    check_cwd,
+    check_cwd_form,
     check_env,
     check_name,
     check_size,
@@ -50,11 +50,13 @@ def refuse_if_shutting_down(ctx: Context) -> None:
 def check_spawn_params(argv: list[str], cols: int, rows: int, cwd: str | None,
                        env: dict[str, Any] | None, env_unset: list[str] | None,
                        name: str | None = None) -> None:
+    """The parameter rules of every spawn, in the order RFC-0015 §11 step 6 lists them;
+    whether cwd exists is resolution (``check_cwd``), which each verb does in its place."""
     check_argv(argv)
     check_name(name)
     check_size(cols, rows)
     check_env(env, env_unset)
-    check_cwd(cwd)
+    check_cwd_form(cwd)
 
 
 def parse_optional_grants(value: Any) -> list[Grant] | None:

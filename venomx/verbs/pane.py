@@ -10,7 +10,7 @@ from typing import Any
 from venomx.daemon.auth import child_grants
 from venomx.daemon.core import PaneGone
 from venomx.daemon.dispatch import Context, handler
-from venomx.daemon.spawn import SpawnRequest, check_size, pane_must_run, spawn
+from venomx.daemon.spawn import SpawnRequest, check_cwd, check_size, pane_must_run, spawn
 from venomx.daemon.termination import terminate, wait_terminated
 from venomx.verbs.common import (
     check_spawn_params,
@@ -24,7 +24,7 @@ from venomx.verbs.keys import encode_keys
 from venomx.verbs.session import spawn_result
 from venomx.wire import VenomxError
 from workers import protocol as P
-from workers.vt import EpochConflict, capture
+from workers.vt import EpochConflict, capture, repaint
 
 
 @handler("pane.split")
@@ -37,6 +37,7 @@ async def split(ctx: Context, pane: str, axis: str, cols: int, rows: int,
     argv = argv if argv is not None else [d.config["spawn.default_shell"]]
     new_grants = child_grants(d.registry, ctx.principal, parse_optional_grants(grants))
     check_spawn_params(argv, cols, rows, cwd, env, env_unset)
+    check_cwd(cwd)
     target = get_pane(ctx, pane)
     pane_must_run(target)
     if d.registry.windows[target.window].removing or d.registry.sessions[target.session].removing:
@@ -180,11 +181,10 @@ async def attach(ctx: Context, pane: str) -> dict[str, Any]:
 
             assert isinstance(snap, Snapshot)
             ctx.item({"screen": {"cols": snap.cols, "rows": snap.rows, "offset": snap.offset,
-                                 "data": b64(repaint_snapshot(snap))}})
+                                 "data": b64(repaint(snap))}})
         return {"exit": _exit_info(p)}
     d = ctx.d
-    d._req += 1
-    req = d._req
+    req = d.next_req()
     ready = False
     key = id(ctx)
 
@@ -210,11 +210,3 @@ async def attach(ctx: Context, pane: str) -> dict[str, Any]:
         if not p.attachers and p.live and p.channel is not None:
             p.channel.send(P.Stream(False))
     return {"exit": _exit_info(p)}
-
-
-def repaint_snapshot(snap: Any) -> bytes:
-    lines = [ln.rstrip(" ") for ln in snap.lines]
-    row, col = snap.cursor
-    base = snap.oldest + len(snap.history)
-    return ("\x1b[H\x1b[2J" + "\r\n".join(lines)
-            + f"\x1b[{row - base + 1};{col + 1}H").encode("utf-8", "replace")

@@ -16,17 +16,14 @@ from venomx.daemon.runs import KEY_SYNTAX, Pending, Run
 from venomx.daemon.spawn import (
     CancelledAfter,
     SpawnRequest,
-    check_argv,
     check_cwd,
-    check_env,
-    check_name,
-    check_size,
     pane_must_run,
     spawn,
     utf8_ok,
 )
 from venomx.daemon.termination import terminate, wait_terminated
 from venomx.verbs.common import (
+    check_spawn_params,
     get_pane,
     get_session,
     not_found,
@@ -97,12 +94,7 @@ async def run(ctx: Context, key: str, cols: int, rows: int, output_rows: int,
         raise VenomxError("invalid_params.key", "key must be 1-128 of [A-Za-z0-9._:-]",
                           {"param": "key", "reason": "syntax"})
     command = argv if argv is not None else [SHELL, "-c", shell or ""]
-    check_argv(command)
-    check_name(name)
-    check_size(cols, rows)
-    check_env(env, env_unset)
-    if cwd is not None and (not cwd.startswith("/") or "\0" in cwd or not utf8_ok(cwd)):
-        check_cwd(cwd)
+    check_spawn_params(command, cols, rows, cwd, env, env_unset, name)
     # 7. key lookup
     runs = d.runs
     owner = ctx.principal.id

@@ -8,7 +8,7 @@ from typing import Any
 from venomx.daemon.auth import child_grants
 from venomx.daemon.dispatch import Context, handler
 from venomx.daemon.registry import AuthNode, Pane, Session
-from venomx.daemon.spawn import SpawnRequest, check_name, spawn
+from venomx.daemon.spawn import SpawnRequest, check_cwd, check_name, spawn
 from venomx.daemon.termination import terminate, wait_terminated
 from venomx.verbs.common import (
     check_spawn_params,
@@ -70,6 +70,7 @@ async def window_create(ctx: Context, session: str, cols: int, rows: int,
     argv = argv if argv is not None else [d.config["spawn.default_shell"]]
     new_grants = child_grants(d.registry, ctx.principal, parse_optional_grants(grants))
     check_spawn_params(argv, cols, rows, cwd, env, env_unset, name)
+    check_cwd(cwd)
     s = get_session(ctx, session)
     if s.removing:
         raise VenomxError("conflict.removing", f"session {s.id} is being removed", {})
