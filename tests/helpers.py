@@ -148,5 +148,15 @@ def stop_daemon(d: Daemon) -> None:
         os.unlink(d.socket)
 
 
+def running(pid: int) -> bool:
+    """Alive and not a zombie; a process that ends while we look is simply not running."""
+    import psutil
+
+    try:
+        return bool(psutil.Process(pid).status() != psutil.STATUS_ZOMBIE)
+    except psutil.NoSuchProcess:
+        return False
+
+
 def marker_count(path: Path) -> int:
     return len(path.read_text().splitlines()) if path.exists() else 0

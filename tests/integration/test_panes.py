@@ -11,7 +11,7 @@ from typing import Any
 import psutil
 import pytest
 
-from tests.helpers import PY, Daemon, start_daemon, wait_for
+from tests.helpers import PY, Daemon, running, start_daemon, wait_for
 from venomx.wire import VenomxError
 
 
@@ -169,8 +169,7 @@ def test_daemon_sigkill_leaves_no_pane_process(tmp_path: Path) -> None:
     d.proc.wait(5)
 
     def gone() -> bool:
-        return not any(psutil.pid_exists(p) and psutil.Process(p).status() != psutil.STATUS_ZOMBIE
-                       for p in pids + [c.pid for c in sentinels])
+        return not any(running(p) for p in pids + [c.pid for c in sentinels])
     wait_for(gone, 10, "pane processes to die after the sentinels' grace")
     try:
         os.killpg(d.proc.pid, signal.SIGKILL)
@@ -208,8 +207,7 @@ def test_serve_socket_rules(tmp_path: Path) -> None:
     r = subprocess.run([PY, "-m", "venomx", "shutdown", "--socket", str(stale), "--token",
                         "@owner", "--json"], capture_output=True, text=True, timeout=20)
     assert r.returncode == 0
-    wait_for(lambda: not psutil.pid_exists(info["pid"]) or
-             psutil.Process(info["pid"]).status() == psutil.STATUS_ZOMBIE, 10, "detached exit")
+    wait_for(lambda: not running(info["pid"]), 10, "detached exit")
     assert not stale.exists()
 
 

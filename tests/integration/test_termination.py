@@ -10,7 +10,7 @@ from typing import Any
 import psutil
 import pytest
 
-from tests.helpers import Daemon, wait_for
+from tests.helpers import Daemon, running, wait_for
 from venomx.wire import VenomxError
 
 
@@ -183,8 +183,7 @@ def test_shutdown_with_live_panes_and_a_waiter(daemon: Daemon) -> None:
         assert exc.code in ("cancelled", "transport")
     assert daemon.proc.wait(2 + 1 + 1 + 2) == 0
     for pid in pids:
-        wait_for(lambda pid=pid: not psutil.pid_exists(pid)
-                 or psutil.Process(pid).status() == psutil.STATUS_ZOMBIE, 5, "pane gone")
+        wait_for(lambda pid=pid: not running(pid), 5, "pane gone")
 
 
 def test_seams_need_the_flag() -> None:
