@@ -77,7 +77,12 @@ def shifted(buffer: Any, n: int, rows: int, cols: int) -> Any:
 
 def row_cells(line: Any, cols: int) -> list[str]:
     """One pyte line as cell strings ("" for the second cell of a wide character)."""
-    return [line[x].data for x in range(cols)]
+    # Only written cells are stored; visiting those alone keeps blank rows cheap.
+    cells = [line.default.data] * cols
+    for x, char in line.items():
+        if x < cols:
+            cells[x] = char.data
+    return cells
 
 
 def row_text(line: Any, cols: int) -> str:
@@ -265,6 +270,10 @@ class Terminal:
         return "alternate" if self.alternate else "primary"
 
     @property
+    def scrollback(self) -> int:
+        return self.history.maxlen or 0
+
+    @property
     def cols(self) -> int:
         return int(self.screen.columns)
 
@@ -308,6 +317,12 @@ class Terminal:
             "cursor": list(self.cursor),
         }
 
+
+
+def blank_snapshot(cols: int, rows: int) -> dict[str, Any]:
+    """``Terminal(cols, rows).snapshot()`` before any byte, without building a screen."""
+    return {"screen": "primary", "epoch": 1, "offset": 0, "cols": cols, "rows": rows,
+            "oldest": 0, "history": [], "lines": [" " * cols] * rows, "cursor": [0, 0]}
 
 
 @dataclass

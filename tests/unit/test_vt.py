@@ -252,3 +252,9 @@ def test_narrowing_behind_the_alternate_screen_cuts_the_saved_primary() -> None:
     t.resize(80, 5)
     t.feed(b"\x1b[?1049l")
     assert t.row(t.oldest + 0).rstrip() == "A" * 40
+
+
+@given(st.integers(1, 300), st.integers(1, 120))
+def test_blank_snapshot_is_a_fresh_terminal(cols: int, rows: int) -> None:
+    # a sentinel whose pane never wrote a byte reports this instead of building a screen
+    assert vt.blank_snapshot(cols, rows) == Terminal(cols, rows).snapshot()
