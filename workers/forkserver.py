@@ -18,41 +18,63 @@ import sys
 import msgpack  # noqa: F401  (pre-import for the sentinels)
 import pyte  # noqa: F401
 
-from workers import sentinel
+from workers import sentinel, title
+
+MAX_BATCH = 8
 
 
 def serve(control: socket.socket) -> None:
     while True:
         try:
-            msg, fds, _flags, _addr = socket.recv_fds(control, 16, 1)
+            msg, fds, _flags, _addr = socket.recv_fds(control, 16, MAX_BATCH)
         except OSError:
             return
         if not msg:
             return
-        for fd in fds:
-            try:
-                pid = os.fork()
-            except OSError:
-                os.close(fd)  # the daemon sees the channel close: the start fails cleanly
-                continue
-            if pid == 0:
-                control.close()
+        if fds:
+            fork_batch(control, fds)
+
+
+def fork_batch(control: socket.socket, fds: list[int]) -> None:
+    """One sentinel per channel fd, all through one short-lived intermediate process.
+
+    The intermediate's exit is what makes the daemon (a subreaper) their parent; sharing
+    it across a batch pays its fork and exit, the dearest part of a start, once.
+    """
+    try:
+        pid = os.fork()
+    except OSError:
+        pid = -1
+    if pid == 0:
+        control.close()
+        try:
+            for i, fd in enumerate(fds):
                 try:
                     if os.fork() == 0:
+                        for other in fds[i + 1:]:  # the earlier ones are closed already
+                            os.close(other)
                         sentinel.main(fd)
-                finally:
-                    os._exit(0)
-            os.close(fd)
-            os.waitpid(pid, 0)
+                except OSError:
+                    pass  # the daemon sees this channel close: that start fails cleanly
+                os.close(fd)
+        finally:
+            os._exit(0)
+    for fd in fds:
+        os.close(fd)
+    if pid > 0:
+        os.waitpid(pid, 0)
 
 
 def main() -> None:
-    import setproctitle
-
-    setproctitle.setproctitle("venomx-forkserver")
+    title.set_title("venomx-forkserver")
+    # Inherited by every sentinel: a Ctrl-C at the daemon's terminal or a closed channel
+    # must not kill one; SIGTERM keeps its default.
     signal.signal(signal.SIGINT, signal.SIG_IGN)
+    signal.signal(signal.SIGPIPE, signal.SIG_IGN)
+    signal.signal(signal.SIGTERM, signal.SIG_DFL)
     os.setpgid(0, 0)
     control = socket.socket(fileno=int(sys.argv[1]))
+    sentinel.warm_up()
     gc.collect()
     gc.freeze()
     serve(control)

@@ -21,25 +21,23 @@ import struct
 import sys
 import termios
 import time
-from typing import NoReturn
+from typing import Any, NoReturn
 
 from workers import protocol as P
+from workers import title
 from workers.osc import Scanner
-from workers.vt import EpochConflict, Terminal, capture, repaint
+from workers.vt import EpochConflict, Terminal, blank_snapshot, capture, repaint
 
 DRAIN_SILENCE = 0.05
 DRAIN_MAX = 1.0
 LOSS_GRACE = 2.0
 READ_SIZE = 1 << 17
+# The usual pane: the daemon's defaults, so a spare can have its terminal ready.
+DEFAULT_COLS, DEFAULT_ROWS, DEFAULT_SCROLLBACK = 80, 24, 10000
 
 
 def set_title(pane: str) -> None:
-    try:
-        import setproctitle
-
-        setproctitle.setproctitle(f"venomx-sentinel {pane}")
-    except Exception:  # pragma: no cover - the title is advisory
-        pass
+    title.set_title(f"venomx-sentinel {pane}")
 
 
 def resolve(argv0: str, env: dict[str, str]) -> list[str]:
@@ -50,6 +48,11 @@ def resolve(argv0: str, env: dict[str, str]) -> list[str]:
     return [os.path.join(d or ".", argv0) for d in path.split(":")]
 
 
+# Every catchable signal starts at its default in the leader, whatever the sentinel did.
+SIGDEF = [s for s in signal.valid_signals()
+          if s not in (signal.SIGKILL, signal.SIGSTOP) and s < signal.SIGRTMIN]
+
+
 def spawn_leader(argv: list[str], env: dict[str, str], slave: str) -> int:
     """posix_spawn the leader: new session, the PTY slave opened as fd 0 (controlling tty).
 
@@ -58,14 +61,20 @@ def spawn_leader(argv: list[str], env: dict[str, str], slave: str) -> int:
     """
     actions = [(os.POSIX_SPAWN_OPEN, 0, slave, os.O_RDWR, 0),
                (os.POSIX_SPAWN_DUP2, 0, 1), (os.POSIX_SPAWN_DUP2, 0, 2)]
-    sigdef = [s for s in signal.valid_signals()
-              if s not in (signal.SIGKILL, signal.SIGSTOP) and s < signal.SIGRTMIN]
     seen_eacces = False
     last: OSError | None = None
     for path in resolve(argv[0], env):
+        # A failed posix_spawn costs a whole clone and exec attempt; a missing file
+        # would fail with ENOENT/ENOTDIR anyway, so a stat finds it far cheaper.
+        try:
+            os.lstat(path)
+        except OSError as exc:
+            if exc.errno in (errno.ENOENT, errno.ENOTDIR):
+                last = exc
+                continue
         try:
             return os.posix_spawn(path, argv, env, file_actions=actions, setsid=True,
-                                  setsigdef=sigdef, setsigmask=())
+                                  setsigdef=SIGDEF, setsigmask=())
         except OSError as exc:
             last = exc
             if exc.errno == errno.EACCES:
@@ -92,13 +101,17 @@ class Sentinel:
         self.pane = "?"
         self.master = -1
         self.leader = 0
-        self.term: Terminal | None = None
+        self.term: Terminal | None = None  # built at the first byte or request (``vt``)
+        self.size = (DEFAULT_COLS, DEFAULT_ROWS, DEFAULT_SCROLLBACK)
         self.scanner = Scanner()
         self.streaming = False
         self.input = bytearray()
         self.sel = selectors.DefaultSelector()
         self.wake_r, self.wake_w = os.pipe2(os.O_NONBLOCK | os.O_CLOEXEC)
         self.channel_open = True
+        # The leader's exit wakes the loop; set up while still a spare, off the start.
+        signal.signal(signal.SIGCHLD, lambda *_: None)
+        signal.set_wakeup_fd(self.wake_w, warn_on_full_buffer=False)
 
     # -- channel ---------------------------------------------------------------------------
     def send(self, msg: P.Message) -> None:
@@ -133,13 +146,36 @@ class Sentinel:
         return self.pending.pop(0)
 
     # -- lifecycle -------------------------------------------------------------------------
+    @property
+    def vt(self) -> Terminal:
+        """The pane's terminal, built when first needed: a pane that never writes a byte
+        (and is never resized or read) costs no pyte screen at all."""
+        if self.term is None:
+            self.term = Terminal(*self.size)
+        return self.term
+
+    def final_state(self) -> tuple[int, dict[str, Any]]:
+        if self.term is None:
+            return 0, blank_snapshot(*self.size[:2])
+        return self.term.offset, self.term.snapshot()
+
+    def prepare(self) -> None:
+        """As a spare, before HELLO: walk the message paths a start takes. After a fork
+        each first write to a page copies it, and in a VM each such fault is costly;
+        taking them here keeps them off the start itself."""
+        sample = P.Spawn("p0", ["true"], {"PATH": "/"}, "/", 80, 24, 0, True)
+        P.Decoder().feed(P.encode(sample) + P.encode(P.Ready()) + P.encode(P.Started(0)))
+        P.encode(P.Exit(0, 0, None, *self.final_state()))
+
     def run(self) -> NoReturn:
         set_title("(spare)")
+        self.prepare()
         self.send(P.Hello(os.getpid()))
         msg = self.next_message()
         if not isinstance(msg, P.Spawn):
             os._exit(0)
         self.pane = msg.pane
+        self.size = (msg.cols, msg.rows, msg.scrollback)
         set_title(msg.pane)
         try:
             os.chdir(msg.cwd)
@@ -149,14 +185,11 @@ class Sentinel:
         except OSError as exc:
             self.send(P.Failed(errno.errorcode.get(exc.errno or 0, "EIO")))
             os._exit(0)
-        self.term = Terminal(msg.cols, msg.rows, msg.scrollback)
         self.send(P.Ready())
         if not msg.release:
             go = self.next_message()
             if not isinstance(go, P.Release):
                 os._exit(0)
-        signal.signal(signal.SIGCHLD, lambda *_: None)
-        signal.set_wakeup_fd(self.wake_w, warn_on_full_buffer=False)
         try:
             self.leader = spawn_leader(msg.argv, msg.env, slave)
         except OSError as exc:
@@ -228,9 +261,9 @@ class Sentinel:
     master_eof = False
 
     def consume(self, data: bytes) -> None:
-        assert self.term is not None
-        self.term.feed(data)
-        off = self.term.offset
+        term = self.vt
+        term.feed(data)
+        off = term.offset
         for ob in self.scanner.feed(data, off):
             self.send(P.Marker(ob.what, ob.offset, ob.exit_code, ob.state))
         if self.streaming:
@@ -249,8 +282,6 @@ class Sentinel:
             self.sel.modify(self.master, selectors.EVENT_READ, "pty")
 
     def handle(self, m: P.Message) -> None:
-        term = self.term
-        assert term is not None
         if isinstance(m, P.Input):
             if self.master_eof:
                 return
@@ -258,18 +289,19 @@ class Sentinel:
             self.sel.modify(self.master, selectors.EVENT_READ | selectors.EVENT_WRITE, "pty")
         elif isinstance(m, P.Resize):
             set_winsize(self.master, m.cols, m.rows)
-            term.resize(m.cols, m.rows)
-            self.send(P.Resized(m.cols, m.rows, term.epoch))
+            self.vt.resize(m.cols, m.rows)
+            self.send(P.Resized(m.cols, m.rows, self.vt.epoch))
         elif isinstance(m, P.Signal):
             for sig in m.signals:
                 self.signal_group(sig)
         elif isinstance(m, P.Stream):
             self.streaming = m.on
             if m.on:
+                term = self.vt
                 self.send(P.Screen(m.req, term.cols, term.rows, term.offset, repaint(term)))
         elif isinstance(m, P.Capture):
             try:
-                res = capture(term, m.epoch, m.start, m.end, m.limit)
+                res = capture(self.vt, m.epoch, m.start, m.end, m.limit)
                 self.send(P.Rows(m.req, res))
             except EpochConflict as exc:
                 self.send(P.Rows(m.req, {}, {"code": "conflict.epoch", "epoch": exc.epoch}))
@@ -306,8 +338,7 @@ class Sentinel:
         _, status = os.waitpid(self.leader, 0)
         code = os.WEXITSTATUS(status) if os.WIFEXITED(status) else None
         sig = os.WTERMSIG(status) if os.WIFSIGNALED(status) else None
-        assert self.term is not None
-        self.send(P.Exit(status, code, sig, self.term.offset, self.term.snapshot()))
+        self.send(P.Exit(status, code, sig, *self.final_state()))
         os._exit(0)
 
     def daemon_lost(self) -> NoReturn:
@@ -328,13 +359,33 @@ class Sentinel:
         os._exit(0)
 
 
+def warm_up() -> None:
+    """Run a pane's hot paths once, with no OS side effects, in the fork server.
+
+    The first call of many Python paths (pyte's screen set-up and dispatch, msgpack,
+    regular expressions) costs far more than later ones; paying it once before the fork
+    server forks makes every sentinel start on warm code instead of paying it per pane.
+    """
+    term = Terminal(80, 24, 100)
+    sample = (b"$ make\r\n\x1b[1;32mok\x1b[0m\tdone\r\n\x1b]133;A\x07\x1b[2J\x1b[H"
+              b"\xe2\x94\x80 wide \xe4\xb8\xad\x1b[K\r\n")
+    for _ in range(30):
+        term.feed(sample)
+    term.feed(b"\n".join(b"%d" % i for i in range(100)) + b"\n")
+    Scanner().feed(sample, len(sample))
+    capture(term, None, None, None, 100)
+    repaint(term)
+    frames = [P.Hello(1), P.Spawn("p1", ["true"], {"A": "b"}, "/", 80, 24, 100, True),
+              P.Ready(), P.Started(2), P.Exit(0, 0, None, term.offset, term.snapshot())]
+    P.Decoder().feed(b"".join(P.encode(m) for m in frames))
+
+
 def main(fd: int) -> NoReturn:
     """Entry point in the freshly forked sentinel; ``fd`` is its channel to the daemon."""
     try:
-        os.setpgid(0, 0)  # terminal signals aimed at the daemon's group must not hit us
-        signal.signal(signal.SIGINT, signal.SIG_IGN)
-        signal.signal(signal.SIGTERM, signal.SIG_DFL)
-        signal.signal(signal.SIGPIPE, signal.SIG_IGN)
+        # Terminal signals aimed at the daemon's group must not hit us. The signal
+        # dispositions (SIGINT and SIGPIPE ignored) come from the fork server.
+        os.setpgid(0, 0)
         sock = socket.socket(fileno=fd)
         Sentinel(sock).run()
     except BaseException:  # pragma: no cover - last resort: never return into the fork server
