@@ -27,12 +27,14 @@ def world(d: Daemon) -> dict[str, Any]:
             "windows": counters["windows"], "principals": counters["principals"],
             "events": counters["events"], "bindings": doc["run"]["key_bindings"],
             "runs": [r["run"] for r in runs],
-            "children": len(wait_for(lambda: _settled(d), 10, "children to settle"))}
+            "children": wait_for(lambda: _settled(d), 10, "children to settle")}
 
 
-def _settled(d: Daemon) -> list[int] | None:
+def _settled(d: Daemon) -> int | None:
+    """Children other than spare sentinels, once no spare is still being forked: the fork
+    server and one sentinel per live pane (the spare pool's size varies with use)."""
     kids = d.children()
-    # the fork server, the spare sentinel (once forked) and one sentinel per live pane
     doc = d.call("doctor")
     live = doc["counters"]["panes"]["running"] + doc["counters"]["panes"]["terminating"]
-    return kids if doc["sentinels"]["spare"] and len(kids) == 2 + live else None
+    spares = doc["sentinels"]["spares"]
+    return len(kids) - spares if spares and len(kids) == 1 + spares + live else None

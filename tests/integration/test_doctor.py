@@ -17,7 +17,7 @@ def test_healthy_report_and_exit_codes(daemon: Daemon) -> None:
     daemon.call("window.create", {"session": s, "argv": ["sleep", "60"]})
     doc = daemon.call("doctor")
     assert doc["status"] == "ok"
-    assert {k: v for k, v in doc["sentinels"].items() if k != "spare"} == {
+    assert {k: v for k, v in doc["sentinels"].items() if k != "spares"} == {
         "expected": 1, "alive": 1, "missing": [], "orphaned": 0}
     assert {c["name"] for c in doc["checks"]} >= {"sentinels", "escapees", "zombies", "fds",
                                                  "fork_server", "run.active", "run.stuck"}

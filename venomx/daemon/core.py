@@ -122,11 +122,8 @@ class Daemon:
             if not self.shutting_down:
                 self.forkserver.restart()
             return
-        if pid == self.forkserver.spare_pid:
-            log.error("the spare sentinel exited (status %d)", status)
-            spare, self.forkserver.spare = self.forkserver.spare, None
-            if spare is not None:
-                spare.close()
+        if self.forkserver.lost(pid):
+            log.error("a spare sentinel exited (status %d)", status)
             if not self.shutting_down:
                 self.forkserver.refill()
             return

@@ -90,7 +90,7 @@ async def report(d: Daemon) -> dict[str, Any]:
                     and now_mono - reg.panes[pane].exited_mono > ORPHAN_AFTER)
                 or (pane not in reg.panes and pane not in d.preparing)]
     sentinels = {"expected": len(live), "alive": alive, "missing": missing,
-                 "orphaned": len(orphaned), "spare": d.forkserver.spare_pid != 0}
+                 "orphaned": len(orphaned), "spares": len(d.forkserver.spares)}
     s_status = "fail" if missing else ("warn" if orphaned else "ok")
     checks.append(check("sentinels", s_status,
                         f"{alive}/{len(live)} alive, {len(missing)} missing, "
@@ -98,7 +98,7 @@ async def report(d: Daemon) -> dict[str, Any]:
 
     # every sentinel is titled "(spare)" until it receives SPAWN: ours, not escapees
     spares = {pid for pid, (title, _) in facts.children.items() if title == SPARE_TITLE}
-    known = {d.forkserver.pid, d.forkserver.spare_pid, *reg.sentinels, *sentinel_of, *spares}
+    known = {d.forkserver.pid, *d.forkserver.spare_pids, *reg.sentinels, *sentinel_of, *spares}
     leaders = {p.pid: p for p in live}
     per_pane: dict[str, int] = {}
     escapee_pids: set[int] = set()

@@ -19,16 +19,25 @@ from typing import Any
 from workers import protocol as P
 
 log = logging.getLogger(__name__)
+MAX_BATCH = 8  # the fork server takes at most this many channel fds per request
 
 
 class ForkServer:
-    """The fork server process, and one spare sentinel forked ahead of the next start."""
+    """The fork server process, and a few spare sentinels forked ahead of the next starts.
 
-    def __init__(self) -> None:
+    A fork of the (large, Python) fork server costs milliseconds of page-table and
+    copy-on-write work; keeping spares means a start never waits for one, and keeping
+    more than one means a burst of starts does not catch up with the refill.
+    """
+
+    def __init__(self, spares: int = 4, low: int = 2) -> None:
         self.pid = 0
         self.control: socket.socket | None = None
-        self.spare: Channel | None = None
-        self.spare_task: asyncio.Task[None] | None = None
+        self.size = spares
+        self.low = low
+        self.spares: list[Channel] = []
+        self.filling: asyncio.Task[None] | None = None
+        self.again = False
 
     def start(self) -> None:
         ours, theirs = socket.socketpair(socket.AF_UNIX, socket.SOCK_STREAM)
@@ -43,52 +52,92 @@ class ForkServer:
         ours.setblocking(True)
         self.control = ours
 
-    def fork(self) -> socket.socket:
-        """A channel to a brand-new sentinel (which will send HELLO first)."""
-        assert self.control is not None
-        daemon_end, sentinel_end = socket.socketpair(socket.AF_UNIX, socket.SOCK_STREAM)
+    def fork(self, n: int = 1) -> list[socket.socket]:
+        """Channels to ``n`` brand-new sentinels (each will send HELLO first)."""
+        assert self.control is not None and 1 <= n <= MAX_BATCH
+        pairs = [socket.socketpair(socket.AF_UNIX, socket.SOCK_STREAM) for _ in range(n)]
         try:
-            # One byte and one fd: the fork server's socket buffer never fills with these.
-            socket.send_fds(self.control, [b"F"], [sentinel_end.fileno()])
+            # One byte and a few fds: the fork server's socket buffer never fills with these.
+            socket.send_fds(self.control, [b"F"], [theirs.fileno() for _, theirs in pairs])
+        except OSError:
+            for ours, _ in pairs:
+                ours.close()
+            raise
         finally:
-            sentinel_end.close()
-        return daemon_end
+            for _, theirs in pairs:
+                theirs.close()
+        return [ours for ours, _ in pairs]
 
     @property
-    def spare_pid(self) -> int:
-        return self.spare.sentinel_pid if self.spare is not None else 0
+    def spare_pids(self) -> set[int]:
+        return {chan.sentinel_pid for chan in self.spares}
 
     def refill(self) -> None:
-        """Fork the next spare in the background (it answers HELLO when ready)."""
-        if self.control is None or self.spare is not None or (
-                self.spare_task is not None and not self.spare_task.done()):
+        """Fork spares in the background, a batch at a time, until there are enough."""
+        if self.control is None or len(self.spares) >= self.size:
+            return
+        if self.filling is not None and not self.filling.done():
+            self.again = True  # asked again meanwhile (a spare died): fill up once more
             return
 
-        async def make() -> None:
-            chan: Channel | None = None
-            try:
-                chan = await Channel.open(self.fork())
-                hello = await chan.expect(P.Hello)
-                if isinstance(hello, P.Hello) and self.control is not None:
-                    chan.sentinel_pid = hello.pid
-                    self.spare, chan = chan, None
-            except (OSError, ConnectionError) as exc:  # starts fork on demand instead
-                log.warning("could not fork a spare sentinel: %s", exc)
-            finally:
-                if chan is not None:
-                    chan.close()
-        self.spare_task = asyncio.ensure_future(make())
+        async def hello(chan: Channel) -> Channel:
+            msg = await chan.expect(P.Hello)
+            if not isinstance(msg, P.Hello):
+                raise ConnectionError("the new sentinel failed")
+            chan.sentinel_pid = msg.pid
+            return chan
+
+        async def fill() -> None:
+            while self.control is not None and len(self.spares) < self.size:
+                # one batch fills the pool; a straggling start only adds another once the
+                # pool is low again, so each intermediate process serves several sentinels
+                self.again = False
+                socks: list[socket.socket] = []
+                chans: list[Channel] = []
+                try:
+                    socks = self.fork(min(MAX_BATCH, self.size - len(self.spares)))
+                    for sock in socks:
+                        chans.append(await Channel.open(sock))
+                    got = await asyncio.gather(*map(hello, chans), return_exceptions=True)
+                except OSError as exc:
+                    for sock in socks[len(chans):]:
+                        sock.close()
+                    got = [exc]
+                failed = [g for g in got if not isinstance(g, Channel)]
+                for chan in chans:
+                    if chan in got and self.control is not None:
+                        self.spares.append(chan)
+                    else:
+                        chan.close()
+                if failed:  # starts fork on demand instead
+                    log.warning("could not fork a spare sentinel: %s", failed[0])
+                    return
+                if len(self.spares) > self.low and not self.again:
+                    return
+        self.filling = asyncio.ensure_future(fill())
 
     def take(self) -> Channel | None:
-        """The spare, if one is ready and alive; a new one is forked behind it."""
-        chan, self.spare = self.spare, None
-        self.refill()
-        if chan is not None and chan.closed.done():
-            return None
+        """A live spare, if one is ready; a batch is forked once few are left."""
+        chan = None
+        while self.spares and chan is None:
+            chan = self.spares.pop(0)
+            if chan.closed.done():
+                chan = None
+        if len(self.spares) <= self.low:
+            self.refill()
         return chan
 
+    def lost(self, pid: int) -> bool:
+        """Forget the spare with this pid, which exited; False if it was not a spare."""
+        for chan in self.spares:
+            if chan.sentinel_pid == pid:
+                self.spares.remove(chan)
+                chan.close()
+                return True
+        return False
+
     def restart(self) -> None:
-        """A new fork server after the old one died; a spare sentinel does not need it."""
+        """A new fork server after the old one died; spare sentinels do not need it."""
         if self.control is not None:
             self.control.close()
             self.control = None
@@ -96,11 +145,11 @@ class ForkServer:
         self.refill()
 
     def stop(self) -> None:
-        if self.spare is not None:
-            self.spare.close()
-            self.spare = None
-        if self.spare_task is not None:
-            self.spare_task.cancel()
+        for chan in self.spares:
+            chan.close()
+        self.spares.clear()
+        if self.filling is not None:
+            self.filling.cancel()
         if self.control is not None:
             self.control.close()
             self.control = None

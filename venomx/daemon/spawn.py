@@ -183,7 +183,7 @@ async def spawn(d: Daemon, req: SpawnRequest,
         release_now = not (req.run is not None and d.seams.is_held("run.before_barrier"))
         spawn_msg = P.Spawn(pane_id, req.argv, env, req.cwd or d.cwd, req.cols, req.rows,
                             int(d.config["vt.scrollback"]), release_now)
-        chan = d.forkserver.take()  # the spare said HELLO long ago
+        chan = d.forkserver.take()  # a spare said HELLO long ago
         ready: P.Message | None = None
         if chan is not None:
             reg.sentinels[chan.sentinel_pid] = pane_id
@@ -195,7 +195,7 @@ async def spawn(d: Daemon, req: SpawnRequest,
                 chan = None
         if chan is None:
             # SPAWN waits in the socket until the new sentinel reads it: no HELLO round trip
-            chan = await Channel.open(d.forkserver.fork())
+            chan = await Channel.open(d.forkserver.fork()[0])
             chan.send(spawn_msg)
             hello = await chan.expect(P.Hello)
             if isinstance(hello, P.Hello):
