@@ -32,11 +32,12 @@ def serve(control: socket.socket) -> None:
         if not msg:
             return
         if fds:
-            fork_batch(control, fds)
+            fork_batch(control, fds, spare=msg == b"S")
 
 
-def fork_batch(control: socket.socket, fds: list[int]) -> None:
-    """One sentinel per channel fd, all through one short-lived intermediate process.
+def fork_batch(control: socket.socket, fds: list[int], spare: bool = False) -> None:
+    """One sentinel per channel fd, all through one short-lived intermediate process;
+    ``spare`` (request byte ``S``, not ``F``) when nobody is waiting for them.
 
     The intermediate's exit is what makes the daemon (a subreaper) their parent; sharing
     it across a batch pays its fork and exit, the dearest part of a start, once.
@@ -47,6 +48,10 @@ def fork_batch(control: socket.socket, fds: list[int]) -> None:
         pid = -1
     if pid == 0:
         control.close()
+        if spare and sentinel.SERVE_POLICY is not None:
+            # Spares prepare at idle priority, so a refill never slows a start in
+            # progress on the same cores; each returns to SERVE_POLICY before HELLO.
+            os.sched_setscheduler(0, os.SCHED_IDLE, os.sched_param(0))
         try:
             for i, fd in enumerate(fds):
                 try:
@@ -65,6 +70,24 @@ def fork_batch(control: socket.socket, fds: list[int]) -> None:
         os.waitpid(pid, 0)
 
 
+def idle_is_reversible() -> int | None:
+    """Our scheduling policy, if a process may leave SCHED_IDLE for it again (root,
+    CAP_SYS_NICE, or an RLIMIT_NICE of 20 allow that); else None. Probed in a child."""
+    policy = os.sched_getscheduler(0)
+    if policy not in (os.SCHED_OTHER, os.SCHED_BATCH):
+        return None
+    pid = os.fork()
+    if pid == 0:
+        try:
+            os.sched_setscheduler(0, os.SCHED_IDLE, os.sched_param(0))
+            os.sched_setscheduler(0, policy, os.sched_param(0))
+            os._exit(0)
+        finally:
+            os._exit(1)
+    _, status = os.waitpid(pid, 0)
+    return policy if os.waitstatus_to_exitcode(status) == 0 else None
+
+
 def main() -> None:
     title.set_title("venomx-forkserver")
     # Inherited by every sentinel: a Ctrl-C at the daemon's terminal or a closed channel
@@ -74,6 +97,7 @@ def main() -> None:
     signal.signal(signal.SIGTERM, signal.SIG_DFL)
     os.setpgid(0, 0)
     control = socket.socket(fileno=int(sys.argv[1]))
+    sentinel.SERVE_POLICY = idle_is_reversible()
     sentinel.warm_up()
     gc.collect()
     gc.freeze()

@@ -32,8 +32,11 @@ DRAIN_SILENCE = 0.05
 DRAIN_MAX = 1.0
 LOSS_GRACE = 2.0
 READ_SIZE = 1 << 17
-# The usual pane: the daemon's defaults, so a spare can have its terminal ready.
+# The daemon's defaults: the size of a pane that never asked for another.
 DEFAULT_COLS, DEFAULT_ROWS, DEFAULT_SCROLLBACK = 80, 24, 10000
+# Set by the fork server: the scheduling policy a spare returns to from SCHED_IDLE once
+# prepared, or None where that return is not permitted (spares are then never lowered).
+SERVE_POLICY: int | None = None
 
 
 def set_title(pane: str) -> None:
@@ -170,6 +173,8 @@ class Sentinel:
     def run(self) -> NoReturn:
         set_title("(spare)")
         self.prepare()
+        if SERVE_POLICY is not None and os.sched_getscheduler(0) == os.SCHED_IDLE:
+            os.sched_setscheduler(0, SERVE_POLICY, os.sched_param(0))
         self.send(P.Hello(os.getpid()))
         msg = self.next_message()
         if not isinstance(msg, P.Spawn):

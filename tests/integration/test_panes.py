@@ -275,3 +275,15 @@ def test_dead_spare_sentinels_do_not_fail_a_start(daemon: Daemon) -> None:
     r = daemon.call("run", {"key": "after-spare", "session": s, "argv": ["true"]})
     assert daemon.wait_exit(r["run"])["outcome"] == "succeeded"
     wait_for(lambda: daemon.call("doctor")["sentinels"]["spares"] == full, 10, "spares replaced")
+
+
+def test_programs_never_inherit_the_spares_idle_priority(daemon: Daemon) -> None:
+    # spares may prepare at SCHED_IDLE; what runs a pane must be back at the daemon's policy
+    policy = os.sched_getscheduler(daemon.proc.pid)
+    s = daemon.call("session.create")["session"]
+    for _ in range(6):  # more than the pool holds: some come from a refilled batch
+        w = daemon.call("window.create", {"session": s, "argv": ["sleep", "60"]})
+        sentinel = psutil.Process(w["pid"]).parent()
+        assert sentinel is not None and sentinel.ppid() == daemon.proc.pid
+        assert os.sched_getscheduler(w["pid"]) == policy
+        assert os.sched_getscheduler(sentinel.pid) == policy

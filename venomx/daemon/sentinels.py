@@ -52,13 +52,15 @@ class ForkServer:
         ours.setblocking(True)
         self.control = ours
 
-    def fork(self, n: int = 1) -> list[socket.socket]:
-        """Channels to ``n`` brand-new sentinels (each will send HELLO first)."""
+    def fork(self, n: int = 1, spare: bool = False) -> list[socket.socket]:
+        """Channels to ``n`` brand-new sentinels (each will send HELLO first); ``spare``
+        for the pool, which the fork server may prepare at idle priority."""
         assert self.control is not None and 1 <= n <= MAX_BATCH
         pairs = [socket.socketpair(socket.AF_UNIX, socket.SOCK_STREAM) for _ in range(n)]
         try:
             # One byte and a few fds: the fork server's socket buffer never fills with these.
-            socket.send_fds(self.control, [b"F"], [theirs.fileno() for _, theirs in pairs])
+            socket.send_fds(self.control, [b"S" if spare else b"F"],
+                           [theirs.fileno() for _, theirs in pairs])
         except OSError:
             for ours, _ in pairs:
                 ours.close()
@@ -95,7 +97,7 @@ class ForkServer:
                 socks: list[socket.socket] = []
                 chans: list[Channel] = []
                 try:
-                    socks = self.fork(min(MAX_BATCH, self.size - len(self.spares)))
+                    socks = self.fork(min(MAX_BATCH, self.size - len(self.spares)), spare=True)
                     for sock in socks:
                         chans.append(await Channel.open(sock))
                     got = await asyncio.gather(*map(hello, chans), return_exceptions=True)
