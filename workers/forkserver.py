@@ -18,7 +18,7 @@ import sys
 import msgpack  # noqa: F401  (pre-import for the sentinels)
 import pyte  # noqa: F401
 
-from workers import sentinel, title
+from workers import protocol, sentinel, title
 
 MAX_BATCH = 8
 
@@ -48,8 +48,11 @@ def fork_batch(control: socket.socket, fds: list[int], spare: bool = False) -> N
         pid = -1
     if pid == 0:
         control.close()
+        # Titled as spares before they exist: they become the daemon's children when this
+        # process exits, possibly before they run at all, and doctor must know them then.
+        title.set_title(protocol.SPARE_TITLE)
         if spare and sentinel.SERVE_POLICY is not None:
-            # Spares prepare at idle priority, so a refill never slows a start in
+            # Spares are made at idle priority, so a refill never slows a start in
             # progress on the same cores; each returns to SERVE_POLICY before HELLO.
             os.sched_setscheduler(0, os.SCHED_IDLE, os.sched_param(0))
         try:
@@ -66,8 +69,8 @@ def fork_batch(control: socket.socket, fds: list[int], spare: bool = False) -> N
             os._exit(0)
     for fd in fds:
         os.close(fd)
-    if pid > 0:
-        os.waitpid(pid, 0)
+    # Not waited for here: an idle-priority intermediate must never hold up the next
+    # request, which may be a start waiting for a sentinel. SIGCHLD reaps it (main).
 
 
 def idle_is_reversible() -> int | None:
@@ -88,6 +91,18 @@ def idle_is_reversible() -> int | None:
     return policy if os.waitstatus_to_exitcode(status) == 0 else None
 
 
+def reap(_signum: int, _frame: object) -> None:
+    """Reap every intermediate that has exited (the fork server has no other children).
+    Sentinels inherit this handler and replace it before they have a child of their own."""
+    while True:
+        try:
+            pid, _ = os.waitpid(-1, os.WNOHANG)
+        except ChildProcessError:
+            return
+        if pid == 0:
+            return
+
+
 def main() -> None:
     title.set_title("venomx-forkserver")
     # Inherited by every sentinel: a Ctrl-C at the daemon's terminal or a closed channel
@@ -98,6 +113,7 @@ def main() -> None:
     os.setpgid(0, 0)
     control = socket.socket(fileno=int(sys.argv[1]))
     sentinel.SERVE_POLICY = idle_is_reversible()
+    signal.signal(signal.SIGCHLD, reap)  # after the probe, which waits for its own child
     sentinel.warm_up()
     gc.collect()
     gc.freeze()

@@ -16,6 +16,9 @@ from typing import Any, ClassVar
 import msgpack
 
 PROTOCOL_VERSION = 2
+# Process titles, which doctor reads: a sentinel is a spare from birth until SPAWN.
+SENTINEL_TITLE = "venomx-sentinel "
+SPARE_TITLE = SENTINEL_TITLE + "(spare)"
 
 
 class ProtocolError(ValueError):

@@ -40,7 +40,7 @@ SERVE_POLICY: int | None = None
 
 
 def set_title(pane: str) -> None:
-    title.set_title(f"venomx-sentinel {pane}")
+    title.set_title(P.SENTINEL_TITLE + pane)
 
 
 def resolve(argv0: str, env: dict[str, str]) -> list[str]:
@@ -171,7 +171,7 @@ class Sentinel:
         P.encode(P.Exit(0, 0, None, *self.final_state()))
 
     def run(self) -> NoReturn:
-        set_title("(spare)")
+        # titled SPARE_TITLE from birth (the intermediate set it) until SPAWN
         self.prepare()
         if SERVE_POLICY is not None and os.sched_getscheduler(0) == os.SCHED_IDLE:
             os.sched_setscheduler(0, SERVE_POLICY, os.sched_param(0))

@@ -287,3 +287,21 @@ def test_programs_never_inherit_the_spares_idle_priority(daemon: Daemon) -> None
         assert sentinel is not None and sentinel.ppid() == daemon.proc.pid
         assert os.sched_getscheduler(w["pid"]) == policy
         assert os.sched_getscheduler(sentinel.pid) == policy
+
+
+def test_the_fork_server_reaps_its_intermediates(daemon: Daemon) -> None:
+    # it no longer waits for each intermediate (an idle-priority one must not hold up a
+    # start), so its SIGCHLD handler must reap them: none stays behind, not even a zombie
+    s = daemon.call("session.create")["session"]
+    for _ in range(6):
+        daemon.call("window.create", {"session": s, "argv": ["true"]})
+    def title(pid: int) -> str:
+        try:
+            return Path(f"/proc/{pid}/cmdline").read_text()
+        except OSError:  # a sentinel that just ended
+            return ""
+    server = [psutil.Process(pid) for pid in daemon.children()
+              if title(pid).startswith("venomx-forkserver")]
+    assert len(server) == 1
+    wait_for(lambda: daemon.call("doctor")["sentinels"]["spares"] >= 3, 10, "a refill")
+    wait_for(lambda: not server[0].children(), 10, "intermediates reaped")

@@ -17,12 +17,11 @@ import psutil
 
 from venomx import __version__
 from venomx.daemon.termination import KILL_WAIT
+from workers.protocol import SENTINEL_TITLE, SPARE_TITLE
 
 if TYPE_CHECKING:
     from venomx.daemon.core import Daemon
 
-SENTINEL_TITLE = "venomx-sentinel "
-SPARE_TITLE = SENTINEL_TITLE + "(spare)"
 ORPHAN_AFTER = 2.0  # the sentinel's drain (1 s) plus time to deliver EXIT and exit
 
 
@@ -96,7 +95,7 @@ async def report(d: Daemon) -> dict[str, Any]:
                         f"{alive}/{len(live)} alive, {len(missing)} missing, "
                         f"{len(orphaned)} orphaned"))
 
-    # every sentinel is titled "(spare)" until it receives SPAWN: ours, not escapees
+    # every sentinel is titled SPARE_TITLE from birth until SPAWN: ours, not escapees
     spares = {pid for pid, (title, _) in facts.children.items() if title == SPARE_TITLE}
     known = {d.forkserver.pid, *d.forkserver.spare_pids, *reg.sentinels, *sentinel_of, *spares}
     leaders = {p.pid: p for p in live}
