@@ -132,17 +132,19 @@ class _Screen(pyte.Screen):
 
 
 class _ByteStream(pyte.ByteStream):
-    """pyte's byte stream, except that a sequence pyte cannot parse is dropped, not fatal.
+    """pyte's byte stream, except that a sequence pyte cannot handle is dropped, not fatal.
 
     pyte converts CSI parameters with ``int()``; one of more than 4300 digits raises
-    ValueError (CPython's limit, which also keeps the conversion cheap), and the exception
-    would end the feed mid-chunk. The parser is reset and the rest of the chunk goes on.
+    ValueError (CPython's limit, which also keeps the conversion cheap). And pyte calls
+    its handlers with whatever a CSI holds: ``ESC [ ? 1 A`` passes ``private=True`` and
+    ``ESC [ 1 ; 2 A`` a second argument to handlers that take neither, a TypeError. Either
+    would end the feed mid-chunk; the parser is reset and the rest of the chunk goes on.
     """
 
     def _send_to_parser(self, data: str) -> bool | None:
         try:
             return super()._send_to_parser(data)
-        except ValueError:
+        except (ValueError, TypeError):
             return True  # the parser was reset to ground by pyte itself
 
 

@@ -258,3 +258,14 @@ def test_narrowing_behind_the_alternate_screen_cuts_the_saved_primary() -> None:
 def test_blank_snapshot_is_a_fresh_terminal(cols: int, rows: int) -> None:
     # a sentinel whose pane never wrote a byte reports this instead of building a screen
     assert vt.blank_snapshot(cols, rows) == Terminal(cols, rows).snapshot()
+
+
+def test_every_csi_is_survived() -> None:
+    # pyte calls its handlers with whatever a CSI holds; a private marker or an extra
+    # parameter used to raise TypeError and kill the sentinel (found by the output fuzz)
+    for lead in (b"", b"?", b">", b"=", b"!"):
+        for final in range(0x40, 0x7F):
+            for params in (b"", b"0", b"1", b"1;2", b"1;2;3"):
+                t = Terminal(10, 3)
+                t.feed(b"\x1b[" + lead + params + bytes([final]) + b"\x1b[Hok")
+                assert t.snapshot()["lines"][0].startswith("ok"), (lead, final, params)
