@@ -175,6 +175,14 @@ class Sentinel:
         self.prepare()
         if SERVE_POLICY is not None and os.sched_getscheduler(0) == os.SCHED_IDLE:
             os.sched_setscheduler(0, SERVE_POLICY, os.sched_param(0))
+        while not self.start():
+            pass  # that start failed before any process existed: a spare again
+        os.set_blocking(self.master, False)
+        self.loop()
+
+    def start(self) -> bool:
+        """HELLO, then one SPAWN: True once the leader runs; False after FAILED, when no
+        process of the start ever existed (the sentinel is then a spare again)."""
         self.send(P.Hello(os.getpid()))
         msg = self.next_message()
         if not isinstance(msg, P.Spawn):
@@ -182,29 +190,41 @@ class Sentinel:
         self.pane = msg.pane
         self.size = (msg.cols, msg.rows, msg.scrollback)
         set_title(msg.pane)
+        slave_fd = -1
         try:
-            os.chdir(msg.cwd)
-            self.master, slave_fd = os.openpty()
-            set_winsize(self.master, msg.cols, msg.rows)
-            slave = os.ttyname(slave_fd)
-        except OSError as exc:
-            self.send(P.Failed(errno.errorcode.get(exc.errno or 0, "EIO")))
-            os._exit(0)
-        self.send(P.Ready())
-        if not msg.release:
-            go = self.next_message()
-            if not isinstance(go, P.Release):
-                os._exit(0)
-        try:
-            self.leader = spawn_leader(msg.argv, msg.env, slave)
-        except OSError as exc:
-            self.send(P.Failed(errno.errorcode.get(exc.errno or 0, "EIO")))
-            os._exit(0)
+            try:
+                os.chdir(msg.cwd)
+                self.master, slave_fd = os.openpty()
+                set_winsize(self.master, msg.cols, msg.rows)
+                slave = os.ttyname(slave_fd)
+            except OSError as exc:
+                return self.failed(exc)
+            self.send(P.Ready())
+            if not msg.release:
+                go = self.next_message()
+                if not isinstance(go, P.Release):
+                    os._exit(0)
+            try:
+                self.leader = spawn_leader(msg.argv, msg.env, slave)
+            except OSError as exc:
+                return self.failed(exc)
         finally:
-            os.close(slave_fd)
+            if slave_fd >= 0:
+                os.close(slave_fd)
         self.send(P.Started(self.leader))
-        os.set_blocking(self.master, False)
-        self.loop()
+        return True
+
+    def failed(self, exc: OSError) -> bool:
+        """Undo the start (nothing ran), become a spare again, then report FAILED."""
+        if self.master >= 0:
+            os.close(self.master)
+            self.master = -1
+        os.chdir("/")
+        self.pane = "?"
+        self.size = (DEFAULT_COLS, DEFAULT_ROWS, DEFAULT_SCROLLBACK)
+        title.set_title(P.SPARE_TITLE)
+        self.send(P.Failed(errno.errorcode.get(exc.errno or 0, "EIO")))
+        return False
 
     def loop(self) -> NoReturn:
         sel = self.sel

@@ -305,3 +305,16 @@ def test_the_fork_server_reaps_its_intermediates(daemon: Daemon) -> None:
     assert len(server) == 1
     wait_for(lambda: daemon.call("doctor")["sentinels"]["spares"] >= 3, 10, "a refill")
     wait_for(lambda: not server[0].children(), 10, "intermediates reaped")
+
+
+def test_a_failed_exec_leaves_the_very_same_processes(daemon: Daemon) -> None:
+    # the sentinel that tried is a spare again: no process ends, none is forked
+    s = daemon.call("session.create")["session"]
+    wait_for(lambda: daemon.call("doctor")["sentinels"]["spares"] == 4, 10, "spares ready")
+    before = set(daemon.children())
+    for argv in (["/nonexistent"], ["/etc/passwd"], ["no-such-program-xyz"]):
+        assert daemon.error("window.create", {"session": s, "argv": argv}).code \
+            == "unavailable.spawn"
+    wait_for(lambda: daemon.call("doctor")["sentinels"]["spares"] == 4, 10, "spares back")
+    assert set(daemon.children()) == before
+    daemon.call("window.create", {"session": s, "argv": ["true"]})  # a recycled one serves

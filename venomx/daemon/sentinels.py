@@ -38,6 +38,7 @@ class ForkServer:
         self.spares: list[Channel] = []
         self.filling: asyncio.Task[None] | None = None
         self.again = False
+        self.recycling: set[asyncio.Task[None]] = set()
 
     def start(self) -> None:
         ours, theirs = socket.socketpair(socket.AF_UNIX, socket.SOCK_STREAM)
@@ -119,15 +120,37 @@ class ForkServer:
         self.filling = asyncio.ensure_future(fill())
 
     def take(self) -> Channel | None:
-        """A live spare, if one is ready; a batch is forked once few are left."""
-        chan = None
-        while self.spares and chan is None:
+        """A live spare, if one is ready. The pool is refilled only once a spare is used
+        up (``used``): one given back after a failed exec (``recycle``) costs nothing."""
+        while self.spares:
             chan = self.spares.pop(0)
-            if chan.closed.done():
-                chan = None
+            if not chan.closed.done():
+                return chan
+        return None
+
+    def used(self) -> None:
+        """A sentinel left the pool for good (it serves a pane, or was stopped): refill
+        in one batch once few are left."""
         if len(self.spares) <= self.low:
             self.refill()
-        return chan
+
+    def recycle(self, chan: Channel) -> None:
+        """Take back a sentinel whose start failed before any process existed: it says
+        HELLO again and is a spare like any other (no process is replaced)."""
+        async def back() -> None:
+            try:
+                hello = await chan.expect(P.Hello)
+            except ConnectionError:
+                return
+            if isinstance(hello, P.Hello) and self.control is not None and \
+                    len(self.spares) < self.size:
+                chan.sentinel_pid = hello.pid
+                self.spares.append(chan)
+            else:
+                chan.close()
+        self.recycling.add(asyncio.ensure_future(back()))
+        for task in [t for t in self.recycling if t.done()]:
+            self.recycling.discard(task)
 
     def lost(self, pid: int) -> bool:
         """Forget the spare with this pid, which exited; False if it was not a spare."""
@@ -147,6 +170,8 @@ class ForkServer:
         self.refill()
 
     def stop(self) -> None:
+        for task in self.recycling:
+            task.cancel()
         for chan in self.spares:
             chan.close()
         self.spares.clear()

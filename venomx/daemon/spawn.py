@@ -194,6 +194,7 @@ async def spawn(d: Daemon, req: SpawnRequest,
                 chan.close()
                 chan = None
         if chan is None:
+            d.forkserver.used()  # the pool is empty
             # SPAWN waits in the socket until the new sentinel reads it: no HELLO round trip
             chan = await Channel.open(d.forkserver.fork()[0])
             chan.send(spawn_msg)
@@ -203,6 +204,8 @@ async def spawn(d: Daemon, req: SpawnRequest,
                 reg.sentinels[hello.pid] = pane_id
             ready = hello if isinstance(hello, P.Failed) else await chan.expect(P.Ready)
         if isinstance(ready, P.Failed):
+            give_back(d, chan)
+            chan = None
             raise _spawn_failed(ready.errno)
         if not release_now:
             await d.seams.gate("run.before_barrier")
@@ -210,6 +213,7 @@ async def spawn(d: Daemon, req: SpawnRequest,
         if chan is not None:
             chan.send(P.Abort())
             chan.close()
+            d.forkserver.used()
         d.preparing.discard(pane_id)
         if isinstance(exc, ConnectionError):  # the sentinel could not be had or died
             raise _spawn_failed("EIO") from None
@@ -228,13 +232,14 @@ async def spawn(d: Daemon, req: SpawnRequest,
         started, cancelled = await uncancellable(release())
     except BaseException as exc:
         chan.close()
+        d.forkserver.used()
         d.preparing.discard(pane_id)
         if isinstance(exc, ConnectionError):
             raise _spawn_failed("EIO") from None
         raise
     d.preparing.discard(pane_id)
     if isinstance(started, P.Failed):
-        chan.close()
+        give_back(d, chan)
         raise CancelledAfter(_spawn_failed(started.errno)) if cancelled else \
             _spawn_failed(started.errno)
     assert isinstance(started, P.Started)
@@ -243,10 +248,18 @@ async def spawn(d: Daemon, req: SpawnRequest,
                       on_commit)
     except VenomxError as exc:
         chan.close()  # the sentinel stops the leader's group when its channel closes
+        d.forkserver.used()
         raise CancelledAfter(exc) if cancelled else exc from None
+    d.forkserver.used()
     if cancelled:
         raise asyncio.CancelledError
     return pane
+
+
+def give_back(d: Daemon, chan: Channel) -> None:
+    """The start failed before any process existed: the sentinel is a spare again."""
+    d.registry.sentinels.pop(chan.sentinel_pid, None)
+    d.forkserver.recycle(chan)
 
 
 class CancelledAfter(asyncio.CancelledError):
