@@ -163,12 +163,18 @@ class Sentinel:
         return self.term.offset, self.term.snapshot()
 
     def prepare(self) -> None:
-        """As a spare, before HELLO: walk the message paths a start takes. After a fork
-        each first write to a page copies it, and in a VM each such fault is costly;
-        taking them here keeps them off the start itself."""
+        """As a spare, before HELLO: walk the paths a start takes, short of starting
+        anything. After a fork each first write to a page copies it, and in a VM each
+        such fault is costly; taking them here keeps them off the start itself."""
         sample = P.Spawn("p0", ["true"], {"PATH": "/"}, "/", 80, 24, 0, True)
         P.Decoder().feed(P.encode(sample) + P.encode(P.Ready()) + P.encode(P.Started(0)))
         P.encode(P.Exit(0, 0, None, *self.final_state()))
+        title.set_title(P.SPARE_TITLE)  # the title it already has
+        resolve("true", sample.env)
+        try:
+            set_winsize(self.wake_r, 80, 24)  # not a terminal: fails, having run its code
+        except OSError:
+            pass
 
     def run(self) -> NoReturn:
         # titled SPARE_TITLE from birth (the intermediate set it) until SPAWN

@@ -8,6 +8,7 @@ state changes with their events, each in one reactor turn.
 from __future__ import annotations
 
 import asyncio
+import functools
 import logging
 import os
 import signal as _signal
@@ -101,6 +102,12 @@ class Daemon:
         return Principal("anonymous", None, grants, anonymous=True)
 
     def base_env(self) -> dict[str, str]:
+        """A fresh copy of the environment every pane starts from."""
+        return dict(self._base_env)
+
+    @functools.cached_property
+    def _base_env(self) -> dict[str, str]:
+        # the daemon's own environment never changes; reading os.environ decodes each entry
         env = {k: v for k, v in os.environ.items() if k not in ("VENOMX_TOKEN", "VENOMX_RUN")}
         env["TERM"] = "xterm-256color"
         return env
