@@ -12,6 +12,7 @@ import psutil
 import pytest
 
 from tests.helpers import PY, Daemon, running, start_daemon, wait_for
+from venomx.daemon.sentinels import SPARES
 from venomx.wire import VenomxError
 
 
@@ -265,7 +266,7 @@ def test_spawn_cancel_before_barrier_rolls_back(daemon: Daemon) -> None:
 
 def test_dead_spare_sentinels_do_not_fail_a_start(daemon: Daemon) -> None:
     s = daemon.call("session.create")["session"]
-    full = 4
+    full = SPARES
     wait_for(lambda: daemon.call("doctor")["sentinels"]["spares"] == full, 10, "spares ready")
     spares = [c for c in psutil.Process(daemon.proc.pid).children()
               if " ".join(x for x in c.cmdline() if x) == "venomx-sentinel (spare)"]
@@ -281,7 +282,7 @@ def test_programs_never_inherit_the_spares_idle_priority(daemon: Daemon) -> None
     # spares may prepare at SCHED_IDLE; what runs a pane must be back at the daemon's policy
     policy = os.sched_getscheduler(daemon.proc.pid)
     s = daemon.call("session.create")["session"]
-    for _ in range(6):  # more than the pool holds: some come from a refilled batch
+    for _ in range(SPARES + 2):  # more than the pool holds: some come from a refill
         w = daemon.call("window.create", {"session": s, "argv": ["sleep", "60"]})
         sentinel = psutil.Process(w["pid"]).parent()
         assert sentinel is not None and sentinel.ppid() == daemon.proc.pid
@@ -293,7 +294,7 @@ def test_the_fork_server_reaps_its_intermediates(daemon: Daemon) -> None:
     # it no longer waits for each intermediate (an idle-priority one must not hold up a
     # start), so its SIGCHLD handler must reap them: none stays behind, not even a zombie
     s = daemon.call("session.create")["session"]
-    for _ in range(6):
+    for _ in range(SPARES):
         daemon.call("window.create", {"session": s, "argv": ["true"]})
     def title(pid: int) -> str:
         try:
@@ -303,18 +304,18 @@ def test_the_fork_server_reaps_its_intermediates(daemon: Daemon) -> None:
     server = [psutil.Process(pid) for pid in daemon.children()
               if title(pid).startswith("venomx-forkserver")]
     assert len(server) == 1
-    wait_for(lambda: daemon.call("doctor")["sentinels"]["spares"] >= 3, 10, "a refill")
+    wait_for(lambda: daemon.call("doctor")["sentinels"]["spares"] == SPARES, 10, "a refill")
     wait_for(lambda: not server[0].children(), 10, "intermediates reaped")
 
 
 def test_a_failed_exec_leaves_the_very_same_processes(daemon: Daemon) -> None:
     # the sentinel that tried is a spare again: no process ends, none is forked
     s = daemon.call("session.create")["session"]
-    wait_for(lambda: daemon.call("doctor")["sentinels"]["spares"] == 4, 10, "spares ready")
+    wait_for(lambda: daemon.call("doctor")["sentinels"]["spares"] == SPARES, 10, "spares ready")
     before = set(daemon.children())
     for argv in (["/nonexistent"], ["/etc/passwd"], ["no-such-program-xyz"]):
         assert daemon.error("window.create", {"session": s, "argv": argv}).code \
             == "unavailable.spawn"
-    wait_for(lambda: daemon.call("doctor")["sentinels"]["spares"] == 4, 10, "spares back")
+    wait_for(lambda: daemon.call("doctor")["sentinels"]["spares"] == SPARES, 10, "spares back")
     assert set(daemon.children()) == before
     daemon.call("window.create", {"session": s, "argv": ["true"]})  # a recycled one serves
