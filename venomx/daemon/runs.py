@@ -141,7 +141,9 @@ class RunTable:
 
     @property
     def active(self) -> int:
-        return sum(1 for r in self.runs.values() if r.state != "completed") + len(self.pending)
+        """Runs not yet completed, starting ones included (every retained run that is not
+        in ``completed_order`` is running or terminating)."""
+        return len(self.runs) - len(self.completed_order) + len(self.pending)
 
     def lookup_key(self, owner: str, key: str, digest: bytes) -> Run | Pending | None:
         """§8 lookup; raises ``conflict.run_key`` for a different digest."""
