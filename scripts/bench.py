@@ -12,10 +12,10 @@ import shutil
 import subprocess
 import sys
 import tempfile
-import threading
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from pathlib import Path
+from typing import Any
 
 import psutil
 
@@ -116,68 +116,92 @@ class Tmux:
         self.proc.wait(10)
 
 
-def events_thread(sock: str, wanted: str, sink: dict[str, float],
-                  stop: threading.Event) -> threading.Thread:
-    def loop() -> None:
-        try:
-            with Client(sock, "@owner") as c:
-                for item in c.stream("events.subscribe", {"snapshot": False}):
-                    ev = item.get("event", {})
-                    if ev.get("type") == wanted:
-                        sink[ev["data"].get("pane") or ev["data"].get("run")] = \
-                            time.perf_counter()
-                    if stop.is_set():
-                        return
-        except Exception:  # the daemon stopped under us at the end of the bench
+def events(c: Client) -> Iterator[tuple[str, dict[str, Any]]]:
+    """(type, data) of each event from now on, read on the caller's thread (as the tmux
+    control client is read) so that no thread hand-off is timed."""
+    rid = c.start("events.subscribe", {"snapshot": True})
+    while "snapshot" not in c.read().get("item", {}):
+        pass  # live from here on
+
+    def gen() -> Iterator[tuple[str, dict[str, Any]]]:
+        while True:
+            frame = c.read()
+            ev = frame.get("item", {}).get("event", {}) if frame.get("id") == rid else {}
+            if ev:
+                yield ev["type"], ev["data"]
+    return gen()
+
+
+BLOCK = 25
+
+
+def interleaved(n: int, *samplers: Callable[[], None]) -> None:
+    """``n`` samples from each sampler, taken in alternating blocks of ``BLOCK``: this
+    VM's speed drifts by tens of percent within a minute, and alternating lets venomx
+    and tmux see the same machine instead of whichever minute each ran in."""
+    for done in range(0, n, BLOCK):
+        for sample in samplers:
+            for _ in range(min(BLOCK, n - done)):
+                sample()
+
+
+def tmux_starts(t: Tmux | None, resp: list[float], done: list[float]) -> Callable[[], None]:
+    def sample() -> None:
+        if t is None:
             return
-    t = threading.Thread(target=loop, daemon=True)
-    t.start()
-    return t
+        t0 = time.perf_counter()
+        t1 = t.command("new-window -d true")
+        t2 = t.wait_for(b"%window-close")
+        resp.append(t1 - t0)
+        done.append(t2 - t0)
+    return sample
 
 
 def bench_start(n: int) -> None:
-    print(f"\n== pane start: {n} x `true`, one persistent connection ==")
+    print(f"\n== pane start: {n} x `true`, one persistent connection, "
+          f"alternating with tmux every {BLOCK} ==")
     d = Daemon()
+    t = Tmux() if shutil.which("tmux") else None
     try:
-        exits: dict[str, float] = {}
-        stop = threading.Event()
-        events_thread(d.sock, "pane.exited", exits, stop)
-        time.sleep(0.2)
         c = d.client()
+        evs = events(d.client())
         s = c.call("session.create")["session"]
-        resp, done = [], []
-        for _ in range(n):
+        resp: list[float] = []
+        done: list[float] = []
+        t_resp: list[float] = []
+        t_done: list[float] = []
+
+        def venomx() -> None:
             t0 = time.perf_counter()
             pane = c.call("window.create", {"session": s, "argv": ["true"]})["pane"]
             t1 = time.perf_counter()
-            while pane not in exits:
-                time.sleep(0.0002)
+            while (ev := next(evs))[0] != "pane.exited" or ev[1]["pane"] != pane:
+                pass
             resp.append(t1 - t0)
-            done.append(exits[pane] - t0)
-        stop.set()
+            done.append(time.perf_counter() - t0)
+        interleaved(n, venomx, tmux_starts(t, t_resp, t_done))
         row("venomx window.create true -> response", ms(resp))
-        row("venomx window.create true -> pane exited", ms(done))
-        w = c.call("window.create", {"session": s, "argv": ["sleep", "60"]})
-        time.sleep(0.3)
+        row("venomx window.create true -> pane exited", ms(done),
+            f"{pct(done, 50) / pct(t_done, 50):.2f}x tmux" if t_done else "")
+        if t_done:
+            row("tmux control mode new-window true -> %end", ms(t_resp))
+            row("tmux control mode new-window true -> window closed", ms(t_done))
+        # idle after showing something, so its terminal exists (it is built lazily)
+        w = c.call("window.create", {"session": s,
+                                     "argv": ["sh", "-c", "echo ready; exec sleep 60"]})
+        deadline = time.monotonic() + 10
+        while not any("ready" in ln for ln in
+                      c.call("pane.capture_rows", {"pane": w["pane"]})["lines"]):
+            assert time.monotonic() < deadline, "the pane never showed its line"
+            time.sleep(0.01)
         sen = psutil.Process(w["pid"]).parent()
         assert sen is not None
         uss = sen.memory_full_info().uss / 1048576
-        row("idle sentinel USS", f"{uss:.2f} MiB", "target <= 4 MiB")
+        row("idle sentinel USS (after one line of output)", f"{uss:.2f} MiB",
+            "target <= 4 MiB")
     finally:
         d.stop()
-    if shutil.which("tmux"):
-        t = Tmux()
-        try:
-            resp, done = [], []
-            for _ in range(n):
-                t0 = time.perf_counter()
-                t1 = t.command("new-window -d true")
-                t2 = t.wait_for(b"%window-close")
-                resp.append(t1 - t0)
-                done.append(t2 - t0)
-            row("tmux control mode new-window true -> %end", ms(resp))
-            row("tmux control mode new-window true -> window closed", ms(done))
-        finally:
+        if t is not None:
             t.stop()
     floor = []
     for _ in range(n):
@@ -283,18 +307,27 @@ def bench_list_under_load(lines: int) -> None:
 
 
 def bench_runs(n: int) -> None:
-    print(f"\n== run + run.wait of `true`: {n} times, one connection ==")
+    print(f"\n== run + run.wait of `true`: {n} times, one connection, "
+          f"alternating with tmux every {BLOCK} ==")
     d = Daemon()
+    t = Tmux() if shutil.which("tmux") else None
     try:
         with d.client() as c:
             s = c.call("session.create")["session"]
-            lat = []
-            for i in range(n):
+            lat: list[float] = []
+            t_resp: list[float] = []
+            t_done: list[float] = []
+
+            def venomx() -> None:
                 t0 = time.perf_counter()
-                r = c.call("run", {"key": f"k{i}", "session": s, "argv": ["true"]})
+                r = c.call("run", {"key": f"k{len(lat)}", "session": s, "argv": ["true"]})
                 c.call("run.wait", {"run": r["run"], "output": False})
                 lat.append(time.perf_counter() - t0)
-            row("venomx run + run.wait true", ms(lat))
+            interleaved(n, venomx, tmux_starts(t, t_resp, t_done))
+            row("venomx run + run.wait true", ms(lat),
+                f"{pct(lat, 50) / pct(t_done, 50):.2f}x tmux" if t_done else "")
+            if t_done:
+                row("tmux control mode new-window true -> closed", ms(t_done))
             c.call("config.set", {"path": "run.max_active", "value": "64"})
             clients = [d.client() for _ in range(50)]
             t0 = time.perf_counter()
@@ -323,17 +356,7 @@ def bench_runs(n: int) -> None:
                 f"from {rss0 / 1048576:.1f}; retained {doc['count']} runs, {doc['bytes']} bytes")
     finally:
         d.stop()
-    if shutil.which("tmux"):
-        t = Tmux()
-        try:
-            lat = []
-            for _ in range(n):
-                t0 = time.perf_counter()
-                t.command("new-window -d true")
-                t.wait_for(b"%window-close")
-                lat.append(time.perf_counter() - t0)
-            row("tmux control mode new-window true -> closed", ms(lat))
-        finally:
+        if t is not None:
             t.stop()
 
 
