@@ -21,6 +21,7 @@ import pyte  # noqa: F401
 from workers import protocol, sentinel, title
 
 MAX_BATCH = 8
+LOWEST = 19  # nice value of a spare batch while it is being made
 
 
 def serve(control: socket.socket) -> None:
@@ -51,10 +52,10 @@ def fork_batch(control: socket.socket, fds: list[int], spare: bool = False) -> N
         # Titled as spares before they exist: they become the daemon's children when this
         # process exits, possibly before they run at all, and doctor must know them then.
         title.set_title(protocol.SPARE_TITLE)
-        if spare and sentinel.SERVE_POLICY is not None:
-            # Spares are made at idle priority, so a refill never slows a start in
-            # progress on the same cores; each returns to SERVE_POLICY before HELLO.
-            os.sched_setscheduler(0, os.SCHED_IDLE, os.sched_param(0))
+        if spare and sentinel.SERVE_NICE is not None:
+            # Spares are made at the lowest priority, so a refill hardly slows a start in
+            # progress on the same cores; each returns to SERVE_NICE before HELLO.
+            os.setpriority(os.PRIO_PROCESS, 0, LOWEST)
         try:
             for i, fd in enumerate(fds):
                 try:
@@ -69,26 +70,26 @@ def fork_batch(control: socket.socket, fds: list[int], spare: bool = False) -> N
             os._exit(0)
     for fd in fds:
         os.close(fd)
-    # Not waited for here: an idle-priority intermediate must never hold up the next
+    # Not waited for here: a low-priority intermediate must never hold up the next
     # request, which may be a start waiting for a sentinel. SIGCHLD reaps it (main).
 
 
-def idle_is_reversible() -> int | None:
-    """Our scheduling policy, if a process may leave SCHED_IDLE for it again (root,
-    CAP_SYS_NICE, or an RLIMIT_NICE of 20 allow that); else None. Probed in a child."""
-    policy = os.sched_getscheduler(0)
-    if policy not in (os.SCHED_OTHER, os.SCHED_BATCH):
+def lowering_is_reversible() -> int | None:
+    """Our nice value, if a process may return to it from the lowest priority (root,
+    CAP_SYS_NICE, or a high enough RLIMIT_NICE allow that); else None. Probed in a child."""
+    nice = os.getpriority(os.PRIO_PROCESS, 0)
+    if nice >= LOWEST:
         return None
     pid = os.fork()
     if pid == 0:
         try:
-            os.sched_setscheduler(0, os.SCHED_IDLE, os.sched_param(0))
-            os.sched_setscheduler(0, policy, os.sched_param(0))
+            os.setpriority(os.PRIO_PROCESS, 0, LOWEST)
+            os.setpriority(os.PRIO_PROCESS, 0, nice)
             os._exit(0)
         finally:
             os._exit(1)
     _, status = os.waitpid(pid, 0)
-    return policy if os.waitstatus_to_exitcode(status) == 0 else None
+    return nice if os.waitstatus_to_exitcode(status) == 0 else None
 
 
 def reap(_signum: int, _frame: object) -> None:
@@ -112,7 +113,7 @@ def main() -> None:
     signal.signal(signal.SIGTERM, signal.SIG_DFL)
     os.setpgid(0, 0)
     control = socket.socket(fileno=int(sys.argv[1]))
-    sentinel.SERVE_POLICY = idle_is_reversible()
+    sentinel.SERVE_NICE = lowering_is_reversible()
     signal.signal(signal.SIGCHLD, reap)  # after the probe, which waits for its own child
     sentinel.warm_up()
     gc.collect()

@@ -34,9 +34,10 @@ LOSS_GRACE = 2.0
 READ_SIZE = 1 << 17
 # The daemon's defaults: the size of a pane that never asked for another.
 DEFAULT_COLS, DEFAULT_ROWS, DEFAULT_SCROLLBACK = 80, 24, 10000
-# Set by the fork server: the scheduling policy a spare returns to from SCHED_IDLE once
-# prepared, or None where that return is not permitted (spares are then never lowered).
-SERVE_POLICY: int | None = None
+# Set by the fork server: the nice value a spare returns to once prepared (spares are
+# made at the lowest priority), or None where that return is not permitted (spares are
+# then never lowered).
+SERVE_NICE: int | None = None
 
 
 def set_title(pane: str) -> None:
@@ -179,8 +180,8 @@ class Sentinel:
     def run(self) -> NoReturn:
         # titled SPARE_TITLE from birth (the intermediate set it) until SPAWN
         self.prepare()
-        if SERVE_POLICY is not None and os.sched_getscheduler(0) == os.SCHED_IDLE:
-            os.sched_setscheduler(0, SERVE_POLICY, os.sched_param(0))
+        if SERVE_NICE is not None and os.getpriority(os.PRIO_PROCESS, 0) != SERVE_NICE:
+            os.setpriority(os.PRIO_PROCESS, 0, SERVE_NICE)
         while not self.start():
             pass  # that start failed before any process existed: a spare again
         os.set_blocking(self.master, False)

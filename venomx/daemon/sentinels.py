@@ -21,7 +21,7 @@ from workers import protocol as P
 log = logging.getLogger(__name__)
 MAX_BATCH = 8  # the fork server takes at most this many channel fds per request
 # Spare sentinels kept ready, and the count at which a batch refills the pool: enough
-# slack that spares made at idle priority keep up with back-to-back starts (measured).
+# slack that spares made at low priority keep up with back-to-back starts (measured).
 SPARES, LOW_WATER = 6, 3
 
 
@@ -58,7 +58,7 @@ class ForkServer:
 
     def fork(self, n: int = 1, spare: bool = False) -> list[socket.socket]:
         """Channels to ``n`` brand-new sentinels (each will send HELLO first); ``spare``
-        for the pool, which the fork server may prepare at idle priority."""
+        for the pool, which the fork server may make at low priority."""
         assert self.control is not None and 1 <= n <= MAX_BATCH
         pairs = [socket.socketpair(socket.AF_UNIX, socket.SOCK_STREAM) for _ in range(n)]
         try:
