@@ -20,14 +20,13 @@ import pyte  # noqa: F401
 
 from workers import protocol, sentinel, title
 
-MAX_BATCH = 8
 LOWEST = 19  # nice value of a spare batch while it is being made
 
 
 def serve(control: socket.socket) -> None:
     while True:
         try:
-            msg, fds, _flags, _addr = socket.recv_fds(control, 16, MAX_BATCH)
+            msg, fds, _flags, _addr = socket.recv_fds(control, 16, protocol.FORK_BATCH_MAX)
         except OSError:
             return
         if not msg:

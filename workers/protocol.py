@@ -16,6 +16,8 @@ from typing import Any, ClassVar
 import msgpack
 
 PROTOCOL_VERSION = 2
+# The fork server takes at most this many channel fds (sentinels) per request.
+FORK_BATCH_MAX = 8
 # Process titles, which doctor reads: a sentinel is a spare from birth until SPAWN.
 SENTINEL_TITLE = "venomx-sentinel "
 SPARE_TITLE = SENTINEL_TITLE + "(spare)"

@@ -272,10 +272,6 @@ class Terminal:
         return "alternate" if self.alternate else "primary"
 
     @property
-    def scrollback(self) -> int:
-        return self.history.maxlen or 0
-
-    @property
     def cols(self) -> int:
         return int(self.screen.columns)
 

@@ -19,7 +19,6 @@ from typing import Any
 from workers import protocol as P
 
 log = logging.getLogger(__name__)
-MAX_BATCH = 8  # the fork server takes at most this many channel fds per request
 # Spare sentinels kept ready, and the count at which a batch refills the pool: enough
 # slack that spares made at low priority keep up with back-to-back starts (measured).
 SPARES, LOW_WATER = 6, 3
@@ -59,7 +58,7 @@ class ForkServer:
     def fork(self, n: int = 1, spare: bool = False) -> list[socket.socket]:
         """Channels to ``n`` brand-new sentinels (each will send HELLO first); ``spare``
         for the pool, which the fork server may make at low priority."""
-        assert self.control is not None and 1 <= n <= MAX_BATCH
+        assert self.control is not None and 1 <= n <= P.FORK_BATCH_MAX
         pairs = [socket.socketpair(socket.AF_UNIX, socket.SOCK_STREAM) for _ in range(n)]
         try:
             # One byte and a few fds: the fork server's socket buffer never fills with these.
@@ -101,7 +100,8 @@ class ForkServer:
                 socks: list[socket.socket] = []
                 chans: list[Channel] = []
                 try:
-                    socks = self.fork(min(MAX_BATCH, self.size - len(self.spares)), spare=True)
+                    socks = self.fork(min(P.FORK_BATCH_MAX, self.size - len(self.spares)),
+                                      spare=True)
                     for sock in socks:
                         chans.append(await Channel.open(sock))
                     got = await asyncio.gather(*map(hello, chans), return_exceptions=True)
@@ -151,9 +151,9 @@ class ForkServer:
                 self.spares.append(chan)
             else:
                 chan.close()
-        self.recycling.add(asyncio.ensure_future(back()))
-        for task in [t for t in self.recycling if t.done()]:
-            self.recycling.discard(task)
+        task = asyncio.ensure_future(back())
+        self.recycling.add(task)
+        task.add_done_callback(self.recycling.discard)
 
     def lost(self, pid: int) -> bool:
         """Forget the spare with this pid, which exited; False if it was not a spare."""
