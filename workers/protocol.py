@@ -9,6 +9,9 @@ Must not import ``venomx``.
 from __future__ import annotations
 
 import dataclasses
+import types
+import typing
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from enum import IntEnum
 from typing import Any, ClassVar
@@ -194,6 +197,35 @@ class Screen(Message):
     data: bytes
 
 
+_SNAPSHOT_INTS = ("epoch", "offset", "cols", "rows", "oldest")
+_SNAPSHOT_KEYS = frozenset({"screen", *_SNAPSHOT_INTS, "history", "lines", "cursor"})
+_STR = frozenset({str})
+_SCREENS = ("primary", "alternate")
+
+
+def _all_str(items: list[Any]) -> bool:
+    return {*map(type, items)} <= _STR  # a third faster than all(...) over 10,000 rows
+
+
+def snapshot_ok(d: object) -> bool:
+    """Whether ``d`` is a final terminal state ``workers.vt.Snapshot.from_dict`` can read:
+    exactly its keys, each of its type, a known screen, one text row per screen row.
+
+    One pass over the rows and nothing per character: an EXIT may carry 10,000+ rows.
+    """
+    if type(d) is not dict or d.keys() != _SNAPSHOT_KEYS or d["screen"] not in _SCREENS:
+        return False
+    for key in _SNAPSHOT_INTS:
+        v = d[key]
+        if type(v) is not int or v < 0:
+            return False
+    history, lines, cursor = d["history"], d["lines"], d["cursor"]
+    return (type(history) is list and type(lines) is list and len(lines) == d["rows"]
+            and type(cursor) is list and len(cursor) == 2
+            and type(cursor[0]) is int and type(cursor[1]) is int
+            and _all_str(history) and _all_str(lines))
+
+
 @dataclass(frozen=True)
 class Exit(Message):
     """The leader was reaped after the group sweep and the drain; final state follows."""
@@ -203,7 +235,8 @@ class Exit(Message):
     exit_code: int | None
     signal: int | None
     offset: int
-    state: dict[str, Any]
+    state: dict[str, Any] = field(
+        metadata={"check": snapshot_ok, "type": "a terminal state"})
 
 
 @dataclass(frozen=True)
@@ -228,23 +261,70 @@ def encode(msg: Message) -> bytes:
     return data
 
 
-def decode(obj: object) -> Message:
-    """Build the message an unpacked frame describes, or raise ``ProtocolError``."""
-    if not isinstance(obj, (list, tuple)) or not obj or not isinstance(obj[0], int):
-        raise ProtocolError("frame is not [kind, fields...]")
-    cls = MESSAGES.get(obj[0])
-    if cls is None:
-        raise ProtocolError(f"unknown message kind {obj[0]}")
+Check = Callable[[object], bool]
+
+
+def _check(hint: Any) -> Check:
+    """A predicate for values of the annotated type, as msgpack delivers them: exact
+    types, so a bool is no int and a float no int."""
+    origin, args = typing.get_origin(hint), typing.get_args(hint)
+    if origin is types.UnionType and len(args) == 2 and args[1] is type(None):
+        inner = _check(args[0])
+        return lambda v: v is None or inner(v)
+    if hint in (int, bool, str, bytes):
+        return lambda v: type(v) is hint
+    if origin is list and args in ((int,), (str,)):
+        only = frozenset(args)
+        return lambda v: type(v) is list and {*map(type, v)} <= only
+    if origin is dict and args == (str, str):
+        return lambda v: type(v) is dict and all(
+            type(k) is str and type(x) is str for k, x in v.items())
+    if origin is dict and args == (str, Any):
+        return lambda v: type(v) is dict and all(type(k) is str for k in v)
+    raise TypeError(f"no wire check for {hint!r}")
+
+
+# Per kind: the class, how many fields it needs, and (name, check, type) per field.
+Shape = tuple[type[Message], int, tuple[tuple[str, Check, str], ...]]
+
+
+def _name(hint: Any) -> str:
+    return hint.__name__ if isinstance(hint, type) else str(hint).replace("typing.", "")
+
+
+def _shape(cls: type[Message]) -> Shape:
+    hints = typing.get_type_hints(cls)
     fields = dataclasses.fields(cls)
-    values = list(obj[1:])
     required = sum(1 for f in fields if f.default is dataclasses.MISSING
                    and f.default_factory is dataclasses.MISSING)
+    return cls, required, tuple(
+        (f.name, f.metadata.get("check") or _check(hints[f.name]),
+         f.metadata.get("type") or _name(hints[f.name]))
+        for f in fields)
+
+
+SHAPES: dict[int, Shape] = {kind: _shape(cls) for kind, cls in MESSAGES.items()}
+
+
+def decode(obj: object) -> Message:
+    """Build the message an unpacked frame describes, or raise ``ProtocolError``: the
+    kind must be known, the field count fit and every field have its declared type."""
+    if (type(obj) is not list and type(obj) is not tuple) or not obj:
+        raise ProtocolError("frame is not [kind, fields...]")
+    kind = obj[0]
+    if type(kind) is not int:
+        raise ProtocolError("frame is not [kind, fields...]")
+    shape = SHAPES.get(kind)
+    if shape is None:
+        raise ProtocolError(f"unknown message kind {kind}")
+    cls, required, fields = shape
+    values = obj[1:]
     if not required <= len(values) <= len(fields):
         raise ProtocolError(f"{cls.__name__} takes {len(fields)} fields, got {len(values)}")
-    try:
-        return cls(*values)
-    except TypeError as exc:  # pragma: no cover - arity is checked above
-        raise ProtocolError(str(exc)) from None
+    for (name, check, expected), value in zip(fields, values, strict=False):
+        if not check(value):
+            raise ProtocolError(f"{cls.__name__}.{name} is not {expected}")
+    return cls(*values)
 
 
 class Decoder:
