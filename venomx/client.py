@@ -2,7 +2,9 @@
 
 Used by the CLI, the MCP adapter and the tests. ``Client`` is blocking (the CLI needs
 nothing more); ``AsyncClient`` serves the MCP adapter. A lost or unreachable daemon is a
-``VenomxError`` with code ``transport`` (CLI exit 9).
+``VenomxError`` with code ``transport`` (CLI exit 9). So is a server that runs as another
+uid (neither ours nor root): it is checked with ``SO_PEERCRED`` right after connect, before
+``hello``, so a token never reaches whoever swapped the socket.
 """
 
 from __future__ import annotations
@@ -12,6 +14,7 @@ import itertools
 import json
 import os
 import socket
+import struct
 from collections.abc import Iterator
 from typing import Any
 
@@ -24,8 +27,22 @@ def default_socket() -> str:
     return socket_path(None)
 
 
-def transport_error(message: str) -> VenomxError:
-    return VenomxError("transport", message, {})
+def transport_error(message: str, data: dict[str, Any] | None = None) -> VenomxError:
+    return VenomxError("transport", message, data or {})
+
+
+def check_server(sock: Any, path: str) -> None:
+    """Refuse a server that is neither our uid nor root (raises ``transport``)."""
+    try:
+        creds = sock.getsockopt(socket.SOL_SOCKET, socket.SO_PEERCRED, struct.calcsize("3i"))
+        _, uid, _ = struct.unpack("3i", creds)
+    except OSError as exc:
+        raise transport_error(f"cannot identify the server at {path}: "
+                              f"{exc.strerror or exc}") from None
+    me = os.getuid()
+    if uid not in (me, 0):
+        raise transport_error(f"refusing the server at {path}: it runs as uid {uid}, not as "
+                              f"uid {me} or root", {"socket": path, "server_uid": uid})
 
 
 class Client:
@@ -40,6 +57,11 @@ class Client:
             self.sock.close()
             raise transport_error(f"cannot reach the daemon at {self.path}: "
                                   f"{exc.strerror or exc}") from None
+        try:
+            check_server(self.sock, self.path)
+        except VenomxError:
+            self.sock.close()
+            raise
         self.file = self.sock.makefile("rb")
         self.ids = itertools.count(1)
         params: dict[str, Any] = {"protocol": PROTOCOL, "client": client, "max_frame": max_frame}
@@ -150,6 +172,12 @@ class AsyncClient:
         except OSError as exc:
             raise transport_error(f"cannot reach the daemon at {self.path}: "
                                   f"{exc.strerror or exc}") from None
+        try:
+            check_server(self.writer.get_extra_info("socket"), self.path)
+        except VenomxError:
+            self.writer.close()
+            self.reader = self.writer = None
+            raise
         self.pump = asyncio.ensure_future(self._pump())
         params: dict[str, Any] = {"protocol": PROTOCOL, "client": f"venomx-mcp/{__version__}"}
         if self.token:

@@ -17,35 +17,37 @@ from venomx.wire import VenomxError, dumps
 @click.option("--socket", "socket_", default=None, help="Socket path")
 @click.option("--config", "config_file", default=None, help="TOML config file")
 @click.option("--detach", is_flag=True, help="Run in the background; return once serving")
+@click.option("--log-file", default=None,
+              help="Append the log here (rotated by log.max_bytes; SIGHUP reopens it); "
+                   "default stderr, or venomx.log beside the socket with --detach")
 @click.option("--log-level", default="info",
               type=click.Choice(["debug", "info", "warning", "error"]))
 @click.option("--test-seams", is_flag=True, help="Enable the seam.* verbs (tests only)")
 @click.option("--json", "as_json", is_flag=True, help="With --detach: print JSON")
-def serve(socket_: str | None, config_file: str | None, detach: bool, log_level: str,
-          test_seams: bool, as_json: bool) -> None:
+def serve(socket_: str | None, config_file: str | None, detach: bool, log_file: str | None,
+          log_level: str, test_seams: bool, as_json: bool) -> None:
     """Run the daemon."""
     from venomx.daemon.main import run_daemon
 
     path = os.path.abspath(socket_path(socket_))
+    log_path = os.path.abspath(log_file) if log_file else None
     if not detach:
-        sys.exit(run_daemon(path, config_file, test_seams, log_level))
-    r, w = os.pipe()
+        sys.exit(run_daemon(path, config_file, test_seams, log_level, log_file=log_path))
+    r, w = os.pipe2(os.O_CLOEXEC)  # the daemon's children must not hold the ready pipe
     pid = os.fork()
     if pid == 0:
-        os.close(r)
-        os.setsid()
-        if os.fork() != 0:
-            os._exit(0)
-        devnull = os.open(os.devnull, os.O_RDWR)
-        os.dup2(devnull, 0)
-        os.dup2(devnull, 1)
-        os.makedirs(os.path.dirname(path), mode=0o700, exist_ok=True)
-        logfd = os.open(os.path.join(os.path.dirname(path), "venomx.log"),
-                        os.O_WRONLY | os.O_CREAT | os.O_APPEND, 0o600)
-        os.dup2(logfd, 2)
         code = 1
         try:
-            code = run_daemon(path, config_file, test_seams, log_level, ready_fd=w)
+            os.close(r)
+            os.setsid()
+            if os.fork() != 0:
+                os._exit(0)
+            devnull = os.open(os.devnull, os.O_RDWR | os.O_CLOEXEC)
+            for fd in (0, 1, 2):  # stderr becomes the log file once it is checked and open
+                os.dup2(devnull, fd)
+            os.close(devnull)
+            code = run_daemon(path, config_file, test_seams, log_level, ready_fd=w,
+                              log_file=log_path, detached=True)
         finally:
             os._exit(code)
     os.close(w)
@@ -55,8 +57,8 @@ def serve(socket_: str | None, config_file: str | None, detach: bool, log_level:
         data += chunk
     os.close(r)
     if not data:
-        click.echo("venomx: unavailable.start: the daemon did not start (see venomx.log "
-                   "beside the socket)", err=True)
+        click.echo("venomx: unavailable.start: the daemon did not start (see its log, "
+                   f"{log_path or 'venomx.log beside the socket'})", err=True)
         sys.exit(6)
     info = json.loads(data)
     if "error" in info:

@@ -13,6 +13,7 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
+from venomx.daemon.paths import read_config
 from venomx.wire import VenomxError
 
 Validator = Callable[[Any], str | None]
@@ -44,6 +45,14 @@ def _grants(v: Any) -> str | None:
     return None
 
 
+def _log_bytes(v: Any) -> str | None:
+    if not isinstance(v, int) or isinstance(v, bool):
+        return "must be an integer"
+    if v != 0 and not 4096 <= v <= 1 << 40:
+        return f"must be 0 (never rotate) or between 4096 and {1 << 40}"
+    return None
+
+
 def default_shell() -> str:
     shell = os.environ.get("SHELL", "")
     return shell if shell.startswith("/") else "/bin/sh"
@@ -60,6 +69,8 @@ SCHEMA: dict[str, tuple[Callable[[], Any], Validator]] = {
     "protocol.max_frame": (lambda: 1048576, _int_range(4096, 16777216)),
     "auth.default_grants": (lambda: [{"right": "read", "scope": "*"}], _grants),
     "spawn.default_shell": (default_shell, _abs_path),
+    "log.max_bytes": (lambda: 10 * 1024 * 1024, _log_bytes),
+    "log.keep": (lambda: 3, _int_range(0, 100)),
 }
 
 
@@ -89,8 +100,9 @@ def bad(path: str, reason: str) -> VenomxError:
 class Config:
     """The values in force, validated; ``listeners`` hear every change."""
 
-    def __init__(self, path: Path) -> None:
+    def __init__(self, path: Path, explicit: bool = False) -> None:
         self.path = path
+        self.explicit = explicit  # named by --config: missing or unreadable is an error
         self.values = {k: make() for k, (make, _) in SCHEMA.items()}
         self.listeners: list[Callable[[list[str]], None]] = []
 
@@ -98,13 +110,18 @@ class Config:
         return self.values[key]
 
     def read_file(self) -> dict[str, Any]:
-        """The file's values, validated (missing file = defaults)."""
+        """The file's values, validated (a missing default file = defaults).
+
+        The file must be owned by our uid or root and not writable by others
+        (``venomx.daemon.paths.read_config``); it may be a symlink.
+        """
         values = {k: make() for k, (make, _) in SCHEMA.items()}
-        if not self.path.exists():
+        text = read_config(str(self.path), self.explicit)
+        if text is None:
             return values
         try:
-            data = tomllib.loads(self.path.read_text())
-        except (OSError, tomllib.TOMLDecodeError, UnicodeDecodeError) as exc:
+            data = tomllib.loads(text)
+        except tomllib.TOMLDecodeError as exc:
             raise bad(str(self.path), f"unreadable config file: {exc}") from None
         for key, value in _flatten(data).items():
             values[key] = self.validate(key, value)

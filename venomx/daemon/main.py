@@ -1,4 +1,10 @@
-"""``venomx serve``: start the daemon, serve until shutdown, clean up the socket."""
+"""``venomx serve``: check the paths, start the daemon, serve until shutdown, clean up.
+
+Everything that can refuse a start (config, socket directory and path, log file) is
+checked before anything is created beyond a missing socket directory, and each refusal
+is one line and an exit status (2 for a bad path or config, 6 for a live socket).
+Signals: SIGTERM and SIGINT shut down in order; SIGHUP only reopens the log file.
+"""
 
 from __future__ import annotations
 
@@ -8,56 +14,47 @@ import logging
 import os
 import signal
 import sys
+import types
 
+from venomx.daemon import paths
 from venomx.daemon.config import Config, config_path
 from venomx.daemon.core import Daemon
-from venomx.daemon.server import Connection, prepare_socket
+from venomx.daemon.logs import DaemonLog, KeyValueFormatter, loop_exception_handler
+from venomx.daemon.server import Connection
 from venomx.wire import VenomxError
 
+__all__ = ["KeyValueFormatter", "run_daemon", "serve"]
+
 log = logging.getLogger("venomx.daemon")
+DETACHED_LOG = "venomx.log"
 
 
-class KeyValueFormatter(logging.Formatter):
-    """One structured line per record; the only formatting point for daemon logs."""
-
-    def format(self, record: logging.LogRecord) -> str:
-        ts = self.formatTime(record, "%Y-%m-%dT%H:%M:%S")
-        line = (f"{ts}.{int(record.msecs):03d}Z level={record.levelname.lower()} "
-                f"logger={record.name} msg={json.dumps(record.getMessage())}")
-        if record.exc_info:
-            line += " trace=" + json.dumps(self.formatException(record.exc_info))
-        return line
-
-
-def setup_logging(level: str) -> None:
-    handler = logging.StreamHandler(sys.stderr)
-    handler.setFormatter(KeyValueFormatter())
-    import time as _time
-
-    handler.formatter.converter = _time.gmtime  # type: ignore[union-attr]
-    root = logging.getLogger()
-    root.handlers[:] = [handler]
-    root.setLevel(level.upper())
-
-
-async def serve(path: str, config: Config, test_seams: bool, ready_fd: int | None) -> int:
+async def serve(place: paths.SocketPlace, config: Config, test_seams: bool,
+                ready_fd: int | None, dlog: DaemonLog) -> int:
     import venomx.verbs  # noqa: F401  (register the handlers)
 
-    d = Daemon(path, config, test_seams)
-    d.start()
     loop = asyncio.get_running_loop()
-    old_umask = os.umask(0o177)
+    loop.set_exception_handler(loop_exception_handler)
+    loop.add_signal_handler(signal.SIGHUP, dlog.reopen)
+    dlog.start_flusher(loop)
     try:
-        server = await loop.create_unix_server(lambda: Connection(d), path=path)
-    finally:
-        os.umask(old_umask)
-    os.chmod(path, 0o600)
-    for sig in (signal.SIGTERM, signal.SIGINT):
-        loop.add_signal_handler(sig, d.begin_shutdown)
-    log.info("listening socket=%s source=%s pid=%d", path, d.source, os.getpid())
+        d = Daemon(place.given, config, test_seams)
+        for sig in (signal.SIGTERM, signal.SIGINT):
+            loop.add_signal_handler(sig, d.begin_shutdown)
+        config.listeners.append(
+            lambda changed: dlog.configure(config["log.max_bytes"], config["log.keep"]))
+        d.start()
+        server = await loop.create_unix_server(lambda: Connection(d), sock=place.sock)
+    except BaseException:
+        paths.unlink_ours(place)
+        raise
+    log.info("listening socket=%s source=%s pid=%d", place.given, d.source, os.getpid())
     if ready_fd is not None:
-        os.write(ready_fd, json.dumps({"socket": path, "source": d.source,
-                                       "pid": os.getpid()}).encode() + b"\n")
+        info: dict[str, object] = {"socket": place.given, "source": d.source,
+                                   "pid": os.getpid()}
+        if dlog.file is not None:
+            info["log"] = dlog.file.path
+        os.write(ready_fd, json.dumps(info).encode() + b"\n")
         os.close(ready_fd)
     try:
         await d.stopped
@@ -66,28 +63,54 @@ async def serve(path: str, config: Config, test_seams: bool, ready_fd: int | Non
         for conn in list(d.connections):
             if conn.transport is not None:
                 conn.transport.close()
-        try:
-            os.unlink(path)
-        except FileNotFoundError:
-            pass
+        paths.unlink_ours(place)
         d.stop()
         log.info("stopped source=%s", d.source)
+        dlog.stop_flusher()
+        # asyncio closes its wakeup pipe before it removes its signal handlers: a late
+        # SIGCHLD in between prints a traceback to the log. Remove them first.
+        for sig in (signal.SIGTERM, signal.SIGINT, signal.SIGHUP, signal.SIGCHLD):
+            loop.remove_signal_handler(sig)
+        signal.signal(signal.SIGHUP, _ignore_hup)
     return 0
 
 
+def _ignore_hup(signum: int, frame: types.FrameType | None) -> None:
+    """SIGHUP before the loop's handler exists: nothing to reopen yet."""
+
+
 def run_daemon(path: str, config_file: str | None, test_seams: bool, log_level: str,
-               ready_fd: int | None = None) -> int:
-    setup_logging(log_level)
-    config = Config(config_path(config_file))
+               ready_fd: int | None = None, log_file: str | None = None,
+               detached: bool = False) -> int:
+    """Check everything, then serve. ``log_file`` (or ``venomx.log`` beside the socket
+    when ``detached``) receives the log, rotated by ``log.max_bytes``/``log.keep``."""
+    signal.signal(signal.SIGHUP, _ignore_hup)  # a Python handler: exec restores the default
+    dlog = DaemonLog(log_level)
+    place: paths.SocketPlace | None = None
     try:
+        config = Config(config_path(config_file), explicit=config_file is not None)
         config.values = config.read_file()
-        prepare_socket(path)
+        place = paths.prepare_socket(path)
+        if log_file is not None:
+            directory, dir_fd, name = paths.prepare_log(log_file)
+        elif detached:
+            directory, dir_fd, name = place.directory, os.dup(place.dir_fd), DETACHED_LOG
+        if log_file is not None or detached:
+            dlog.to_file(dir_fd, directory, name, config["log.max_bytes"], config["log.keep"],
+                         stderr=detached)
+        place.sock = paths.bind(place)
     except VenomxError as exc:
-        log.error("cannot start: %s", exc.message)
+        if place is not None:
+            os.close(place.dir_fd)
+        if dlog.file is not None:
+            log.error("cannot start: %s", exc.message)
         if ready_fd is not None:
             os.write(ready_fd, json.dumps({"error": exc.to_dict()}).encode() + b"\n")
             os.close(ready_fd)
         else:
             print(f"venomx: {exc.code}: {exc.message}", file=sys.stderr)
         return exc.exit_code
-    return asyncio.run(serve(path, config, test_seams, ready_fd))
+    try:
+        return asyncio.run(serve(place, config, test_seams, ready_fd, dlog))
+    finally:
+        os.close(place.dir_fd)

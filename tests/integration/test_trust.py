@@ -1,0 +1,471 @@
+"""Socket, log and config trust (issue 15 §1, §7): what `serve` refuses, and what it never
+touches; the client's check of who is listening. Attacks run as uid 65534 via setpriv."""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import os
+import shutil
+import signal
+import socket
+import stat
+import subprocess
+import tempfile
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+
+from tests.helpers import PY, Daemon, running, start_daemon, stop_daemon, wait_for
+from venomx.client import AsyncClient, Client
+from venomx.wire import VenomxError
+
+NOBODY = 65534
+AS_NOBODY = ["setpriv", f"--reuid={NOBODY}", f"--regid={NOBODY}", "--clear-groups"]
+needs_setpriv = pytest.mark.skipif(shutil.which("setpriv") is None or os.geteuid() != 0,
+                                   reason="needs setpriv and root to act as another uid")
+needs_root = pytest.mark.skipif(os.geteuid() != 0, reason="needs root to chown")
+TOKEN = "5e" * 32
+
+
+@pytest.fixture
+def tmp() -> Iterator[Path]:
+    d = Path(tempfile.mkdtemp(prefix="vxt", dir="/tmp"))
+    try:
+        yield d
+    finally:
+        os.chmod(d, 0o700)
+        shutil.rmtree(d, ignore_errors=True)
+
+
+def env() -> dict[str, str]:
+    return {k: v for k, v in os.environ.items() if not k.startswith("VENOMX_")}
+
+
+def serve(*args: str, nobody: bool = False, e: dict[str, str] | None = None,
+          timeout: float = 20) -> subprocess.CompletedProcess[str]:
+    """Run `venomx serve ARGS` expecting it to refuse (a start that serves is a failure)."""
+    cmd = [*(AS_NOBODY if nobody else []), PY, "-m", "venomx", "serve", *args]
+    e = dict(e or env())
+    if nobody:
+        e["HOME"] = e["XDG_CONFIG_HOME"] = "/nonexistent"
+    p = subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+                         env=e, cwd="/tmp", start_new_session=True)
+    try:
+        out, err = p.communicate(timeout=timeout)
+    except subprocess.TimeoutExpired:
+        os.killpg(p.pid, signal.SIGKILL)
+        p.communicate()
+        raise AssertionError("serve did not refuse: it started serving") from None
+    return subprocess.CompletedProcess(cmd, p.returncode, out, err)
+
+
+def refused(r: subprocess.CompletedProcess[str], code: str, words: str) -> None:
+    assert r.returncode == 2, (r.returncode, r.stderr)
+    lines = r.stderr.splitlines()
+    assert len(lines) == 1, r.stderr  # one clear line, no traceback
+    assert lines[0].startswith(f"venomx: {code}: "), lines[0]
+    assert words in lines[0], lines[0]
+
+
+def snapshot(d: Path) -> tuple[int, int, list[str]]:
+    st = os.lstat(d)
+    return st.st_mode, st.st_uid, sorted(os.listdir(d))
+
+
+# -- the socket directory ----------------------------------------------------------------------
+
+@pytest.mark.parametrize("mode", [0o1777, 0o777, 0o770, 0o720])
+def test_directory_writable_by_others_is_refused_and_left_untouched(tmp: Path, mode: int) -> None:
+    os.chmod(tmp, mode)
+    before = snapshot(tmp)
+    r = serve("--socket", str(tmp / "s.sock"))
+    refused(r, "invalid_params.socket", "writable by group or others")
+    assert snapshot(tmp) == before and stat.S_IMODE(before[0]) == mode
+
+
+@needs_root
+def test_directory_of_another_uid_is_refused(tmp: Path) -> None:
+    os.chown(tmp, NOBODY, NOBODY)
+    before = snapshot(tmp)
+    refused(serve("--socket", str(tmp / "s.sock")), "invalid_params.socket",
+            f"owned by uid {NOBODY}")
+    assert snapshot(tmp) == before
+
+
+def test_ancestor_writable_by_others_without_sticky_bit_is_refused(tmp: Path) -> None:
+    (tmp / "mine").mkdir(mode=0o700)
+    os.chmod(tmp, 0o777)  # anyone could rename "mine" away and put their own in its place
+    refused(serve("--socket", str(tmp / "mine" / "s.sock")), "invalid_params.socket",
+            "without the sticky bit")
+    assert os.listdir(tmp / "mine") == []
+    os.chmod(tmp, 0o1777)  # with the sticky bit only the owner may rename it: accepted
+    d = start_in(tmp / "mine" / "s.sock")
+    try:
+        assert d.call("whoami")["principal"] == "g0"
+    finally:
+        stop_daemon(d)
+
+
+def start_in(sock: Path, extra: list[str] | None = None) -> Daemon:
+    """A daemon on ``sock`` managed like the fixture's."""
+    log = sock.parent.parent / f"{sock.parent.name}.log"
+    with open(log, "wb") as logf:
+        proc = subprocess.Popen([PY, "-m", "venomx", "serve", "--socket", str(sock),
+                                 *(extra or [])], stdout=subprocess.DEVNULL, stderr=logf,
+                                env=env(), cwd="/tmp", start_new_session=True)
+
+    def ready() -> bool:
+        if proc.poll() is not None:
+            raise AssertionError("daemon exited: " + log.read_text())
+        try:
+            Client(str(sock), "@owner").close()
+            return True
+        except VenomxError:
+            return False
+    wait_for(ready, 15, "daemon socket")
+    return Daemon(str(sock), proc, log)
+
+
+def test_missing_directory_is_created_0700_even_under_a_strict_umask(tmp: Path) -> None:
+    e = env()
+    e["XDG_RUNTIME_DIR"] = str(tmp)
+    p = subprocess.Popen(["sh", "-c", f"umask 277; exec {PY} -m venomx serve"], env=e,
+                         stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, cwd="/tmp",
+                         start_new_session=True)
+    sock = tmp / "venomx" / "default.sock"
+    try:
+        wait_for(lambda: p.poll() is not None or sock.exists(), 15, "default socket")
+        assert p.poll() is None, p.communicate()[1]
+        st = os.lstat(tmp / "venomx")
+        assert stat.S_ISDIR(st.st_mode) and stat.S_IMODE(st.st_mode) == 0o700
+        assert st.st_uid == os.geteuid()
+        assert stat.S_IMODE(os.lstat(sock).st_mode) == 0o600
+        with Client(str(sock), "@owner") as c:
+            assert c.call("whoami")["principal"] == "g0"
+    finally:
+        os.killpg(p.pid, signal.SIGTERM)
+        assert p.wait(10) == 0
+    assert not sock.exists()
+
+
+def test_socket_directory_that_is_a_symlink_is_refused(tmp: Path) -> None:
+    (tmp / "real").mkdir(mode=0o700)
+    os.symlink(tmp / "real", tmp / "venomx")
+    e = env()
+    e["XDG_RUNTIME_DIR"] = str(tmp)
+    refused(serve(e=e), "invalid_params.socket", "is a symlink, not a directory")
+    assert os.path.islink(tmp / "venomx") and os.listdir(tmp / "real") == []
+
+
+# -- what is at the socket path ----------------------------------------------------------------
+
+def plant(tmp: Path, what: str) -> Path:
+    path = tmp / "s.sock"
+    if what == "regular file":
+        path.write_text("precious\n")
+    elif what == "directory":
+        path.mkdir()
+        (path / "inside").write_text("precious\n")
+    elif what == "symlink":
+        (tmp / "target").write_text("precious\n")
+        os.symlink(tmp / "target", path)
+    elif what == "symlink to a stale socket":
+        sk = socket.socket(socket.AF_UNIX)
+        sk.bind(str(tmp / "stale"))
+        sk.close()
+        os.symlink(tmp / "stale", path)
+    elif what == "socket of another uid":
+        sk = socket.socket(socket.AF_UNIX)
+        sk.bind(str(path))
+        sk.close()
+        os.chown(path, NOBODY, NOBODY)
+    return path
+
+
+def state(path: Path) -> tuple[int, int, int, str]:
+    st = os.lstat(path)
+    content = ""
+    if stat.S_ISREG(st.st_mode):
+        content = path.read_text()
+    elif stat.S_ISDIR(st.st_mode):
+        content = (path / "inside").read_text()
+    elif stat.S_ISLNK(st.st_mode):
+        content = os.readlink(path)
+    return st.st_ino, st.st_mode, st.st_uid, content
+
+
+@pytest.mark.parametrize("what", ["regular file", "directory", "symlink",
+                                  "symlink to a stale socket",
+                                  pytest.param("socket of another uid", marks=needs_root)])
+def test_something_else_at_the_socket_path_is_refused_and_kept(tmp: Path, what: str) -> None:
+    path = plant(tmp, what)
+    before = state(path)
+    words = {"socket of another uid": f"a socket of uid {NOBODY} is in the way"}.get(
+        what, f"{what.split(' to ')[0]} is in the way")
+    refused(serve("--socket", str(path)), "invalid_params.socket", words)
+    assert state(path) == before
+
+
+def test_stale_socket_of_ours_is_replaced(tmp: Path) -> None:
+    path = tmp / "s.sock"
+    sk = socket.socket(socket.AF_UNIX)
+    sk.bind(str(path))
+    sk.close()
+    os.link(path, tmp / "pin")  # keeps the old inode allocated, so a new one must differ
+    old = os.lstat(path).st_ino
+    d = start_in(path)
+    try:
+        assert os.lstat(path).st_ino != old
+        assert d.call("whoami")["principal"] == "g0"
+    finally:
+        stop_daemon(d)
+
+
+def test_bad_socket_paths_are_one_line(tmp: Path) -> None:
+    long = tmp / ("x" * (108 - len(str(tmp))))
+    refused(serve("--socket", str(long)), "invalid_params.socket", "longer than 107 bytes")
+    refused(serve("--socket", str(tmp / "no" / "such" / "s.sock")), "invalid_params.socket",
+            "does not exist")
+    (tmp / "file").write_text("x")
+    refused(serve("--socket", str(tmp / "file" / "s.sock")), "invalid_params.socket",
+            "not a directory")
+    assert os.listdir(tmp) == ["file"]
+
+
+@needs_setpriv
+def test_unwritable_places_are_one_line_as_another_uid(tmp: Path) -> None:
+    os.chmod(tmp, 0o755)  # root's: nobody may not create in it
+    refused(serve("--socket", str(tmp / "sub" / "s.sock"), nobody=True),
+            "invalid_params.socket", "cannot create directory")
+    ro = tmp / "ro"
+    ro.mkdir(mode=0o500)
+    os.chown(ro, NOBODY, NOBODY)
+    refused(serve("--socket", str(ro / "s.sock"), nobody=True), "invalid_params.socket",
+            "cannot listen: permission denied")
+    assert sorted(os.listdir(tmp)) == ["ro"] and os.listdir(ro) == []
+
+
+# -- the log file ---------------------------------------------------------------------------
+
+def test_planted_log_symlink_is_not_followed(tmp: Path) -> None:
+    target = tmp / "elsewhere"
+    target.mkdir(mode=0o700)
+    (target / "root-only").write_text("precious\n")
+    os.chmod(target / "root-only", 0o600)
+    run_dir = tmp / "run"
+    run_dir.mkdir(mode=0o700)
+    os.symlink(target / "root-only", run_dir / "venomx.log")
+    r = subprocess.run([PY, "-m", "venomx", "serve", "--socket", str(run_dir / "s.sock"),
+                        "--detach", "--json"], capture_output=True, text=True, timeout=20,
+                       env=env())
+    assert r.returncode == 2, r
+    err = json.loads(r.stdout)["error"]
+    assert err["code"] == "invalid_params.log_file" and "is a symlink" in err["message"]
+    r = serve("--socket", str(run_dir / "s.sock"), "--log-file", str(run_dir / "venomx.log"))
+    refused(r, "invalid_params.log_file", "is a symlink; not following it")
+    assert (target / "root-only").read_text() == "precious\n"
+    assert sorted(os.listdir(run_dir)) == ["venomx.log"]  # no socket left behind
+
+
+def test_log_file_directory_is_checked(tmp: Path) -> None:
+    logs = tmp / "logs"
+    logs.mkdir(mode=0o1777)
+    os.chmod(logs, 0o1777)
+    refused(serve("--socket", str(tmp / "s.sock"), "--log-file", str(logs / "d.log")),
+            "invalid_params.log_file", "writable by group or others")
+    assert os.listdir(logs) == [] and "s.sock" not in os.listdir(tmp)
+
+
+def cloexec(pid: int, fd: str) -> bool:
+    for line in Path(f"/proc/{pid}/fdinfo/{fd}").read_text().splitlines():
+        if line.startswith("flags:"):
+            return bool(int(line.split()[1], 8) & 0o2000000)
+    raise AssertionError("no flags")
+
+
+def test_detached_daemon_fds_are_close_on_exec(tmp: Path) -> None:
+    import psutil
+
+    r = subprocess.run([PY, "-m", "venomx", "serve", "--socket", str(tmp / "s.sock"),
+                        "--detach", "--json"], capture_output=True, text=True, timeout=20,
+                       env=env())
+    assert r.returncode == 0, r.stderr
+    info = json.loads(r.stdout)
+    assert info["log"] == str(tmp / "venomx.log")
+    pid = info["pid"]
+    try:
+        log = str(tmp / "venomx.log")
+        fds = os.listdir(f"/proc/{pid}/fd")
+        assert os.readlink(f"/proc/{pid}/fd/2") == log  # stray stderr lands in the log
+        leaking = [fd for fd in fds if int(fd) > 2 and not cloexec(pid, fd)]
+        assert leaking == [], [(fd, os.readlink(f"/proc/{pid}/fd/{fd}")) for fd in leaking]
+        for child in psutil.Process(pid).children(recursive=True):
+            for fd in os.listdir(f"/proc/{child.pid}/fd"):
+                if int(fd) > 2:
+                    assert os.readlink(f"/proc/{child.pid}/fd/{fd}") != log
+        assert (tmp / "venomx.log").stat().st_mode & 0o777 == 0o600
+    finally:
+        with Client(str(tmp / "s.sock"), "@owner") as c:
+            c.call("shutdown")
+        wait_for(lambda: not running(pid), 10, "detached daemon exit")
+
+
+# -- the client checks who listens --------------------------------------------------------------
+
+FAKE = r"""
+import socket, sys
+path, record, n = sys.argv[1], sys.argv[2], int(sys.argv[3])
+s = socket.socket(socket.AF_UNIX)
+s.bind(path)
+s.listen(8)
+open(record + ".ready", "w").close()
+s.settimeout(30)
+forged = b'{"id":0,"ok":{"protocol":1,"server":"venomx/0.1.0","source":"venomx/x",' \
+         b'"principal":"g0","max_frame":1048576}}\n'
+for i in range(n):
+    c, _ = s.accept()
+    c.settimeout(3)
+    got = b""
+    try:
+        while b"\n" not in got:
+            chunk = c.recv(65536)
+            if not chunk:
+                break
+            got += chunk
+        if got:
+            c.sendall(forged)
+    except OSError:
+        pass
+    with open(f"{record}.{i}", "wb") as f:
+        f.write(got)
+    c.close()
+"""
+
+
+@needs_setpriv
+def test_swapped_socket_never_receives_the_token(tmp: Path) -> None:
+    """The owner of a socket directory swaps in its own listener; no client sends hello."""
+    os.chown(tmp, NOBODY, NOBODY)
+    sock, record = str(tmp / "s.sock"), str(tmp / "got")
+    (tmp / "fake.py").write_text(FAKE)
+    fake = subprocess.Popen([*AS_NOBODY, PY, str(tmp / "fake.py"), sock, record, "4"],
+                            cwd="/tmp", start_new_session=True)
+    try:
+        wait_for(lambda: os.path.exists(record + ".ready"), 15, "fake server")
+        with pytest.raises(VenomxError) as exc:
+            Client(sock, TOKEN)
+        assert exc.value.code == "transport" and exc.value.exit_code == 9
+        assert exc.value.data == {"socket": sock, "server_uid": NOBODY}
+
+        async def mcp_side() -> VenomxError:
+            client = AsyncClient(sock, TOKEN)
+            try:
+                await client.connect()
+            except VenomxError as err:
+                return err
+            finally:
+                await client.close()
+            raise AssertionError("connected to a foreign server")
+        assert asyncio.run(mcp_side()).code == "transport"
+        e = env()
+        e["VENOMX_TOKEN"] = TOKEN
+        r = subprocess.run([PY, "-m", "venomx", "whoami", "--socket", sock], env=e,
+                           capture_output=True, text=True, timeout=20)
+        assert r.returncode == 9 and f"runs as uid {NOBODY}" in r.stderr, r
+        # Control: the fake does record what a client sends.
+        with socket.socket(socket.AF_UNIX) as raw:
+            raw.connect(sock)
+            raw.sendall(b'{"id":0,"verb":"hello"}\n')
+            raw.recv(4096)
+        assert fake.wait(15) == 0
+        got = [Path(f"{record}.{i}").read_bytes() for i in range(4)]
+        assert got[:3] == [b"", b"", b""]
+        assert got[3] == b'{"id":0,"verb":"hello"}\n'
+    finally:
+        if fake.poll() is None:
+            os.killpg(fake.pid, signal.SIGKILL)
+            fake.wait()
+
+
+# -- the config file ----------------------------------------------------------------------------
+
+def test_config_named_but_missing_is_an_error(tmp: Path) -> None:
+    refused(serve("--socket", str(tmp / "s.sock"), "--config", str(tmp / "nonexistent")),
+            "invalid_params.config", "no such file")
+    r = subprocess.run([PY, "-m", "venomx", "serve", "--socket", str(tmp / "s.sock"),
+                        "--config", "/nonexistent", "--detach"], capture_output=True,
+                       text=True, timeout=20, env=env())
+    assert r.returncode == 2 and "invalid_params.config" in r.stderr, r
+    assert os.listdir(tmp) == []
+
+
+def test_default_config_may_be_missing(tmp: Path) -> None:
+    e = env()
+    e["XDG_CONFIG_HOME"] = str(tmp / "nothing-here")
+    (tmp / "run").mkdir(mode=0o700)
+    p = subprocess.Popen([PY, "-m", "venomx", "serve", "--socket", str(tmp / "run" / "s.sock")],
+                         env=e, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE,
+                         cwd="/tmp", start_new_session=True)
+    try:
+        wait_for(lambda: p.poll() is not None or (tmp / "run" / "s.sock").exists(), 15, "start")
+        assert p.poll() is None
+        with Client(str(tmp / "run" / "s.sock"), "@owner") as c:
+            assert c.call("config.get", {"path": "log.keep"})["config"] == {"log.keep": 3}
+    finally:
+        os.killpg(p.pid, signal.SIGTERM)
+        assert p.wait(10) == 0
+
+
+@pytest.mark.parametrize("problem", ["group-writable", "other uid", "directory"])
+def test_untrusted_config_is_refused(tmp: Path, problem: str) -> None:
+    cfg = tmp / "config.toml"
+    if problem == "directory":
+        cfg.mkdir()
+    else:
+        cfg.write_text("[run]\nmax_active = 5\n")
+    if problem == "group-writable":
+        os.chmod(cfg, 0o664)
+        words = "writable by group or others (mode 0664)"
+    elif problem == "other uid":
+        if os.geteuid() != 0:
+            pytest.skip("needs root to chown")
+        os.chown(cfg, NOBODY, NOBODY)
+        words = f"owned by uid {NOBODY}"
+    else:
+        words = "is a directory, not a regular file"
+    refused(serve("--socket", str(tmp / "s.sock"), "--config", str(cfg)),
+            "invalid_params.config", words)
+
+
+def test_config_symlink_of_a_dotfile_manager_is_accepted(tmp: Path) -> None:
+    (tmp / "dotfiles").mkdir()
+    (tmp / "dotfiles" / "venomx.toml").write_text("[run]\nmax_active = 5\n")
+    os.symlink(tmp / "dotfiles" / "venomx.toml", tmp / "config.toml")
+    (tmp / "run").mkdir(mode=0o700)
+    d = start_in(tmp / "run" / "s.sock", ["--config", str(tmp / "config.toml")])
+    try:
+        assert d.call("config.get", {"path": "run.max_active"})["config"] == {
+            "run.max_active": 5}
+    finally:
+        stop_daemon(d)
+
+
+@needs_setpriv
+def test_unreadable_config_is_an_error(tmp: Path) -> None:
+    os.chown(tmp, NOBODY, NOBODY)
+    cfg = tmp / "config.toml"
+    cfg.write_text("[run]\nmax_active = 5\n")
+    os.chown(cfg, NOBODY, NOBODY)
+    os.chmod(cfg, 0o200)
+    refused(serve("--socket", str(tmp / "s.sock"), "--config", str(cfg), nobody=True),
+            "invalid_params.config", "cannot open: permission denied")
+
+
+def test_fixture_daemon_still_starts() -> None:
+    d = start_daemon()
+    try:
+        assert d.call("whoami")["principal"] == "g0"
+    finally:
+        stop_daemon(d)

@@ -1,0 +1,363 @@
+"""Trust checks of the paths the daemon serves from, writes to and reads its config from.
+
+The socket directory follows tmux's rule: a real directory (not a symlink), owned by the
+daemon's uid and writable by nobody else. Its ancestors follow OpenSSH's StrictModes:
+owned by that uid or root, and writable by others only with the sticky bit, so nobody
+can rename the directory away and put their own in its place. A missing socket directory
+is created (one level, 0700) and checked again after creation; an existing one is never
+chmodded. At the socket path only a stale socket of ours is ever removed. Files the
+daemon appends to are opened with O_NOFOLLOW relative to a checked directory's fd. A
+config file may be a symlink but must be owned by the uid or root and not writable by
+others.
+
+Every failure is a ``VenomxError`` with one clear message, never an ``OSError``. Imports
+only ``venomx.wire``.
+"""
+
+from __future__ import annotations
+
+import errno
+import os
+import socket
+import stat
+from collections.abc import Callable
+from dataclasses import dataclass
+
+from venomx.wire import VenomxError
+
+SUN_PATH_MAX = 107  # sun_path holds 108 bytes with the terminating NUL
+CONFIG_MAX_BYTES = 1 << 20
+BACKLOG = 100
+APPEND_FLAGS = (os.O_WRONLY | os.O_APPEND | os.O_CREAT | os.O_NOFOLLOW | os.O_CLOEXEC
+                | os.O_NONBLOCK)
+DIR_FLAGS = os.O_RDONLY | os.O_DIRECTORY | os.O_NOFOLLOW | os.O_CLOEXEC
+
+Fail = Callable[[str], VenomxError]
+
+
+def socket_error(path: str, reason: str) -> VenomxError:
+    return VenomxError("invalid_params.socket", f"{path}: {reason}",
+                       {"socket": path, "reason": reason})
+
+
+def log_error(path: str, reason: str) -> VenomxError:
+    return VenomxError("invalid_params.log_file", f"{path}: {reason}",
+                       {"log_file": path, "reason": reason})
+
+
+def config_error(path: str, reason: str) -> VenomxError:
+    return VenomxError("invalid_params.config", f"{path}: {reason}",
+                       {"path": path, "reason": reason})
+
+
+def kind(mode: int) -> str:
+    for test, name in ((stat.S_ISREG, "a regular file"), (stat.S_ISDIR, "a directory"),
+                       (stat.S_ISLNK, "a symlink"), (stat.S_ISSOCK, "a socket"),
+                       (stat.S_ISFIFO, "a fifo")):
+        if test(mode):
+            return name
+    return "a device"
+
+
+def _strerror(exc: OSError) -> str:
+    return (exc.strerror or str(exc)).lower()
+
+
+def _uid() -> int:
+    return os.geteuid()
+
+
+def directory_problem(st: os.stat_result, uid: int) -> str | None:
+    """Why the directory holding the socket or the log is not ours alone (None: it is)."""
+    if not stat.S_ISDIR(st.st_mode):
+        return f"is {kind(st.st_mode)}, not a directory"
+    if st.st_uid != uid:
+        return f"is owned by uid {st.st_uid}, not by uid {uid}"
+    if st.st_mode & 0o022:
+        return f"is writable by group or others (mode {stat.S_IMODE(st.st_mode):04o})"
+    return None
+
+
+def ancestor_problem(st: os.stat_result, uid: int) -> str | None:
+    if not stat.S_ISDIR(st.st_mode):
+        return f"is {kind(st.st_mode)}, not a directory"
+    if st.st_uid not in (uid, 0):
+        return f"is owned by uid {st.st_uid}, not by uid {uid} or root"
+    if st.st_mode & 0o022 and not st.st_mode & stat.S_ISVTX:
+        return (f"is writable by group or others without the sticky bit "
+                f"(mode {stat.S_IMODE(st.st_mode):04o})")
+    return None
+
+
+def check_ancestors(directory: str, fail: Fail) -> None:
+    """``directory`` (already resolved) and every directory above it."""
+    uid = _uid()
+    current = directory
+    while True:
+        try:
+            st = os.lstat(current)
+        except FileNotFoundError:
+            raise fail(f"directory {current} does not exist") from None
+        except OSError as exc:
+            raise fail(f"cannot inspect {current}: {_strerror(exc)}") from None
+        problem = ancestor_problem(st, uid)
+        if problem is not None:
+            raise fail(f"directory {current} {problem}")
+        parent = os.path.dirname(current)
+        if parent == current:
+            return
+        current = parent
+
+
+def resolve(directory: str) -> str:
+    """The directory's parent with symlinks resolved, joined to its own (unresolved) name."""
+    parent, name = os.path.split(os.path.abspath(directory))
+    return os.path.join(os.path.realpath(parent), name) if name else parent
+
+
+def open_checked_directory(directory: str, fail: Fail, create: bool) -> tuple[str, int]:
+    """Resolve, check and open ``directory``; create it 0700 if missing and ``create``.
+
+    Returns the resolved path and an O_DIRECTORY fd (close-on-exec) of the very directory
+    that was checked, so later opens and renames cannot be redirected.
+    """
+    resolved = resolve(directory)
+    uid = _uid()
+    check_ancestors(os.path.dirname(resolved) or "/", fail)
+    created = False
+    if create:
+        try:
+            os.mkdir(resolved, 0o700)
+            created = True
+        except FileExistsError:
+            pass
+        except OSError as exc:
+            raise fail(f"cannot create directory {resolved}: {_strerror(exc)}") from None
+    try:
+        fd = os.open(resolved, DIR_FLAGS)
+    except FileNotFoundError:
+        raise fail(f"directory {resolved} does not exist") from None
+    except OSError as exc:
+        if exc.errno in (errno.ELOOP, errno.ENOTDIR):
+            try:
+                what = kind(os.lstat(resolved).st_mode)
+            except OSError:
+                what = "not a directory"
+            raise fail(f"{resolved} is {what}, not a directory") from None
+        raise fail(f"cannot open directory {resolved}: {_strerror(exc)}") from None
+    try:
+        if created:
+            os.fchmod(fd, 0o700)  # our own new directory: undo a restrictive umask
+        problem = directory_problem(os.fstat(fd), uid)
+        if problem is None and created and stat.S_IMODE(os.fstat(fd).st_mode) != 0o700:
+            problem = "did not get mode 0700"
+        if problem is not None:
+            raise fail(f"directory {resolved} {problem}; use a directory only you can write")
+    except BaseException:
+        os.close(fd)
+        raise
+    return resolved, fd
+
+
+@dataclass
+class SocketPlace:
+    """Where the daemon will listen: checked, and what is at the path now."""
+
+    given: str  # the path clients use (reported, and given to panes)
+    path: str  # the same with the directory resolved: what is bound and unlinked
+    directory: str
+    dir_fd: int  # the checked directory, held open
+    stale: os.stat_result | None = None  # a stale socket of ours, replaced at bind
+    ino: int = -1  # the inode of the socket we bound
+    sock: socket.socket | None = None  # listening, once bound
+
+
+def prepare_socket(given: str) -> SocketPlace:
+    """Check the socket's directory (creating it if missing) and what is at the path.
+
+    Raises ``invalid_params.socket`` for anything untrusted or unusable and
+    ``unavailable.address_in_use`` if a daemon of ours already listens there.
+    """
+    def fail(reason: str) -> VenomxError:
+        return socket_error(given, reason)
+
+    if "\0" in given:
+        raise fail("contains a NUL byte")
+    if len(os.fsencode(given)) > SUN_PATH_MAX:
+        raise fail(f"socket path is longer than {SUN_PATH_MAX} bytes")
+    parent, name = os.path.split(given)
+    if not name or name in (".", ".."):
+        raise fail("socket path names a directory")
+    resolved = os.path.join(resolve(parent), name)
+    if len(os.fsencode(resolved)) > SUN_PATH_MAX:
+        raise fail(f"resolved socket path {resolved} is longer than {SUN_PATH_MAX} bytes")
+    directory, fd = open_checked_directory(parent, fail, create=True)
+    place = SocketPlace(given, os.path.join(directory, name), directory, fd)
+    try:
+        place.stale = inspect_socket(place, fail)
+    except BaseException:
+        os.close(fd)
+        raise
+    return place
+
+
+def inspect_socket(place: SocketPlace, fail: Fail) -> os.stat_result | None:
+    """None if the path is free, its stat if it is a stale socket of ours; else raise."""
+    try:
+        st = os.stat(place.path, follow_symlinks=False)
+    except FileNotFoundError:
+        return None
+    except OSError as exc:
+        raise fail(f"cannot inspect the socket path: {_strerror(exc)}") from None
+    if not stat.S_ISSOCK(st.st_mode):
+        raise fail(f"{kind(st.st_mode)} is in the way; not replacing it")
+    if st.st_uid != _uid():
+        raise fail(f"a socket of uid {st.st_uid} is in the way; not replacing it")
+    probe = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+    probe.settimeout(2.0)
+    try:
+        probe.connect(place.path)
+    except ConnectionRefusedError:
+        return st  # nobody listens: stale
+    except FileNotFoundError:
+        return None
+    except OSError:
+        pass  # listening but busy (backlog full) counts as live
+    finally:
+        probe.close()
+    raise VenomxError("unavailable.address_in_use",
+                      f"a daemon is already listening on {place.given}",
+                      {"socket": place.given})
+
+
+def bind(place: SocketPlace, backlog: int = BACKLOG) -> socket.socket:
+    """Replace a stale socket of ours, then bind and listen (0600 from birth)."""
+    def fail(reason: str) -> VenomxError:
+        return socket_error(place.given, reason)
+
+    if place.stale is not None:
+        try:
+            now = os.stat(place.path, follow_symlinks=False)
+        except FileNotFoundError:
+            now = None
+        if now is not None:
+            if (now.st_dev, now.st_ino) != (place.stale.st_dev, place.stale.st_ino):
+                place.stale = inspect_socket(place, fail)  # changed since: judge it again
+            if place.stale is not None:
+                try:
+                    os.unlink(place.path)
+                except FileNotFoundError:
+                    pass
+                except OSError as exc:
+                    raise fail(f"cannot remove the stale socket: {_strerror(exc)}") from None
+    sock = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)  # close-on-exec (PEP 446)
+    old = os.umask(0o177)
+    try:
+        sock.bind(place.path)
+        sock.listen(backlog)
+    except OSError as exc:
+        sock.close()
+        if exc.errno == errno.EADDRINUSE:
+            raise VenomxError("unavailable.address_in_use",
+                              f"a daemon is already listening on {place.given}",
+                              {"socket": place.given}) from None
+        raise fail(f"cannot listen: {_strerror(exc)}") from None
+    finally:
+        os.umask(old)
+    place.ino = os.stat(place.path, follow_symlinks=False).st_ino
+    sock.setblocking(False)
+    return sock
+
+
+def unlink_ours(place: SocketPlace) -> None:
+    """Remove the socket at shutdown, only if it is still the one we bound."""
+    try:
+        if os.stat(place.path, follow_symlinks=False).st_ino == place.ino:
+            os.unlink(place.path)
+    except OSError:
+        pass
+
+
+def open_append(dir_fd: int, directory: str, name: str) -> int:
+    """Open ``name`` in a checked directory to append: never through a symlink, 0600.
+
+    The file must be a regular file of ours with one link (a hard link could point
+    anywhere).
+    """
+    path = os.path.join(directory, name)
+    try:
+        fd = os.open(name, APPEND_FLAGS, 0o600, dir_fd=dir_fd)
+    except OSError as exc:
+        if exc.errno == errno.ELOOP:
+            raise log_error(path, "is a symlink; not following it") from None
+        if exc.errno == errno.ENXIO:
+            raise log_error(path, "is a fifo with no reader") from None
+        raise log_error(path, f"cannot open: {_strerror(exc)}") from None
+    try:
+        st = os.fstat(fd)
+        problem = None
+        if not stat.S_ISREG(st.st_mode):
+            problem = f"is {kind(st.st_mode)}, not a regular file"
+        elif st.st_uid != _uid():
+            problem = f"is owned by uid {st.st_uid}, not by uid {_uid()}"
+        elif st.st_nlink != 1:
+            problem = f"has {st.st_nlink} hard links"
+        if problem is not None:
+            raise log_error(path, problem)
+        os.set_blocking(fd, True)
+    except BaseException:
+        os.close(fd)
+        raise
+    return fd
+
+
+def prepare_log(path: str) -> tuple[str, int, str]:
+    """Check the log file's directory (it must exist); returns (directory, dir fd, name)."""
+    def fail(reason: str) -> VenomxError:
+        return log_error(path, reason)
+
+    parent, name = os.path.split(os.path.abspath(path))
+    if not name:
+        raise fail("names a directory")
+    directory, fd = open_checked_directory(parent, fail, create=False)
+    return directory, fd, name
+
+
+def read_config(path: str, explicit: bool) -> str | None:
+    """The config file's text; None when the default file is absent.
+
+    Named explicitly (``--config``), a missing or unreadable file is an error.
+    """
+    try:
+        fd = os.open(path, os.O_RDONLY | os.O_CLOEXEC | os.O_NONBLOCK | os.O_NOCTTY)
+    except FileNotFoundError:
+        if explicit:
+            raise config_error(path, "no such file") from None
+        return None
+    except OSError as exc:
+        raise config_error(path, f"cannot open: {_strerror(exc)}") from None
+    try:
+        st = os.fstat(fd)
+        uid = _uid()
+        if not stat.S_ISREG(st.st_mode):
+            raise config_error(path, f"is {kind(st.st_mode)}, not a regular file")
+        if st.st_uid not in (uid, 0):
+            raise config_error(path, f"is owned by uid {st.st_uid}, not by uid {uid} or root")
+        if st.st_mode & 0o022:
+            raise config_error(path, f"is writable by group or others "
+                                     f"(mode {stat.S_IMODE(st.st_mode):04o})")
+        chunks: list[bytes] = []
+        size = 0
+        while chunk := os.read(fd, 65536):
+            chunks.append(chunk)
+            size += len(chunk)
+            if size > CONFIG_MAX_BYTES:
+                raise config_error(path, f"is larger than {CONFIG_MAX_BYTES} bytes")
+    except OSError as exc:
+        raise config_error(path, f"cannot read: {_strerror(exc)}") from None
+    finally:
+        os.close(fd)
+    try:
+        return b"".join(chunks).decode("utf-8")
+    except UnicodeDecodeError:
+        raise config_error(path, "is not UTF-8") from None
