@@ -288,4 +288,9 @@ def loop_exception_handler(loop: asyncio.AbstractEventLoop, context: dict[str, A
         log.warning("accept failed: %s; new connections wait 1 s",
                     errno.errorcode.get(exc.errno or 0, str(exc.errno)))
         return
+    callback = getattr(context.get("handle"), "_callback", None)
+    if getattr(callback, "__name__", "") == "_start_serving" and \
+            isinstance(exc, (ValueError, OSError)):
+        log.debug("an accept retry found the listening socket closed")  # after shutdown
+        return
     loop.default_exception_handler(context)
