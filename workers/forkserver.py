@@ -18,7 +18,7 @@ import sys
 import msgpack  # noqa: F401  (pre-import for the sentinels)
 import pyte  # noqa: F401
 
-from workers import protocol, sentinel, title
+from workers import prctl, protocol, sentinel, title
 
 LOWEST = 19  # nice value of a spare batch while it is being made
 
@@ -26,7 +26,9 @@ LOWEST = 19  # nice value of a spare batch while it is being made
 def serve(control: socket.socket) -> None:
     while True:
         try:
-            msg, fds, _flags, _addr = socket.recv_fds(control, 16, protocol.FORK_BATCH_MAX)
+            # Close-on-exec from birth: no channel may ever reach a pane program.
+            msg, fds, _flags, _addr = socket.recv_fds(control, 16, protocol.FORK_BATCH_MAX,
+                                                      socket.MSG_CMSG_CLOEXEC)
         except OSError:
             return
         if not msg:
@@ -103,6 +105,18 @@ def reap(_signum: int, _frame: object) -> None:
             return
 
 
+def close_strays(keep: int) -> None:
+    """Close every fd above 2 but ``keep``: whatever the daemon's exec let through
+    (nothing, by design) must not live on in every sentinel."""
+    for name in os.listdir("/proc/self/fd"):
+        fd = int(name)
+        if fd > 2 and fd != keep:
+            try:
+                os.close(fd)
+            except OSError:
+                pass  # the listing's own directory fd
+
+
 def main() -> None:
     title.set_title("venomx-forkserver")
     # Inherited by every sentinel: a Ctrl-C at the daemon's terminal or a closed channel
@@ -111,7 +125,10 @@ def main() -> None:
     signal.signal(signal.SIGPIPE, signal.SIG_IGN)
     signal.signal(signal.SIGTERM, signal.SIG_DFL)
     os.setpgid(0, 0)
+    prctl.set_undumpable()  # reset by our exec; sentinels inherit it from here
     control = socket.socket(fileno=int(sys.argv[1]))
+    os.set_inheritable(control.fileno(), False)
+    close_strays(keep=control.fileno())
     sentinel.SERVE_NICE = lowering_is_reversible()
     signal.signal(signal.SIGCHLD, reap)  # after the probe, which waits for its own child
     sentinel.warm_up()

@@ -63,8 +63,11 @@ def spawn_leader(argv: list[str], env: dict[str, str], slave: str) -> int:
     Raises OSError with the exec errno; follows execvpe's rules for PATH search (EACCES
     is remembered and reported only if nothing else runs). Never falls back to a shell.
     """
-    actions = [(os.POSIX_SPAWN_OPEN, 0, slave, os.O_RDWR, 0),
-               (os.POSIX_SPAWN_DUP2, 0, 1), (os.POSIX_SPAWN_DUP2, 0, 2)]
+    actions: list[tuple[Any, ...]] = [(os.POSIX_SPAWN_OPEN, 0, slave, os.O_RDWR, 0),
+                                      (os.POSIX_SPAWN_DUP2, 0, 1), (os.POSIX_SPAWN_DUP2, 0, 2)]
+    # Every fd of ours is close-on-exec already; closing each one explicitly as well means
+    # one slip (a library fd, a future change) still cannot hand the program a channel.
+    actions += [(os.POSIX_SPAWN_CLOSE, fd) for fd in open_fds() if fd > 2]
     seen_eacces = False
     last: OSError | None = None
     for path in resolve(argv[0], env):
@@ -93,6 +96,21 @@ def spawn_leader(argv: list[str], env: dict[str, str], slave: str) -> int:
     raise last or OSError(errno.ENOENT, os.strerror(errno.ENOENT))
 
 
+def open_fds() -> list[int]:
+    return [int(name) for name in os.listdir("/proc/self/fd")]
+
+
+def wait_fields(info: os.waitid_result | None) -> tuple[int, int | None, int | None]:
+    """The wait status a reap would give, from a WNOWAIT ``waitid`` (advisory: the daemon
+    takes the outcome from its own reap)."""
+    if info is None:  # pragma: no cover
+        return 0, None, None
+    if info.si_code == os.CLD_EXITED:
+        return (info.si_status & 0xFF) << 8, info.si_status & 0xFF, None
+    core = 0x80 if info.si_code == os.CLD_DUMPED else 0
+    return info.si_status | core, None, info.si_status
+
+
 def set_winsize(fd: int, cols: int, rows: int) -> None:
     fcntl.ioctl(fd, termios.TIOCSWINSZ, struct.pack("HHHH", rows, cols, 0, 0))
 
@@ -113,6 +131,7 @@ class Sentinel:
         self.sel = selectors.DefaultSelector()
         self.wake_r, self.wake_w = os.pipe2(os.O_NONBLOCK | os.O_CLOEXEC)
         self.channel_open = True
+        self.exited: os.waitid_result | None = None
         # The leader's exit wakes the loop; set up while still a spare, off the start.
         signal.signal(signal.SIGCHLD, lambda *_: None)
         signal.set_wakeup_fd(self.wake_w, warn_on_full_buffer=False)
@@ -172,6 +191,7 @@ class Sentinel:
         P.encode(P.Exit(0, 0, None, *self.final_state()))
         title.set_title(P.SPARE_TITLE)  # the title it already has
         resolve("true", sample.env)
+        open_fds()
         try:
             set_winsize(self.wake_r, 80, 24)  # not a terminal: fails, having run its code
         except OSError:
@@ -266,11 +286,14 @@ class Sentinel:
             pass
 
     def leader_exited(self) -> bool:
-        try:
-            info = os.waitid(os.P_PID, self.leader, os.WEXITED | os.WNOHANG | os.WNOWAIT)
-        except ChildProcessError:
-            return True
-        return info is not None
+        """Whether the leader has exited (it stays an unreaped zombie: WNOWAIT)."""
+        if self.exited is None:
+            try:
+                self.exited = os.waitid(os.P_PID, self.leader,
+                                        os.WEXITED | os.WNOHANG | os.WNOWAIT)
+            except ChildProcessError:  # pragma: no cover - only we could have reaped it
+                return True
+        return self.exited is not None
 
     def read_pty(self) -> bool:
         """Read one chunk; False at EOF/EIO (every slave fd closed) or nothing to read."""
@@ -365,11 +388,15 @@ class Sentinel:
                 sel.close()
 
     def finish(self) -> NoReturn:
+        """Sweep, drain, report the final state, exit: never reap the leader.
+
+        The leader's zombie goes to the daemon (a subreaper) when we exit, and the daemon
+        reaps it: the outcome comes from the daemon's own wait, and since only the daemon
+        ever reaps a leader, the group ID stays pinned for every signal it sends.
+        """
         self.signal_group(signal.SIGKILL)
         self.drain()
-        _, status = os.waitpid(self.leader, 0)
-        code = os.WEXITSTATUS(status) if os.WIFEXITED(status) else None
-        sig = os.WTERMSIG(status) if os.WIFSIGNALED(status) else None
+        status, code, sig = wait_fields(self.exited)
         self.send(P.Exit(status, code, sig, *self.final_state()))
         os._exit(0)
 

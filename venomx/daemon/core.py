@@ -15,17 +15,18 @@ import signal as _signal
 import time
 from typing import Any
 
-from venomx.daemon import auth
+from venomx.daemon import auth, watch
 from venomx.daemon.auth import AuditLog
 from venomx.daemon.config import Config
 from venomx.daemon.events import EventLog
-from venomx.daemon.reaper import Reaper, become_subreaper
+from venomx.daemon.reaper import Reaper
 from venomx.daemon.registry import Pane, Principal, Registry, now_iso
 from venomx.daemon.runs import RunTable
 from venomx.daemon.seams import Seams
 from venomx.daemon.sentinels import ForkServer, waitstatus_fields
 from venomx.daemon.spawn import remove_from_layout
 from venomx.wire import VenomxError
+from workers import prctl
 from workers import protocol as P
 from workers.vt import Snapshot
 
@@ -53,6 +54,7 @@ class Daemon:
         self.connections: set[Any] = set()
         self.background: set[asyncio.Task[None]] = set()  # tasks the reactor owns
         self.subreaper = False
+        self.losses = watch.Losses()
         self._req = 0
         self._sentinel_reqs: dict[int, asyncio.Future[P.Message]] = {}
         self.owner = self.registry.new_principal(None, list(auth.OWNER_GRANTS), name="owner",
@@ -61,7 +63,8 @@ class Daemon:
 
     # -- lifecycle -------------------------------------------------------------------------
     def start(self) -> None:
-        self.subreaper = become_subreaper()
+        self.subreaper = prctl.set_child_subreaper()
+        prctl.set_undumpable()  # pane programs share our uid: no ptrace, no pidfd_getfd
         loop = asyncio.get_running_loop()
         loop.add_signal_handler(_signal.SIGCHLD, self.reaper.reap)
         self.forkserver.start()
@@ -137,40 +140,63 @@ class Daemon:
         pane_id = reg.sentinels.pop(pid, None)
         if pane_id is not None:
             pane = reg.panes.get(pane_id)
-            if pane is not None and pane.live and status != 0:
-                # a sentinel exits 0 only after sending EXIT, which may still be in flight
-                log.error("sentinel of pane %s died (status %d)", pane_id, status)
-                pane.sentinel_lost = True
+            if pane is not None and pane.live and not pane.exit_seen and status != 0:
+                # it exits 0 only after sending EXIT, which may still be in the channel
+                watch.lose(self, pane, f"exited with status {status}")
+                self.settle(pane)
             return
         pane_id = reg.leaders.get(pid)
         if pane_id is not None:
             pane = reg.panes.get(pane_id)
-            if pane is not None and pane.live:
-                # Re-parented to us because its sentinel died: its real wait status.
-                pane.sentinel_lost = True
-                self.pane_exited(pane, status, None)
+            if pane is None:  # reaped before its start committed
+                reg.early_exits[pid] = status
+            elif pane.live:
+                pane.leader_status = status
+                self.settle(pane)
             return
         self.reaper.reaped_escapees += 1
+
+    def settle(self, pane: Pane) -> None:
+        """Exit the pane once both halves are in: the daemon's reap of the leader, and the
+        sentinel's final state (or the knowledge that the sentinel is lost)."""
+        if not pane.live or pane.leader_status is None:
+            return
+        if pane.exit_seen or pane.fault is not None:
+            self.pane_exited(pane, pane.leader_status, pane.exit_state)
+        elif pane.watchdog is None:
+            # The sentinel has exited (the leader could not re-parent to us otherwise);
+            # its EXIT can only still be on its way through the channel.
+            pane.watchdog = asyncio.get_running_loop().call_later(
+                watch.CHANNEL_BOUND, watch.overdue, self, pane)
 
     # -- sentinel messages -----------------------------------------------------------------
     def on_sentinel(self, pane: Pane, m: P.Message) -> None:
         if isinstance(m, (P.Output, P.Screen)):
+            pane.told_offset = m.offset
             for send in list(pane.attachers.values()):
                 send(m)
         elif isinstance(m, P.Marker):
             self.on_marker(pane, m)
         elif isinstance(m, P.Rows):
+            if m.error is None:
+                pane.told_epoch = m.result.get("epoch", pane.told_epoch)
+                pane.told_offset = m.result.get("offset", pane.told_offset)
             fut = self._sentinel_reqs.pop(m.req, None)
             if fut is not None and not fut.done():
                 fut.set_result(m)
         elif isinstance(m, P.Resized):
             pane.cols, pane.rows = m.cols, m.rows
+            pane.told_epoch = m.epoch
         elif isinstance(m, P.Exit):
-            if pane.live:
-                self.pane_exited(pane, m.status, Snapshot.from_dict(m.state))
+            # Only the final state is taken from EXIT: the outcome is the daemon's own reap.
+            if pane.live and pane.fault is None and not pane.exit_seen:
+                pane.exit_seen = True
+                pane.exit_state = Snapshot.from_dict(m.state)
+                self.settle(pane)
 
     def on_marker(self, pane: Pane, m: P.Marker) -> None:
         # Observations only: nothing but these events changes (RFC-0015 §5).
+        pane.told_offset = m.offset
         res = f"pane:{pane.id}"
         if m.what == "started":
             pane.command_open = True
@@ -217,11 +243,9 @@ class Daemon:
         pane.signal = fields.get("signal")
         pane.exited_at = now_iso()
         pane.exited_mono = time.monotonic()
-        if final is None:
-            blank = " " * pane.cols
-            final = Snapshot("primary", 1, 0, pane.cols, pane.rows, 0, [],
-                             [blank] * pane.rows, (0, 0))
-        pane.final = final
+        pane.final = final  # None when the sentinel was lost: no rows are invented
+        pane.exit_state = None
+        watch.unwatch(pane)
         self.registry.leaders.pop(pane.pid, None)
         if pane.termination is not None:
             pane.termination.cancel_timer()
@@ -263,9 +287,8 @@ class Daemon:
             return
         if not pane.live:
             return
-        if pane.channel is not None and not pane.sentinel_lost and not pane.channel.closed.done():
-            pane.channel.send(P.Signal([int(s) for s in sigs]))
-            return
+        # Directly, never through the sentinel (which may be busy, stopped or dead): only
+        # the daemon ever reaps a leader, so while the pane is live its group ID is pinned.
         for s in sigs:
             try:
                 os.killpg(pane.pid, s)

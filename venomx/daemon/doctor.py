@@ -88,12 +88,18 @@ async def report(d: Daemon) -> dict[str, Any]:
                 if (pane in reg.panes and not reg.panes[pane].live
                     and now_mono - reg.panes[pane].exited_mono > ORPHAN_AFTER)
                 or (pane not in reg.panes and pane not in d.preparing)]
+    # A stopped sentinel reads no output and answers nothing: its pane is wedged.
+    stopped = [p.id for p in live if p.id not in missing and facts.children.get(
+        p.sentinel_pid, ("", ""))[1] in (psutil.STATUS_STOPPED, psutil.STATUS_TRACING_STOP)]
     sentinels = {"expected": len(live), "alive": alive, "missing": missing,
-                 "orphaned": len(orphaned), "spares": len(d.forkserver.spares)}
-    s_status = "fail" if missing else ("warn" if orphaned else "ok")
+                 "orphaned": len(orphaned), "spares": len(d.forkserver.spares),
+                 "stopped": stopped,
+                 "lost": {"count": d.losses.count, "recent": list(d.losses.recent)}}
+    s_status = "fail" if missing or stopped else ("warn" if orphaned else "ok")
     checks.append(check("sentinels", s_status,
                         f"{alive}/{len(live)} alive, {len(missing)} missing, "
-                        f"{len(orphaned)} orphaned"))
+                        f"{len(stopped)} stopped, {len(orphaned)} orphaned, "
+                        f"{d.losses.count} lost since start"))
 
     # every sentinel is titled SPARE_TITLE from birth until SPAWN: ours, not escapees
     spares = {pid for pid, (title, _) in facts.children.items() if title == SPARE_TITLE}

@@ -9,22 +9,12 @@ No asyncio child watcher and no blocking wait ever run on the reactor.
 
 from __future__ import annotations
 
-import ctypes
 import logging
 import os
 import signal
 from collections.abc import Callable
 
 log = logging.getLogger(__name__)
-PR_SET_CHILD_SUBREAPER = 36
-
-
-def become_subreaper() -> bool:
-    try:
-        libc = ctypes.CDLL(None, use_errno=True)
-        return bool(libc.prctl(PR_SET_CHILD_SUBREAPER, 1, 0, 0, 0) == 0)
-    except OSError:  # pragma: no cover - Linux only
-        return False
 
 
 class Reaper:

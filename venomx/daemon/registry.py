@@ -123,13 +123,26 @@ class Pane:
     termination: Termination | None = None
     command_open: bool = False
     status_set: bool = False
-    sentinel_lost: bool = False
+    # Completion needs both the daemon's own reap of the leader and the sentinel's EXIT
+    # (or the knowledge that the sentinel is lost: ``fault``).
+    leader_status: int | None = None
+    exit_seen: bool = False
+    exit_state: Snapshot | None = None
+    fault: str | None = None  # "sentinel_lost": venomx failed, not the program
+    told_epoch: int = 1  # the last row epoch and offset the sentinel reported
+    told_offset: int = 0
+    pidfd: int = -1  # readable once the leader has exited (before anyone reaps it)
+    watchdog: asyncio.TimerHandle | None = None
     attachers: dict[int, Any] = field(default_factory=dict)
     escapee_pids: set[int] = field(default_factory=set)
 
     @property
     def live(self) -> bool:
         return self.state != "exited"
+
+    @property
+    def sentinel_lost(self) -> bool:
+        return self.fault == "sentinel_lost"
 
     def record(self) -> dict[str, Any]:
         rec: dict[str, Any] = {
@@ -161,7 +174,8 @@ class Registry:
         self.principals: dict[str, Principal] = {}
         self.tokens: dict[str, str] = {}  # SHA-256 of token -> principal ID
         self.sentinels: dict[int, str] = {}  # sentinel pid -> pane
-        self.leaders: dict[int, str] = {}  # leader pid -> live pane
+        self.leaders: dict[int, str] = {}  # leader pid -> live (or committing) pane
+        self.early_exits: dict[int, int] = {}  # leader pid -> status, reaped before commit
         self.runs: dict[str, AuthNode] = {}  # run ID -> node, while its record is retained
 
     def next_id(self, prefix: str) -> str:

@@ -196,6 +196,10 @@ class Channel(asyncio.Protocol):
         self.waiters: list[tuple[tuple[type[P.Message], ...], asyncio.Future[P.Message]]] = []
         self.closed = asyncio.get_running_loop().create_future()
         self.sentinel_pid = 0
+        # Told the leader's pid the moment STARTED arrives, before the start commits: the
+        # leader may exit and be reaped by the daemon before the spawn resumes.
+        self.on_started: Callable[[int], None] | None = None
+        self.broken = False  # it sent something that is not a valid frame
 
     @classmethod
     async def open(cls, sock: socket.socket) -> Channel:
@@ -211,13 +215,17 @@ class Channel(asyncio.Protocol):
         try:
             msgs = self.decoder.feed(data)
         except P.ProtocolError as exc:
+            # Never data: the sentinel has failed, and whoever owns it must say so.
             log.error("bad sentinel frame: %s", exc)
+            self.broken = True
             self.close()
             return
         for m in msgs:
             self.deliver(m)
 
     def deliver(self, m: P.Message) -> None:
+        if isinstance(m, P.Started) and self.on_started is not None:
+            self.on_started(m.pid)
         for i, (kinds, fut) in enumerate(self.waiters):
             if isinstance(m, kinds) and not fut.done():
                 del self.waiters[i]

@@ -19,6 +19,7 @@ from typing import TYPE_CHECKING, Any, TypeVar
 
 from venomx.daemon.registry import AuthNode, Grant, Pane, Principal, Window, token_key
 from venomx.daemon.sentinels import Channel
+from venomx.daemon.watch import watch
 from venomx.wire import VenomxError
 from workers import protocol as P
 
@@ -178,6 +179,16 @@ async def spawn(d: Daemon, req: SpawnRequest,
         env["VENOMX_RUN"] = req.run
     d.preparing.add(pane_id)
     chan: Channel | None = None
+    leaders: list[int] = []
+
+    def started(pid: int) -> None:
+        leaders.append(pid)
+        reg.leaders[pid] = pane_id
+
+    def forget_leader() -> None:
+        for pid in leaders:
+            reg.leaders.pop(pid, None)
+            reg.early_exits.pop(pid, None)
     try:
         # With nothing that could hold the barrier, the release travels with SPAWN.
         release_now = not (req.run is not None and d.seams.is_held("run.before_barrier"))
@@ -187,6 +198,7 @@ async def spawn(d: Daemon, req: SpawnRequest,
         ready: P.Message | None = None
         if chan is not None:
             reg.sentinels[chan.sentinel_pid] = pane_id
+            chan.on_started = started
             chan.send(spawn_msg)
             try:
                 ready = await chan.expect(P.Ready)
@@ -197,6 +209,7 @@ async def spawn(d: Daemon, req: SpawnRequest,
             d.forkserver.used()  # the pool is empty
             # SPAWN waits in the socket until the new sentinel reads it: no HELLO round trip
             chan = await Channel.open(d.forkserver.fork()[0])
+            chan.on_started = started
             chan.send(spawn_msg)
             hello = await chan.expect(P.Hello)
             if isinstance(hello, P.Hello):
@@ -223,14 +236,15 @@ async def spawn(d: Daemon, req: SpawnRequest,
         assert chan is not None
         if not release_now:
             chan.send(P.Release())
-        started = await chan.expect(P.Started)
+        msg = await chan.expect(P.Started)
         if req.run is not None:
             await d.seams.gate("run.after_barrier")
-        return started
+        return msg
 
     try:
-        started, cancelled = await uncancellable(release())
+        started_msg, cancelled = await uncancellable(release())
     except BaseException as exc:
+        forget_leader()
         chan.close()
         d.forkserver.used()
         d.preparing.discard(pane_id)
@@ -238,15 +252,16 @@ async def spawn(d: Daemon, req: SpawnRequest,
             raise _spawn_failed("EIO") from None
         raise
     d.preparing.discard(pane_id)
-    if isinstance(started, P.Failed):
+    if isinstance(started_msg, P.Failed):
         give_back(d, chan)
-        raise CancelledAfter(_spawn_failed(started.errno)) if cancelled else \
-            _spawn_failed(started.errno)
-    assert isinstance(started, P.Started)
+        raise CancelledAfter(_spawn_failed(started_msg.errno)) if cancelled else \
+            _spawn_failed(started_msg.errno)
+    assert isinstance(started_msg, P.Started)
     try:
-        pane = commit(d, req, chan, window_id, pane_id, principal_id, token, started.pid,
+        pane = commit(d, req, chan, window_id, pane_id, principal_id, token, started_msg.pid,
                       on_commit)
     except VenomxError as exc:
+        forget_leader()
         chan.close()  # the sentinel stops the leader's group when its channel closes
         d.forkserver.used()
         raise CancelledAfter(exc) if cancelled else exc from None
@@ -307,6 +322,7 @@ def commit(d: Daemon, req: SpawnRequest, chan: Channel, window_id: str | None, p
                 req.cols, req.rows, chan, chan.sentinel_pid, run=req.run)
     reg.panes[pane_id] = pane
     reg.leaders[pid] = pane_id
+    pane.leader_status = reg.early_exits.pop(pid, None)
     created = {"pane": pane_id, "window": window.id, "session": s_id,
                "principal": principal_id, "argv0": pane.argv0, "cols": req.cols,
                "rows": req.rows}
@@ -326,7 +342,9 @@ def commit(d: Daemon, req: SpawnRequest, chan: Channel, window_id: str | None, p
                       {"window": window.id, "layout": window.layout}, window.node)
     if on_commit is not None:
         on_commit(pane)
+    chan.on_started = None
     chan.attach(lambda m: d.on_sentinel(pane, m))
+    watch(d, pane)
     return pane
 
 

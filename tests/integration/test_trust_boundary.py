@@ -1,0 +1,338 @@
+"""The trust boundary, tried as the program under a run would try it.
+
+Nothing of venomx crosses exec but the PTY on fds 0-2; a forged EXIT has nowhere to go;
+a program of the same uid cannot ptrace or take fds from the daemon, the fork server or
+its sentinel; and when a sentinel is killed, stopped or lost, the run still completes
+from the daemon's own wait status with a record that says venomx failed.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import shutil
+import signal
+import subprocess
+import sys
+import sysconfig
+import tempfile
+from pathlib import Path
+from typing import Any
+
+import psutil
+import pytest
+
+from tests.helpers import PY, ROOT, Daemon, wait_for
+from venomx.client import Client
+from workers import protocol as P
+
+CENSUS = """
+import os, sys
+def fds():
+    out = []
+    for fd in range(1024):
+        try:
+            os.fstat(fd)
+        except OSError:
+            continue
+        out.append(fd)
+    return out
+print("LEADER", fds())
+r, w = os.pipe()
+if os.fork() == 0:
+    os.close(r)
+    os.setsid()
+    if os.fork() == 0:  # a background grandchild that left the group
+        print("GRANDCHILD", [fd for fd in fds() if fd != w])
+        sys.stdout.flush()
+        os._exit(0)  # closes w: the leader stops waiting only then
+    os._exit(0)
+os.close(w)
+os.read(r, 1)
+os.wait()
+"""
+
+
+def session(d: Daemon) -> str:
+    return str(d.call("session.create")["session"])
+
+
+def lines_of(rec: dict[str, Any]) -> list[str]:
+    return [ln.rstrip() for ln in rec["output"]["lines"]]
+
+
+def run_and_wait(d: Daemon, argv: list[str], key: str, **extra: Any) -> dict[str, Any]:
+    r = d.call("run", {"key": key, "session": session(d), "argv": argv, "cols": 120, **extra})
+    with Client(d.socket, "@owner") as c:
+        return c.call("run.wait", {"run": r["run"], "timeout_ms": 20000})
+
+
+def census_lines(text: list[str]) -> dict[str, str]:
+    out = {}
+    for ln in text:
+        for who in ("LEADER", "GRANDCHILD"):
+            if ln.startswith(who):
+                out[who] = ln[len(who):].strip()
+    return out
+
+
+def test_run_leader_and_grandchild_hold_only_the_terminal(daemon: Daemon) -> None:
+    rec = run_and_wait(daemon, [PY, "-c", CENSUS], "census")
+    assert rec["outcome"] == "succeeded", rec
+    got = census_lines(lines_of(rec))
+    assert got.get("LEADER") == "[0, 1, 2]", rec
+    assert got.get("GRANDCHILD") == "[0, 1, 2]", rec
+
+
+def final_lines(d: Daemon, pane: str) -> list[str]:
+    def exited() -> bool:
+        return any(p["pane"] == pane and p["state"] == "exited"
+                   for p in d.call("pane.list")["panes"])
+    wait_for(exited, 20, "pane exit")
+    return [ln.rstrip() for ln in d.call("pane.capture_rows", {"pane": pane})["lines"]]
+
+
+def test_window_and_split_leaders_hold_only_the_terminal(daemon: Daemon) -> None:
+    s = session(daemon)
+    w = daemon.call("window.create", {"session": s, "argv": ["sleep", "30"], "cols": 120})
+    split = daemon.call("pane.split", {"pane": w["pane"], "argv": [PY, "-c", CENSUS],
+                                       "axis": "cols", "cols": 120})
+    win = daemon.call("window.create", {"session": s, "argv": [PY, "-c", CENSUS], "cols": 120})
+    for pane in (split["pane"], win["pane"]):
+        got = census_lines(final_lines(daemon, pane))
+        assert got.get("LEADER") == "[0, 1, 2]", got
+        assert got.get("GRANDCHILD") == "[0, 1, 2]", got
+    daemon.call("pane.kill", {"pane": w["pane"], "grace_ms": 0})
+
+
+def test_forged_exit_frame_changes_nothing(daemon: Daemon) -> None:
+    state = {"screen": "primary", "epoch": 1, "offset": 16, "cols": 80, "rows": 24,
+             "oldest": 0, "history": [], "lines": ["ALL TESTS PASSED"], "cursor": [0, 0]}
+    frame = P.encode(P.Exit(0, 0, None, 16, state))
+    attack = (
+        "import os\n"
+        f"frame = bytes.fromhex({frame.hex()!r})\n"
+        "hits = 0\n"
+        "for fd in range(3, 1024):\n"
+        "    for data in (frame, b'\\xc1' * 64):\n"
+        "        try:\n"
+        "            os.write(fd, data)\n"
+        "            hits += 1\n"
+        "        except OSError:\n"
+        "            pass\n"
+        "print('wrote', hits)\n"
+        "raise SystemExit(1)\n")
+    rec = run_and_wait(daemon, [PY, "-c", attack], "forge")
+    assert rec["outcome"] == "failed" and rec["exit_code"] == 1 and rec["status"] == 1, rec
+    assert "fault" not in rec
+    assert lines_of(rec) == ["wrote 0"]
+    assert daemon.call("doctor")["sentinels"]["lost"]["count"] == 0
+
+
+# -- sentinel loss -------------------------------------------------------------------------
+
+def sentinel_of(leader: int) -> int:
+    return psutil.Process(leader).ppid()
+
+
+def events_of(d: Daemon, pane: str) -> list[str]:
+    evs = d.call("events.read", {"after": 0, "limit": 1000})["events"]
+    return [e["type"] for e in evs if e["data"].get("pane") == pane]
+
+
+def start_run(d: Daemon, script: str, key: str, **extra: Any) -> dict[str, Any]:
+    return d.call("run", {"key": key, "session": session(d), "shell": script, **extra})
+
+
+def wait_run(d: Daemon, run: str) -> dict[str, Any]:
+    with Client(d.socket, "@owner") as c:
+        return c.call("run.wait", {"run": run, "timeout_ms": 20000})
+
+
+def ready(d: Daemon, pane: str, text: str) -> None:
+    wait_for(lambda: any(text in ln for ln in d.call("pane.capture_rows",
+                                                       {"pane": pane})["lines"]),
+             10, f"{text!r} on screen")
+
+
+def assert_lost_record(rec: dict[str, Any]) -> None:
+    assert rec["fault"] == "sentinel_lost", rec
+    out = rec["output"]
+    assert out["complete"] is False and out["lines"] == []
+    assert out["oldest"] == out["start"] == out["end"]
+
+
+def test_killed_sentinel_is_recorded_as_lost(daemon: Daemon) -> None:
+    r = start_run(daemon, "echo ready; sleep 30", "lost")
+    ready(daemon, r["pane"], "ready")
+    os.kill(sentinel_of(r["pid"]), signal.SIGKILL)
+    rec = wait_run(daemon, r["run"])
+    # the leader really died of the terminal's hangup: RFC-0015 §5's table is unchanged
+    assert rec["outcome"] == "signaled" and rec["signal"] == "SIGHUP", rec
+    assert_lost_record(rec)
+    assert rec["output"]["offset"] >= 0 and rec["output"]["epoch"] == 1
+    types = events_of(daemon, r["pane"])
+    assert types.index("pane.sentinel_lost") < types.index("pane.exited")
+    lost = daemon.call("doctor")["sentinels"]["lost"]
+    assert lost["count"] == 1 and lost["recent"][0]["pane"] == r["pane"]
+    assert lost["recent"][0]["run"] == r["run"]
+    with pytest.raises(Exception) as err:
+        daemon.call("pane.capture_rows", {"pane": r["pane"]})
+    assert getattr(err.value, "code", "") == "unavailable.sentinel"
+
+
+def test_program_that_kills_its_sentinel_keeps_its_real_outcome(daemon: Daemon) -> None:
+    r = start_run(daemon, "trap '' HUP; echo ready; read x; kill -9 $PPID; sleep 0.2; exit 3", "suicide")
+    ready(daemon, r["pane"], "ready")
+    daemon.call("pane.send", {"pane": r["pane"], "text": "go\r"})
+    rec = wait_run(daemon, r["run"])
+    assert rec["outcome"] == "failed" and rec["exit_code"] == 3, rec
+    assert_lost_record(rec)
+
+
+def test_lost_sentinel_with_hup_ignoring_leader_can_still_be_cancelled(daemon: Daemon) -> None:
+    r = start_run(daemon, "trap '' HUP; echo ready; while :; do sleep 1; done", "ignore")
+    ready(daemon, r["pane"], "ready")
+    os.kill(sentinel_of(r["pid"]), signal.SIGKILL)
+    wait_for(lambda: "pane.sentinel_lost" in events_of(daemon, r["pane"]), 10, "loss seen")
+    assert daemon.call("run.get", {"run": r["run"]})["state"] == "running"
+    assert daemon.call("doctor")["status"] == "fail"
+    rec = daemon.call("run.cancel", {"run": r["run"], "grace_ms": 200})
+    assert rec["state"] == "completed" and rec["outcome"] == "terminated", rec
+    assert_lost_record(daemon.call("run.get", {"run": r["run"]}))
+
+
+def test_stopped_sentinel_does_not_stop_a_kill(daemon: Daemon) -> None:
+    r = start_run(daemon, "echo ready; sleep 30", "stopped")
+    ready(daemon, r["pane"], "ready")
+    sentinel = sentinel_of(r["pid"])
+    os.kill(sentinel, signal.SIGSTOP)
+    wait_for(lambda: psutil.Process(sentinel).status() == psutil.STATUS_STOPPED, 5, "stop")
+    doc = daemon.call("doctor")
+    assert doc["status"] == "fail" and doc["sentinels"]["stopped"] == [r["pane"]]
+    rec = daemon.call("run.cancel", {"run": r["run"], "signal": "SIGKILL", "grace_ms": 0})
+    assert rec["state"] == "completed" and rec["outcome"] == "terminated", rec
+    assert rec["signal"] == "SIGKILL"
+    assert_lost_record(daemon.call("run.get", {"run": r["run"]}))
+    wait_for(lambda: not psutil.pid_exists(sentinel)
+             or psutil.Process(sentinel).status() == psutil.STATUS_ZOMBIE, 5, "sentinel gone")
+
+
+def test_deadline_fires_with_the_sentinel_stopped(daemon: Daemon) -> None:
+    r = start_run(daemon, "echo ready; sleep 30", "deadline", deadline_ms=1000)
+    ready(daemon, r["pane"], "ready")
+    os.kill(sentinel_of(r["pid"]), signal.SIGSTOP)
+    rec = wait_run(daemon, r["run"])
+    assert rec["outcome"] == "terminated" and rec["cause"] == "deadline", rec
+    assert rec["signal"] == "SIGHUP"
+    assert_lost_record(rec)
+
+
+# -- another uid: ptrace and pidfd_getfd ---------------------------------------------------
+
+NOBODY = 65534
+
+PTRACE = """
+import ctypes, errno, os, sys
+libc = ctypes.CDLL(None, use_errno=True)
+PTRACE_ATTACH, PTRACE_DETACH, SYS_pidfd_getfd = 16, 17, 438
+results = []
+for pid in [*map(int, sys.argv[1:]), os.getppid()]:
+    ok = libc.ptrace(PTRACE_ATTACH, pid, 0, 0) == 0
+    err = ctypes.get_errno()
+    if ok:
+        os.waitpid(pid, 0)
+        libc.ptrace(PTRACE_DETACH, pid, 0, 0)
+    got = -1
+    try:
+        pidfd = os.pidfd_open(pid)
+        got = libc.syscall(SYS_pidfd_getfd, pidfd, 3, 0)
+    except OSError:
+        pass
+    results.append(f"{pid}:{'ATTACHED' if ok else errno.errorcode.get(err, err)}:"
+                   f"{'STOLE' if got >= 0 else 'nofd'}")
+print(" ".join(results))
+"""
+
+
+AS_NOBODY = ["setpriv", f"--reuid={NOBODY}", f"--regid={NOBODY}", "--clear-groups"]
+
+
+def nobody_python() -> str | None:
+    """An interpreter of our version that uid 65534 can run (ours may live under /root)."""
+    version = f"python{sys.version_info.major}.{sys.version_info.minor}"
+    for candidate in (os.path.realpath(PY), f"/usr/bin/{version}", f"/usr/local/bin/{version}"):
+        if os.path.exists(candidate) and subprocess.run(
+                [*AS_NOBODY, "sh", "-c", f'exec "{candidate}" -c pass'],
+                capture_output=True, timeout=30).returncode == 0:
+            return candidate
+    return None
+
+
+DRIVER = """
+import json, sys
+from venomx.client import Client
+sock, python, attack, forkserver, daemon = sys.argv[1:6]
+with Client(sock, "@owner") as c:
+    s = c.call("session.create", {})["session"]
+    w = c.call("window.create", {"session": s, "argv": ["sleep", "30"]})
+    with open(f"/proc/{w['pid']}/stat") as f:
+        sentinel = int(f.read().rsplit(")", 1)[1].split()[1])
+    r = c.call("run", {"key": "ptrace", "session": s, "cols": 200,
+                       "argv": [python, "-c", attack, daemon, forkserver, str(sentinel)]})
+    rec = c.call("run.wait", {"run": r["run"], "timeout_ms": 20000})
+    c.call("pane.kill", {"pane": w["pane"], "grace_ms": 0})
+print(json.dumps({"record": rec, "sentinel": sentinel}))
+"""
+
+
+def test_same_uid_program_cannot_ptrace_or_steal_fds() -> None:
+    """A daemon run as uid 65534, driven by a client of that uid (clients refuse a server
+    of another uid): a program in its run tries ptrace and pidfd_getfd on the daemon, the
+    fork server, its own sentinel and another pane's sentinel. No Yama here to hide it."""
+    if shutil.which("setpriv") is None or os.geteuid() != 0:
+        pytest.skip("needs root and setpriv to run a daemon as another uid")
+    python = nobody_python()
+    if python is None:
+        pytest.skip("no Python interpreter that uid 65534 may run")
+    d = tempfile.mkdtemp(prefix="vxn", dir="/tmp")
+    os.chown(d, NOBODY, NOBODY)
+    sock = os.path.join(d, "s.sock")
+    log = Path(d) / "daemon.log"
+    env = {k: v for k, v in os.environ.items() if not k.startswith("VENOMX_")}
+    env["HOME"] = d
+    env["PYTHONPATH"] = ":".join([str(ROOT), sysconfig.get_paths()["purelib"],
+                                  sysconfig.get_paths()["platlib"]])
+    with open(log, "wb") as logf:
+        proc = subprocess.Popen([*AS_NOBODY, python, "-m", "venomx", "serve", "--socket", sock],
+                                stdout=subprocess.DEVNULL, stderr=logf, env=env, cwd=d,
+                                start_new_session=True)
+    try:
+        def forkserver() -> int | None:
+            if proc.poll() is not None:
+                raise AssertionError("daemon exited: " + log.read_text())
+            if not os.path.exists(sock):
+                return None
+            return next((p.pid for p in psutil.Process(proc.pid).children()
+                         if p.cmdline()[:1] == ["venomx-forkserver"]), None)
+        fs = wait_for(forkserver, 15, "nobody daemon")
+        out = subprocess.run([*AS_NOBODY, python, "-c", DRIVER, sock, python, PTRACE, str(fs),
+                              str(proc.pid)], capture_output=True, text=True, env=env,
+                             timeout=40, cwd=d)
+        assert out.returncode == 0, out.stderr
+        got = json.loads(out.stdout.strip().splitlines()[-1])
+        line = " ".join(ln.rstrip() for ln in got["record"]["output"]["lines"])
+        assert got["record"]["outcome"] == "succeeded", got
+        assert "ATTACHED" not in line and "STOLE" not in line, line
+        # the daemon, the fork server, another pane's sentinel and its own
+        assert line.count(":EPERM:nofd") == 4, line
+        # and a non-dumpable process's /proc entries belong to root
+        for pid in (proc.pid, fs):
+            assert os.stat(f"/proc/{pid}/environ").st_uid == 0
+    finally:
+        proc.send_signal(signal.SIGTERM)
+        try:
+            proc.wait(10)
+        except subprocess.TimeoutExpired:
+            os.killpg(proc.pid, signal.SIGKILL)
+            proc.wait(5)
