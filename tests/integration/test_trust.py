@@ -389,6 +389,18 @@ def test_swapped_socket_never_receives_the_token(tmp: Path) -> None:
             fake.wait()
 
 
+def test_clients_accept_a_daemon_of_their_own_uid(daemon: Daemon) -> None:
+    async def mcp_side() -> str:
+        client = AsyncClient(daemon.socket, "@owner")
+        try:
+            await client.connect()
+            return str((await client.call("whoami"))["principal"])
+        finally:
+            await client.close()
+    assert asyncio.run(mcp_side()) == "g0"
+    assert daemon.call("whoami")["principal"] == "g0"
+
+
 # -- the config file ----------------------------------------------------------------------------
 
 def test_config_named_but_missing_is_an_error(tmp: Path) -> None:

@@ -1,8 +1,9 @@
 """``venomx serve``: check the paths, start the daemon, serve until shutdown, clean up.
 
 Everything that can refuse a start (config, socket directory and path, log file) is
-checked before anything is created beyond a missing socket directory, and each refusal
-is one line and an exit status (2 for a bad path or config, 6 for a live socket).
+checked before anything is created beyond a missing socket directory (and the log file,
+which then records why), and each refusal is one line and an exit status (2 for a bad
+path or config, 6 for a live socket).
 Signals: SIGTERM and SIGINT shut down in order; SIGHUP only reopens the log file.
 """
 
@@ -19,11 +20,9 @@ import types
 from venomx.daemon import paths
 from venomx.daemon.config import Config, config_path
 from venomx.daemon.core import Daemon
-from venomx.daemon.logs import DaemonLog, KeyValueFormatter, loop_exception_handler
+from venomx.daemon.logs import DaemonLog, loop_exception_handler
 from venomx.daemon.server import Connection
 from venomx.wire import VenomxError
-
-__all__ = ["KeyValueFormatter", "run_daemon", "serve"]
 
 log = logging.getLogger("venomx.daemon")
 DETACHED_LOG = "venomx.log"
@@ -100,8 +99,6 @@ def run_daemon(path: str, config_file: str | None, test_seams: bool, log_level: 
                          stderr=detached)
         place.sock = paths.bind(place)
     except VenomxError as exc:
-        if place is not None:
-            os.close(place.dir_fd)
         if dlog.file is not None:
             log.error("cannot start: %s", exc.message)
         if ready_fd is not None:
@@ -110,7 +107,7 @@ def run_daemon(path: str, config_file: str | None, test_seams: bool, log_level: 
         else:
             print(f"venomx: {exc.code}: {exc.message}", file=sys.stderr)
         return exc.exit_code
-    try:
-        return asyncio.run(serve(place, config, test_seams, ready_fd, dlog))
     finally:
-        os.close(place.dir_fd)
+        if place is not None:
+            os.close(place.dir_fd)  # the log holds its own; the socket needs none now
+    return asyncio.run(serve(place, config, test_seams, ready_fd, dlog))

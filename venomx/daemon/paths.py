@@ -140,10 +140,10 @@ def open_checked_directory(directory: str, fail: Fail, create: bool) -> tuple[st
     except OSError as exc:
         if exc.errno in (errno.ELOOP, errno.ENOTDIR):
             try:
-                what = kind(os.lstat(resolved).st_mode)
+                what = f"is {kind(os.lstat(resolved).st_mode)}, not a directory"
             except OSError:
-                what = "not a directory"
-            raise fail(f"{resolved} is {what}, not a directory") from None
+                what = "is not a directory"
+            raise fail(f"{resolved} {what}") from None
         raise fail(f"cannot open directory {resolved}: {_strerror(exc)}") from None
     try:
         if created:
