@@ -54,17 +54,77 @@ def parse_int(text: str) -> int:
     return int(text)
 
 
+ID_DIGITS = 20  # no counter ever gets near 10**20
+ID_BEYOND = 10**ID_DIGITS
+
+
+def id_number(ident: str, prefix: str) -> int | None:
+    """The counter in a daemon ID (``r12`` for prefix ``r``), or None if ``ident`` is not
+    one: the prefix, then ASCII digits written as the daemon writes them (no leading
+    zero). Digits past ``ID_DIGITS`` name no ID that can exist: ``ID_BEYOND``, above
+    every real counter, without converting thousands of digits."""
+    n = ident[len(prefix):] if ident.startswith(prefix) else ""
+    if not (n.isascii() and n.isdigit()) or (n[0] == "0" and len(n) > 1):
+        return None
+    return int(n) if len(n) <= ID_DIGITS else ID_BEYOND
+
+
+# Deepest nesting of arrays and objects in a frame; no verb needs more than four. A value
+# inside a request's params, or a config value (echoed inside replies), gets two less.
+MAX_DEPTH = 64
+VALUE_MAX_DEPTH = MAX_DEPTH - 2
+
+
+class JsonError(ValueError):
+    """Text that is not one strict UTF-8 JSON value within a nesting bound.
+
+    ``reason`` is ``utf8``, ``syntax`` or ``depth``; the message says what is wrong.
+    """
+
+    def __init__(self, reason: str, message: str) -> None:
+        super().__init__(message)
+        self.reason = reason
+
+
 def _reject_constant(name: str) -> Any:
     raise ValueError(f"{name} is not JSON")
 
 
-def loads(data: bytes) -> Any:
-    """Parse one frame; raises ValueError for anything that is not strict UTF-8 JSON."""
+def _deeper_than(value: Any, limit: int) -> bool:
+    stack = [(value, 1)]
+    while stack:
+        node, depth = stack.pop()
+        if depth > limit:
+            return True
+        for child in node.values() if isinstance(node, dict) else node:
+            if isinstance(child, (dict, list)):
+                stack.append((child, depth + 1))
+    return False
+
+
+def loads(data: bytes | str, max_depth: int = MAX_DEPTH) -> Any:
+    """Parse one frame or value; raises ``JsonError`` for anything that is not strict UTF-8
+    JSON (no NaN or Infinity) nested at most ``max_depth`` arrays and objects deep.
+
+    Integers past 300 digits become out of any declared range instead of failing; numbers
+    too large for a float (``1e999``) are infinite floats, which no integer param takes.
+    """
     try:
-        text = data.decode("utf-8")
-        return json.loads(text, parse_int=parse_int, parse_constant=_reject_constant)
-    except (UnicodeDecodeError, RecursionError) as exc:
-        raise ValueError(str(exc)) from None
+        text = data.decode("utf-8") if isinstance(data, bytes) else data
+    except UnicodeDecodeError:
+        raise JsonError("utf8", "not UTF-8") from None
+    too_deep = JsonError("depth", f"nested deeper than {max_depth} arrays and objects")
+    try:
+        value = json.loads(text, parse_int=parse_int, parse_constant=_reject_constant)
+    except RecursionError:
+        raise too_deep from None
+    except ValueError as exc:
+        raise JsonError("syntax", f"not JSON: {exc}") from None
+    # Cheap first: nesting needs at least that many brackets.
+    if (isinstance(value, (dict, list)) and text.count("[") + text.count("{") > max_depth
+            and _deeper_than(value, max_depth)):
+        raise too_deep
+    return value
 
 
 def dumps(obj: Any) -> bytes:

@@ -90,3 +90,43 @@ def test_skill_command_prints_the_generated_skill() -> None:
 
     r = subprocess.run([sys.executable, "-m", "venomx", "skill"], capture_output=True, text=True)
     assert r.stdout == (ROOT / "docs" / "skill.md").read_text()
+
+
+LONG_RUN = "r" + "9" * 4400
+
+
+def test_no_input_reaches_internal(shared_daemon: Daemon) -> None:
+    """Issue 15.2's inputs, through the CLI: each a specified error with its exit code."""
+    d = shared_daemon
+    s = d.call("session.create")["session"]
+    cases: list[tuple[list[str], int, str, dict[str, object] | None]] = [
+        (["config", "set", "--path", "run.max_active", "--value", "[" * 5000], 2,
+         "invalid_params.config", {"path": "run.max_active",
+                                   "reason": "value is nested deeper than 62 arrays and objects"}),
+        (["config", "set", "--path", "run.max_active", "--value", "9" * 4400], 2,
+         "invalid_params.config", {"path": "run.max_active",
+                                   "reason": "must be between 1 and 4096"}),
+        (["window", "create", "--session", s, "--argv", "[" * 63 + "]" * 63], 2,
+         "invalid_params.type", {"param": "argv", "expected": "array"}),
+        (["window", "create", "--session", s, "--argv", "[" * 62 + "]" * 62], 2,
+         "invalid_params.type", {"param": "argv", "expected": "array of string"}),
+        (["window", "create", "--session", s, "--cols", "١٢"], 2, "invalid_params.type",
+         {"param": "cols", "expected": "integer"}),
+        (["window", "create", "--session", s, "--cols", "9" * 4400], 2, "invalid_params.range",
+         None),
+    ]
+    for verb in ("get", "wait", "cancel"):
+        for run in (LONG_RUN, "r²"):
+            cases.append((["run", verb, "--run", run], 3, "not_found.run",
+                          {"reason": "unknown"}))
+    for args, code, err, data in cases:
+        r = d.cli(*args, "--json")
+        assert r.code == code, (args[:4], r.out, r.err)
+        got = json.loads(r.out)["error"]
+        assert got["code"] == err and (data is None or got["data"] == data), got
+        human = d.cli(*args)
+        assert human.code == code and human.err.startswith(f"venomx: {err}: ")
+    for after in (LONG_RUN, "r" + "9" * 21):
+        r = d.cli("run", "list", "--after", after, "--json")
+        assert r.code == 0 and r.json["runs"] == [], r.out
+    assert d.cli("run", "list", "--after", "r²", "--json").code == 0

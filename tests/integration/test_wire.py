@@ -11,6 +11,15 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from tests.helpers import Daemon, wait_for
+from venomx.wire import (
+    ID_BEYOND,
+    ID_DIGITS,
+    MAX_DEPTH,
+    VALUE_MAX_DEPTH,
+    JsonError,
+    id_number,
+    loads,
+)
 
 
 class Raw:
@@ -74,6 +83,19 @@ def test_hello_first_and_once(shared_daemon: Daemon) -> None:
     (b'{"id":10,"verb":"whoami","params":' + b"[" * 100000 + b"]" * 100000 + b"}\n",
      "invalid_request.json", None),
     (b'{"id":11,"verb":"whoami","params":{"a":NaN}}\n', "invalid_request.json", None),
+    # issue 15.2: ids that are not finite 64-bit integers
+    (b'{"id":1e999,"verb":"whoami"}\n', "invalid_request.id", None),
+    (b'{"id":-1e999,"verb":"whoami"}\n', "invalid_request.id", None),
+    (b'{"id":1e308,"verb":"whoami"}\n', "invalid_request.id", 1e308),
+    (b'{"id":1.0,"verb":"whoami"}\n', "invalid_request.id", 1.0),
+    (b'{"id":true,"verb":"whoami"}\n', "invalid_request.id", True),
+    (b'{"id":9223372036854775808,"verb":"whoami"}\n', "invalid_request.id", None),
+    (b'{"id":-9223372036854775809,"verb":"whoami"}\n', "invalid_request.id", None),
+    (b'{"id":1' + b"0" * 4400 + b',"verb":"whoami"}\n', "invalid_request.id", None),
+    (b'{"id":[1],"verb":"whoami"}\n', "invalid_request.id", None),
+    (b'{"id":"' + b"x" * 65 + b'","verb":"whoami"}\n', "invalid_request.id", None),
+    (b'{"id":12,"verb":"config.set","params":{"path":"run.max_active","value":'
+     + b"[" * 5000 + b"]" * 5000 + b"}}\n", "invalid_request.json", None),
 ])
 def test_bad_frames(shared_daemon: Daemon, data: bytes, code: str, rid: Any) -> None:
     r = Raw(shared_daemon.socket)
@@ -165,3 +187,118 @@ def test_random_frames(shared_daemon: Daemon, frames: list[bytes]) -> None:
             assert f["ok"]["principal"] == "g0"
             break
     r.close()
+
+
+
+@pytest.mark.parametrize("rid", [-2**63, 2**63 - 1, 0])
+def test_ids_at_the_64_bit_edges(shared_daemon: Daemon, rid: int) -> None:
+    r = Raw(shared_daemon.socket)
+    r.hello()
+    r.send(b'{"id":%d,"verb":"whoami"}\n' % rid)
+    f = r.frame()
+    assert f["id"] == rid and f["ok"]["principal"] == "g0"
+    r.close()
+
+
+def nest(n: int) -> bytes:
+    return b"[" * n + b"]" * n
+
+
+def test_nesting_bound_at_its_edge(shared_daemon: Daemon) -> None:
+    """A frame may nest MAX_DEPTH arrays and objects (itself included), not one more."""
+    r = Raw(shared_daemon.socket)
+    r.hello()
+    head = b'{"id":1,"verb":"whoami","x":'  # an unknown top-level key is ignored
+    r.send(head + nest(MAX_DEPTH - 1) + b"}\n")
+    assert r.frame()["ok"]["principal"] == "g0"
+    for n in (MAX_DEPTH, 5000, 100_000):
+        r.send(head + nest(n) + b"}\n")
+        assert r.frame() == {"id": None, "error": {
+            "code": "invalid_request.json",
+            "message": f"frame is nested deeper than {MAX_DEPTH} arrays and objects",
+            "data": {"reason": "depth", "max_depth": MAX_DEPTH}}}
+    r.send(head + b"{}" * 10 + b"}\n")  # many containers side by side are not deep
+    assert r.frame()["error"]["code"] == "invalid_request.json"
+    r.send(head + b"[" + b"[]," * 5000 + b"[]]}\n")
+    assert r.frame()["ok"]["principal"] == "g0"
+    r.close()
+
+
+def test_config_value_nesting_and_digits(shared_daemon: Daemon) -> None:
+    """config.set's value is parsed by the same bounded loader: RecursionError never."""
+    def err(value: str) -> dict[str, Any]:
+        e = shared_daemon.error("config.set", {"path": "run.max_active", "value": value})
+        assert e.code == "invalid_params.config", e.to_dict()
+        assert e.data["path"] == "run.max_active"
+        return e.data
+
+    deep = f"value is nested deeper than {VALUE_MAX_DEPTH} arrays and objects"
+    assert err("[" * 5000)["reason"] == deep
+    assert err("[" * 5000 + "]" * 5000)["reason"] == deep
+    assert err(nest(VALUE_MAX_DEPTH + 1).decode())["reason"] == deep
+    assert err(nest(VALUE_MAX_DEPTH).decode())["reason"] == "must be an integer"
+    assert err("9" * 4400)["reason"] == "must be between 1 and 4096"
+    assert err("1e999")["reason"] == "must be an integer"
+    assert err("NaN")["reason"].startswith("value is not JSON")
+    assert err("\udcff")["reason"].startswith("value is not")
+    ok = shared_daemon.call("config.set", {"path": "run.max_active", "value": "64"})
+    assert ok == {"path": "run.max_active", "value": 64}
+
+
+LONG_RUN = "r" + "9" * 4400
+
+
+@pytest.mark.parametrize("run", [LONG_RUN, "r²", "r١", "r01", "r" + "9" * 21, "r", "x"])
+def test_run_ids_that_name_no_run(shared_daemon: Daemon, run: str) -> None:
+    for verb in ("run.get", "run.wait", "run.cancel"):
+        e = shared_daemon.error(verb, {"run": run})
+        assert e.code == "not_found.run" and e.data == {"reason": "unknown"}, (verb, e)
+
+
+def test_run_list_after_ids_of_any_length(shared_daemon: Daemon) -> None:
+    s = shared_daemon.call("session.create")["session"]
+    rid = shared_daemon.call("run", {"key": "after", "session": s, "argv": ["true"]})["run"]
+    shared_daemon.wait_exit(rid)
+
+    def listed(**params: Any) -> list[str]:
+        return [r["run"] for r in shared_daemon.call("run.list", {"limit": 1024, **params})[
+            "runs"]]
+    everything = listed()
+    assert rid in everything
+    for after in (LONG_RUN, "r" + "9" * 21, "r" + "9" * 20):
+        assert listed(after=after) == []
+    for after in ("r²", "r١", "x"):  # not a run ID: listed from the start
+        assert listed(after=after) == everything
+    assert listed(after=rid) == everything[everything.index(rid) + 1:]
+
+
+def test_expired_run_is_still_told_apart(daemon: Daemon) -> None:
+    s = daemon.call("session.create")["session"]
+    rid = daemon.call("run", {"key": "gone", "session": s, "argv": ["true"]})["run"]
+    daemon.wait_exit(rid)
+    daemon.call("config.set", {"path": "run.retain_count", "value": "0"})
+    wait_for(lambda: daemon.error("run.get", {"run": rid}).code == "not_found.run", 10,
+             "the record expires")
+    assert daemon.error("run.get", {"run": rid}).data == {"reason": "expired"}
+    nxt = "r%d" % (int(rid[1:]) + 1)
+    assert daemon.error("run.get", {"run": nxt}).data == {"reason": "unknown"}
+
+
+def test_bounded_loader() -> None:
+    assert loads(nest(MAX_DEPTH)) == loads(nest(MAX_DEPTH).decode())
+    for text, reason in ((nest(MAX_DEPTH + 1), "depth"), (b"[" * 5000, "depth"),
+                         (b"\xff", "utf8"), (b"NaN", "syntax"), (b"", "syntax")):
+        with pytest.raises(JsonError) as e:
+            loads(text)
+        assert e.value.reason == reason
+    assert loads(b"1e999") == float("inf")
+    assert loads(b"9" * 4400) > 2**64 and loads(b"-" + b"9" * 4400) < -2**64
+    assert loads(b'"[[[["') == "[[[["
+
+
+def test_id_number() -> None:
+    assert [id_number(x, "r") for x in ("r0", "r12", "r" + "9" * ID_DIGITS)] == [
+        0, 12, 10**ID_DIGITS - 1]
+    assert id_number("r" + "9" * (ID_DIGITS + 1), "r") == id_number(LONG_RUN, "r") == ID_BEYOND
+    for bad in ("r", "r01", "r-1", "r+1", "r 1", "r1 ", "r²", "r١", "R1", "p1", "", "r1.0"):
+        assert id_number(bad, "r") is None, bad

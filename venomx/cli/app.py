@@ -18,7 +18,7 @@ import click
 
 from venomx.manifest.schema import type_error
 from venomx.manifest.verbs import VERBS, Param, Verb, verb_by_name
-from venomx.wire import VenomxError, dumps, loads, parse_int
+from venomx.wire import VALUE_MAX_DEPTH, VenomxError, dumps, loads, parse_int
 
 SPAWN_VERBS = {"run", "window.create", "pane.split"}
 INT = re.compile(r"-?[0-9]+")
@@ -39,7 +39,7 @@ def convert(p: Param, text: str) -> Any:
         return text.lower() == "true"
     if p.kind in ("array", "object"):
         try:
-            value = loads(text.encode("utf-8", "surrogatepass"))
+            value = loads(text.encode("utf-8", "surrogatepass"), VALUE_MAX_DEPTH)
         except ValueError:
             raise type_error(p.name, p.kind) from None
         return value

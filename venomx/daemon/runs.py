@@ -270,8 +270,9 @@ class RunTable:
 
     def missing(self, run_id: str) -> VenomxError:
         """``not_found.run`` with expired/unknown, for an authorized absent run."""
-        n = run_id[1:]
-        expired = (run_id.startswith("r") and n.isdigit() and str(int(n)) == n
-                   and int(n) < self.d.registry.counters["r"])
+        from venomx.wire import id_number
+
+        n = id_number(run_id, "r")
+        expired = n is not None and n < self.d.registry.counters["r"]
         return VenomxError("not_found.run", f"run {run_id[:64]} not found",
                            {"reason": "expired" if expired else "unknown"})

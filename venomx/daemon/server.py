@@ -13,6 +13,7 @@ import asyncio
 import functools
 import hmac
 import logging
+import math
 import os
 import re
 import socket
@@ -24,7 +25,7 @@ from venomx.daemon.dispatch import Context, dispatch
 from venomx.daemon.registry import Principal, token_key
 from venomx.manifest.schema import validate
 from venomx.manifest.verbs import verb_by_name
-from venomx.wire import DEFAULT_MAX_FRAME, VenomxError, dumps, loads
+from venomx.wire import DEFAULT_MAX_FRAME, MAX_DEPTH, JsonError, VenomxError, dumps, loads
 
 if TYPE_CHECKING:
     from venomx.daemon.core import Daemon
@@ -120,6 +121,15 @@ class Connection(asyncio.Protocol):
                 log.exception("frame handling failed")
                 self.reply_error(None, VenomxError("internal", "internal error", {}))
 
+    @staticmethod
+    def echo_id(rid: Any) -> Any:
+        """What a bad id is answered with: the frame's own id when it is a short string, a
+        finite number written as a float, or a boolean; null for anything else, including
+        ``1e999`` (infinite: JSON cannot carry it back) and integers out of 64-bit range."""
+        if isinstance(rid, float) and not math.isfinite(rid):
+            return None
+        return rid if isinstance(rid, (str, float, bool)) and len(str(rid)) <= 64 else None
+
     def frame_too_big(self) -> None:
         self.reply_error(None, VenomxError("invalid_request.frame_size",
                                            f"frame exceeds max_frame {self.max_frame}",
@@ -128,19 +138,20 @@ class Connection(asyncio.Protocol):
     def handle_frame(self, frame: bytes) -> None:
         try:
             obj = loads(frame)
-        except ValueError:
-            self.reply_error(None, VenomxError("invalid_request.json", "frame is not UTF-8 JSON",
-                                               {}))
+        except JsonError as exc:
+            data: dict[str, Any] = {"reason": exc.reason}
+            if exc.reason == "depth":
+                data["max_depth"] = MAX_DEPTH
+            self.reply_error(None, VenomxError("invalid_request.json", f"frame is {exc}", data))
             return
         if not isinstance(obj, dict):
             self.reply_error(None, VenomxError("invalid_request.frame",
                                                "frame is not a JSON object", {}))
             return
         rid = obj.get("id")
-        if not isinstance(rid, int) or isinstance(rid, bool) or abs(rid) >= 2**63:
-            echo = rid if isinstance(rid, (str, float, bool)) and len(str(rid)) <= 64 else None
-            self.send({"id": echo, "error": VenomxError("invalid_request.id",
-                                                         "id must be an integer", {}).to_dict()})
+        if type(rid) is not int or not -2**63 <= rid < 2**63:
+            self.send({"id": self.echo_id(rid), "error": VenomxError(
+                "invalid_request.id", "id must be an integer of at most 64 bits", {}).to_dict()})
             return
         name = obj.get("verb")
         verb = verb_by_name(name) if isinstance(name, str) else None

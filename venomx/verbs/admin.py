@@ -7,9 +7,10 @@ from typing import Any
 
 from venomx.daemon import doctor as _doctor
 from venomx.daemon.auth import child_grants, parse_grants
+from venomx.daemon.config import bad as config_error
 from venomx.daemon.dispatch import Context, handler
 from venomx.daemon.spawn import check_name
-from venomx.wire import VenomxError
+from venomx.wire import VALUE_MAX_DEPTH, JsonError, VenomxError, loads
 
 
 @handler("whoami")
@@ -55,7 +56,16 @@ async def config_get(ctx: Context, path: str | None = None) -> dict[str, Any]:
 
 @handler("config.set")
 async def config_set(ctx: Context, path: str, value: str) -> dict[str, Any]:
-    return {"path": path, "value": ctx.d.config.set_text(path, value)}
+    """Parse ``value`` with the wire's bounded loader (a value the daemon keeps must fit
+    in a reply frame), validate it for ``path`` and apply it at once."""
+    try:
+        parsed = loads(value.encode("utf-8", "surrogatepass"), VALUE_MAX_DEPTH)
+    except JsonError as exc:
+        raise config_error(path, f"value is {exc}") from None
+    cfg = ctx.d.config
+    parsed = cfg.validate(path, parsed)
+    cfg.apply({path: parsed})
+    return {"path": path, "value": parsed}
 
 
 @handler("config.reload")

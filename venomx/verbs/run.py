@@ -30,7 +30,7 @@ from venomx.verbs.common import (
     parse_optional_grants,
     refuse_if_shutting_down,
 )
-from venomx.wire import VenomxError
+from venomx.wire import VenomxError, id_number
 
 KEY = re.compile(KEY_SYNTAX)
 SHELL = "/bin/sh"
@@ -186,8 +186,8 @@ async def get(ctx: Context, run: str, output: bool) -> dict[str, Any]:
 
 
 def _num(run_id: str) -> int:
-    n = run_id[1:]
-    return int(n) if run_id.startswith("r") and n.isdigit() else -1
+    n = id_number(run_id, "r")
+    return -1 if n is None else n
 
 
 @handler("run.list")
