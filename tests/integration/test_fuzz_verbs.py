@@ -12,7 +12,7 @@ import json
 import math
 import socket
 import time
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from typing import Any
 
@@ -61,14 +61,15 @@ def enc(v: Any) -> str:
 class Conn:
     """One owner connection speaking raw NDJSON, so any frame can be sent."""
 
-    def __init__(self, path: str) -> None:
+    def __init__(self, path: str, hello: bool = True) -> None:
         self.sock = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
         self.sock.connect(path)
         self.sock.settimeout(15)
         self.buf = b""
         self.next_id = 1
-        self.send_text('{"id":0,"verb":"hello","params":{"protocol":1,"token":"@owner"}}')
-        assert "ok" in self.frame(None), "hello failed"
+        if hello:
+            self.send_text('{"id":0,"verb":"hello","params":{"protocol":1,"token":"@owner"}}')
+            assert "ok" in (self.frame(None) or {}), "hello failed"
 
     def send_text(self, text: str) -> None:
         self.sock.sendall(text.encode("utf-8", "surrogatepass") + b"\n")
@@ -199,7 +200,7 @@ def plausible(p: Param) -> st.SearchStrategy[Any]:
                            st.text(max_size=8) | anything, max_size=3)
 
 
-def params_text(draw: st.DrawFn, verb: Verb) -> str | None:
+def params_text(draw: Callable[[st.SearchStrategy[Any]], Any], verb: Verb) -> str | None:
     """Params for ``verb``: all plausible (to reach the handler's own checks), all but one
     plausible, each anything, absent, or not an object."""
     shape = draw(st.sampled_from(["plausible", "plausible", "one-wrong", "one-wrong",
@@ -244,6 +245,23 @@ def test_every_verb_with_bad_params(fuzzed: tuple[Daemon, Conn], verb: Verb,
     answer = conn.request(verb.name, params_text(data.draw, verb))
     assert "ok" in answer or "error" in answer
     event(f"{verb.name}: {answer['error']['code'] if 'error' in answer else 'ok'}")
+    assert d.proc.poll() is None
+
+
+@settings(max_examples=40, deadline=None, suppress_health_check=list(HealthCheck))
+@given(data=st.data())
+def test_hello_with_bad_params(fuzzed: tuple[Daemon, Conn], data: st.DataObject) -> None:
+    """hello is only valid first, so each example opens its own connection."""
+    d, _ = fuzzed
+    conn = Conn(d.socket, hello=False)
+    try:
+        verb = next(v for v in VERBS if v.name == "hello")
+        answer = conn.request("hello", params_text(data.draw, verb))
+        assert "ok" in answer or "error" in answer
+        if "ok" in answer:  # the connection is usable at the size it agreed
+            assert conn.request("whoami", None)["ok"]["source"] == answer["ok"]["source"]
+    finally:
+        conn.close()
     assert d.proc.poll() is None
 
 
