@@ -124,11 +124,12 @@ class Conn:
 @pytest.fixture(scope="module")
 def fuzzed() -> Iterator[tuple[Daemon, Conn]]:
     d = start_daemon(seams=False)  # no seam may hold the daemon's runs
-    conn = Conn(d.socket)
-    s = d.call("session.create", {"name": "fuzz"})["session"]
-    d.call("window.create", {"session": s, "argv": ["true"]})
-    d.call("run", {"key": "fuzz", "session": s, "argv": ["true"]})
+    conn: Conn | None = None
     try:
+        conn = Conn(d.socket)
+        s = d.call("session.create", {"name": "fuzz"})["session"]
+        d.call("window.create", {"session": s, "argv": ["true"]})
+        d.call("run", {"key": "fuzz", "session": s, "argv": ["true"]})
         yield d, conn
         # nothing is left running: every program was `true` or never started
         conn.request("config.reload", None)  # undo any config.set of a small max_frame
@@ -137,8 +138,9 @@ def fuzzed() -> Iterator[tuple[Daemon, Conn]]:
                  15, "every pane exited")
         assert all(r["state"] == "completed" for r in conn.request(
             "run.list", '{"limit":1024}')["ok"]["runs"])
-        conn.close()
     finally:
+        if conn is not None:
+            conn.close()
         stop_daemon(d)
 
 
