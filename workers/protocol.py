@@ -18,7 +18,7 @@ from typing import Any, ClassVar
 
 import msgpack
 
-PROTOCOL_VERSION = 2
+PROTOCOL_VERSION = 3
 # The fork server takes at most this many channel fds (sentinels) per request.
 FORK_BATCH_MAX = 8
 # Process titles, which doctor reads: a sentinel is a spare from birth until SPAWN.
@@ -37,9 +37,10 @@ class Kind(IntEnum):
     ABORT = 3
     INPUT = 4
     RESIZE = 5
-    SIGNAL = 6
+    # 6 was SIGNAL: the daemon signals a pane's group itself
     STREAM = 7
     CAPTURE = 8
+    PING = 9
     # sentinel -> daemon
     HELLO = 32
     READY = 33
@@ -51,6 +52,8 @@ class Kind(IntEnum):
     SCREEN = 39
     EXIT = 40
     RESIZED = 41
+    WROTE = 42
+    PONG = 43
 
 
 @dataclass(frozen=True)
@@ -89,8 +92,13 @@ class Abort(Message):
 
 @dataclass(frozen=True)
 class Input(Message):
+    """Write ``data`` to the PTY; answered by WROTE ``req``. What is not written by
+    ``until_ms`` (CLOCK_MONOTONIC, which both sides share) is dropped, never written late."""
+
     KIND: ClassVar[Kind] = Kind.INPUT
     data: bytes
+    req: int
+    until_ms: int
 
 
 @dataclass(frozen=True)
@@ -98,14 +106,7 @@ class Resize(Message):
     KIND: ClassVar[Kind] = Kind.RESIZE
     cols: int
     rows: int
-
-
-@dataclass(frozen=True)
-class Signal(Message):
-    """Send these signals, in order, to the leader's process group while it is pinned."""
-
-    KIND: ClassVar[Kind] = Kind.SIGNAL
-    signals: list[int]
+    req: int
 
 
 @dataclass(frozen=True)
@@ -125,6 +126,14 @@ class Capture(Message):
     start: int | None
     end: int | None
     limit: int
+
+
+@dataclass(frozen=True)
+class Ping(Message):
+    """Answer PONG ``req`` at once: doctor's proof that the sentinel is responsive."""
+
+    KIND: ClassVar[Kind] = Kind.PING
+    req: int
 
 
 @dataclass(frozen=True)
@@ -228,13 +237,10 @@ def snapshot_ok(d: object) -> bool:
 
 @dataclass(frozen=True)
 class Exit(Message):
-    """The leader was reaped after the group sweep and the drain; final state follows."""
+    """The leader exited and the PTY was drained: the pane's final terminal state. No wait
+    status: the daemon reaps the leader itself and takes the outcome from that alone."""
 
     KIND: ClassVar[Kind] = Kind.EXIT
-    status: int
-    exit_code: int | None
-    signal: int | None
-    offset: int
     state: dict[str, Any] = field(
         metadata={"check": snapshot_ok, "type": "a terminal state"})
 
@@ -245,12 +251,28 @@ class Resized(Message):
     cols: int
     rows: int
     epoch: int
+    req: int
+
+
+@dataclass(frozen=True)
+class Wrote(Message):
+    """INPUT ``req`` is done: ``written`` of its bytes reached the PTY, the rest dropped."""
+
+    KIND: ClassVar[Kind] = Kind.WROTE
+    req: int
+    written: int
+
+
+@dataclass(frozen=True)
+class Pong(Message):
+    KIND: ClassVar[Kind] = Kind.PONG
+    req: int
 
 
 MESSAGES: dict[int, type[Message]] = {
     cls.KIND: cls
-    for cls in (Spawn, Release, Abort, Input, Resize, Signal, Stream, Capture, Hello, Ready,
-                Started, Failed, Output, Marker, Rows, Screen, Exit, Resized)
+    for cls in (Spawn, Release, Abort, Input, Resize, Stream, Capture, Ping, Hello, Ready,
+                Started, Failed, Output, Marker, Rows, Screen, Exit, Resized, Wrote, Pong)
 }
 
 

@@ -21,6 +21,7 @@ import struct
 import sys
 import termios
 import time
+from collections import deque
 from typing import Any, NoReturn
 
 from workers import protocol as P
@@ -100,17 +101,6 @@ def open_fds() -> list[int]:
     return [int(name) for name in os.listdir("/proc/self/fd")]
 
 
-def wait_fields(info: os.waitid_result | None) -> tuple[int, int | None, int | None]:
-    """The wait status a reap would give, from a WNOWAIT ``waitid`` (advisory: the daemon
-    takes the outcome from its own reap)."""
-    if info is None:  # pragma: no cover
-        return 0, None, None
-    if info.si_code == os.CLD_EXITED:
-        return (info.si_status & 0xFF) << 8, info.si_status & 0xFF, None
-    core = 0x80 if info.si_code == os.CLD_DUMPED else 0
-    return info.si_status | core, None, info.si_status
-
-
 def set_winsize(fd: int, cols: int, rows: int) -> None:
     fcntl.ioctl(fd, termios.TIOCSWINSZ, struct.pack("HHHH", rows, cols, 0, 0))
 
@@ -127,7 +117,8 @@ class Sentinel:
         self.size = (DEFAULT_COLS, DEFAULT_ROWS, DEFAULT_SCROLLBACK)
         self.scanner = Scanner()
         self.streaming = False
-        self.input = bytearray()
+        # INPUT requests not yet fully written: [req, data, until_ms, written]
+        self.input: deque[list[Any]] = deque()
         self.sel = selectors.DefaultSelector()
         self.wake_r, self.wake_w = os.pipe2(os.O_NONBLOCK | os.O_CLOEXEC)
         self.channel_open = True
@@ -177,10 +168,10 @@ class Sentinel:
             self.term = Terminal(*self.size)
         return self.term
 
-    def final_state(self) -> tuple[int, dict[str, Any]]:
+    def final_state(self) -> dict[str, Any]:
         if self.term is None:
-            return 0, blank_snapshot(*self.size[:2])
-        return self.term.offset, self.term.snapshot()
+            return blank_snapshot(*self.size[:2])
+        return self.term.snapshot()
 
     def prepare(self) -> None:
         """As a spare, before HELLO: walk the paths a start takes, short of starting
@@ -188,7 +179,7 @@ class Sentinel:
         such fault is costly; taking them here keeps them off the start itself."""
         sample = P.Spawn("p0", ["true"], {"PATH": "/"}, "/", 80, 24, 0, True)
         P.Decoder().feed(P.encode(sample) + P.encode(P.Ready()) + P.encode(P.Started(0)))
-        P.encode(P.Exit(0, 0, None, *self.final_state()))
+        P.encode(P.Exit(self.final_state()))
         title.set_title(P.SPARE_TITLE)  # the title it already has
         resolve("true", sample.env)
         open_fds()
@@ -266,7 +257,7 @@ class Sentinel:
                 self.finish()
             if not self.channel_open:
                 self.daemon_lost()
-            for key, ev in sel.select():
+            for key, ev in sel.select(self.input_timeout()):
                 if key.data == "chan":
                     for m in self.recv():
                         self.handle(m)
@@ -277,6 +268,8 @@ class Sentinel:
                         self.write_pty()
                 else:
                     self.drain_wake()
+            if self.input and self.input_timeout() == 0:
+                self.write_pty()  # a deadline passed with the PTY still full
 
     def drain_wake(self) -> None:
         try:
@@ -324,31 +317,49 @@ class Sentinel:
         if self.streaming:
             self.send(P.Output(data, off))
 
+    def input_timeout(self) -> float | None:
+        """Until the oldest pending input's deadline, when it must be dropped."""
+        if not self.input:
+            return None
+        until: int = self.input[0][2]
+        return max(0.0, until / 1000.0 - time.monotonic())
+
     def write_pty(self) -> None:
-        if self.input:
+        """Write pending input in order; each request is answered once it is all written,
+        or at its deadline with what was written (the rest is dropped, never sent late)."""
+        now_ms = time.monotonic() * 1000.0
+        while self.input:
+            entry = self.input[0]
+            req, data, until_ms, written = entry
+            if written < len(data) and now_ms < until_ms and not self.master_eof:
+                try:
+                    n = os.write(self.master, data[written:written + 65536])
+                    entry[3] = written = written + n
+                except BlockingIOError:
+                    break
+                except OSError:
+                    self.master_eof = True
+            if written < len(data) and now_ms < until_ms and not self.master_eof:
+                continue
+            self.input.popleft()
+            self.send(P.Wrote(req, written))
+        if not self.master_eof:
+            events = selectors.EVENT_READ | (selectors.EVENT_WRITE if self.input else 0)
             try:
-                n = os.write(self.master, self.input)
-                del self.input[:n]
-            except BlockingIOError:
+                self.sel.modify(self.master, events, "pty")
+            except (KeyError, ValueError):  # unregistered at EOF
                 pass
-            except OSError:
-                self.input.clear()
-        if not self.input and not self.master_eof:
-            self.sel.modify(self.master, selectors.EVENT_READ, "pty")
 
     def handle(self, m: P.Message) -> None:
         if isinstance(m, P.Input):
-            if self.master_eof:
-                return
-            self.input += m.data
-            self.sel.modify(self.master, selectors.EVENT_READ | selectors.EVENT_WRITE, "pty")
+            self.input.append([m.req, m.data, m.until_ms, 0])
+            self.write_pty()
         elif isinstance(m, P.Resize):
             set_winsize(self.master, m.cols, m.rows)
             self.vt.resize(m.cols, m.rows)
-            self.send(P.Resized(m.cols, m.rows, self.vt.epoch))
-        elif isinstance(m, P.Signal):
-            for sig in m.signals:
-                self.signal_group(sig)
+            self.send(P.Resized(m.cols, m.rows, self.vt.epoch, m.req))
+        elif isinstance(m, P.Ping):
+            self.send(P.Pong(m.req))
         elif isinstance(m, P.Stream):
             self.streaming = m.on
             if m.on:
@@ -396,8 +407,9 @@ class Sentinel:
         """
         self.signal_group(signal.SIGKILL)
         self.drain()
-        status, code, sig = wait_fields(self.exited)
-        self.send(P.Exit(status, code, sig, *self.final_state()))
+        for req, _data, _until, written in self.input:
+            self.send(P.Wrote(req, written))
+        self.send(P.Exit(self.final_state()))
         os._exit(0)
 
     def daemon_lost(self) -> NoReturn:
@@ -435,7 +447,7 @@ def warm_up() -> None:
     capture(term, None, None, None, 100)
     repaint(term)
     frames = [P.Hello(1), P.Spawn("p1", ["true"], {"A": "b"}, "/", 80, 24, 100, True),
-              P.Ready(), P.Started(2), P.Exit(0, 0, None, term.offset, term.snapshot())]
+              P.Ready(), P.Started(2), P.Exit(term.snapshot()), P.Wrote(1, 1), P.Pong(1)]
     P.Decoder().feed(b"".join(P.encode(m) for m in frames))
 
 

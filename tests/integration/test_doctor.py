@@ -18,7 +18,8 @@ def test_healthy_report_and_exit_codes(daemon: Daemon) -> None:
     doc = daemon.call("doctor")
     assert doc["status"] == "ok"
     assert {k: v for k, v in doc["sentinels"].items() if k != "spares"} == {
-        "expected": 1, "alive": 1, "missing": [], "orphaned": 0}
+        "expected": 1, "alive": 1, "missing": [], "orphaned": 0, "stopped": [],
+        "unresponsive": [], "lost": {"count": 0, "recent": []}}
     assert {c["name"] for c in doc["checks"]} >= {"sentinels", "escapees", "zombies", "fds",
                                                  "fork_server", "run.active", "run.stuck"}
     assert doc["counters"]["panes"]["running"] == 1 and doc["counters"]["sessions"] == 1

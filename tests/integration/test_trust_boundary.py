@@ -108,7 +108,7 @@ def test_window_and_split_leaders_hold_only_the_terminal(daemon: Daemon) -> None
 def test_forged_exit_frame_changes_nothing(daemon: Daemon) -> None:
     state = {"screen": "primary", "epoch": 1, "offset": 16, "cols": 80, "rows": 24,
              "oldest": 0, "history": [], "lines": ["ALL TESTS PASSED"], "cursor": [0, 0]}
-    frame = P.encode(P.Exit(0, 0, None, 16, state))
+    frame = P.encode(P.Exit(state))
     attack = (
         "import os\n"
         f"frame = bytes.fromhex({frame.hex()!r})\n"
@@ -181,10 +181,12 @@ def test_killed_sentinel_is_recorded_as_lost(daemon: Daemon) -> None:
     assert getattr(err.value, "code", "") == "unavailable.sentinel"
 
 
-def test_program_that_kills_its_sentinel_keeps_its_real_outcome(daemon: Daemon) -> None:
-    r = start_run(daemon, "trap '' HUP; echo ready; read x; kill -9 $PPID; sleep 0.2; exit 3", "suicide")
-    ready(daemon, r["pane"], "ready")
-    daemon.call("pane.send", {"pane": r["pane"], "text": "go\r"})
+def test_program_that_kills_its_sentinel_keeps_its_real_outcome(daemon: Daemon,
+                                                                 tmp_path: Path) -> None:
+    go = tmp_path / "go"
+    r = start_run(daemon, f"trap '' HUP; until [ -e {go} ]; do sleep 0.02; done; "
+                          "kill -9 $PPID; sleep 0.2; exit 3", "suicide")
+    go.touch()  # once the start has committed: the program now kills its own sentinel
     rec = wait_run(daemon, r["run"])
     assert rec["outcome"] == "failed" and rec["exit_code"] == 3, rec
     assert_lost_record(rec)
@@ -336,3 +338,46 @@ def test_same_uid_program_cannot_ptrace_or_steal_fds() -> None:
         except subprocess.TimeoutExpired:
             os.killpg(proc.pid, signal.SIGKILL)
             proc.wait(5)
+
+
+# -- requests to a sentinel have a bound ---------------------------------------------------
+
+def test_requests_to_a_stopped_sentinel_fail_instead_of_hanging(daemon: Daemon) -> None:
+    s = session(daemon)
+    w = daemon.call("window.create", {"session": s, "argv": ["sh", "-c", "echo ready; sleep 60"]})
+    ready(daemon, w["pane"], "ready")
+    sentinel = sentinel_of(w["pid"])
+    os.kill(sentinel, signal.SIGSTOP)
+    try:
+        doc = daemon.call("doctor")
+        assert doc["status"] == "fail"
+        assert doc["sentinels"]["unresponsive"] == [w["pane"]]
+        for verb, params in (("pane.capture_rows", {"pane": w["pane"]}),
+                             ("pane.resize", {"pane": w["pane"], "cols": 40, "rows": 10})):
+            err = daemon.error(verb, params)
+            assert err.code == "unavailable.sentinel" and err.data["reason"] == "timeout"
+        pane = next(p for p in daemon.call("pane.list")["panes"] if p["pane"] == w["pane"])
+        assert (pane["cols"], pane["rows"]) == (80, 24)  # not applied: not reported
+    finally:
+        os.kill(sentinel, signal.SIGCONT)
+    # once it runs again it applies the resize it was sent, and says so
+    wait_for(lambda: next(p for p in daemon.call("pane.list")["panes"]
+                          if p["pane"] == w["pane"])["cols"] == 40, 10, "late resize")
+    assert daemon.call("doctor")["sentinels"]["unresponsive"] == []
+    daemon.call("pane.kill", {"pane": w["pane"], "grace_ms": 0})
+
+
+def test_send_reports_only_bytes_that_reached_the_terminal(daemon: Daemon) -> None:
+    s = session(daemon)
+    w = daemon.call("window.create", {"session": s, "argv": ["sh", "-c", "cat"]})
+    assert daemon.call("pane.send", {"pane": w["pane"], "text": "hello\r"}) == {
+        "pane": w["pane"], "bytes": 6}
+    ready(daemon, w["pane"], "hello")
+    # a program that never reads its terminal: the PTY fills, the rest is dropped
+    w2 = daemon.call("window.create", {"session": s, "argv": ["sh", "-c", "stty raw -echo; echo raw; sleep 60"]})
+    ready(daemon, w2["pane"], "raw")
+    big = "x" * 200_000
+    err = daemon.error("pane.send", {"pane": w2["pane"], "text": big})
+    assert err.code == "timeout.input" and 0 < err.data["bytes"] < len(big)
+    for p in (w, w2):
+        daemon.call("pane.kill", {"pane": p["pane"], "grace_ms": 0})

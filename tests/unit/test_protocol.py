@@ -26,10 +26,11 @@ def state(rows: int = 2) -> dict[str, Any]:
 
 SAMPLES = [
     P.Spawn("p0", ["sh"], {"A": "b"}, "/", 80, 24, 10000), P.Release(), P.Abort(),
-    P.Input(b"x"), P.Resize(10, 5), P.Signal([18, 1]), P.Stream(True, 3),
+    P.Input(b"x", 4, 123456), P.Resize(10, 5, 6), P.Stream(True, 3), P.Ping(8),
     P.Capture(1, None, 0, None, 100), P.Hello(42), P.Ready(), P.Started(7), P.Failed("ENOENT"),
     P.Output(b"\x00\xff", 2), P.Marker("finished", 9, 0, None), P.Rows(1, {"a": 1}, None),
-    P.Screen(1, 80, 24, 0, b"x"), P.Exit(0, 0, None, 5, state()), P.Resized(1, 2, 3),
+    P.Screen(1, 80, 24, 0, b"x"), P.Exit(state()), P.Resized(1, 2, 3, 6), P.Wrote(4, 1),
+    P.Pong(8),
 ]
 BY_CLASS = {type(m): m for m in SAMPLES}
 
@@ -57,8 +58,7 @@ def test_round_trip(msg: P.Message) -> None:
 
 def test_optional_fields_round_trip_set_and_unset() -> None:
     for msg in (P.Capture(1, 2, 3, 4, 5), P.Marker("status", 1, None, "busy"),
-                P.Rows(2, {}, {"code": "x"}), P.Exit(256, 1, None, 0, state()),
-                P.Exit(9, None, 9, 0, state()), P.Spawn("p", [], {}, "/", 1, 1, 0, True),
+                P.Rows(2, {}, {"code": "x"}), P.Spawn("p", [], {}, "/", 1, 1, 0, True),
                 P.Stream(False), P.Hello(1, P.PROTOCOL_VERSION)):
         assert P.decode(frame(msg)) == msg
 
@@ -73,10 +73,10 @@ def test_a_real_exit_state_is_accepted_and_readable() -> None:
 
     term = Terminal(20, 3, 100)
     term.feed(b"".join(b"line %d\r\n" % i for i in range(50)))
-    msg = P.decode(frame(P.Exit(0, 0, None, term.offset, term.snapshot())))
+    msg = P.decode(frame(P.Exit(term.snapshot())))
     assert isinstance(msg, P.Exit)
     assert Snapshot.from_dict(msg.state).row(msg.state["oldest"]).startswith("line")
-    blank = P.decode(frame(P.Exit(0, 0, None, 0, blank_snapshot(80, 24))))
+    blank = P.decode(frame(P.Exit(blank_snapshot(80, 24))))
     assert isinstance(blank, P.Exit) and blank.state["rows"] == 24
 
 
@@ -179,7 +179,7 @@ def bad_states() -> list[Any]:
 @pytest.mark.parametrize("bad", bad_states())
 def test_malformed_exit_state_is_protocol_error(bad: object) -> None:
     with pytest.raises(P.ProtocolError, match=r"Exit\.state is not a terminal state"):
-        P.decode([int(P.Kind.EXIT), 0, 0, None, 5, bad])
+        P.decode([int(P.Kind.EXIT), bad])
 
 
 @pytest.mark.parametrize("obj", [

@@ -32,6 +32,9 @@ from workers.vt import Snapshot
 
 log = logging.getLogger(__name__)
 SHUTDOWN_GRACE_MS = 2000
+# How long a request may wait for a pane's sentinel (capture, resize, attach, doctor's
+# ping) before it fails unavailable.sentinel: a busy VT answers well within this.
+SENTINEL_BOUND = 5.0
 
 
 class Daemon:
@@ -181,12 +184,17 @@ class Daemon:
             if m.error is None:
                 pane.told_epoch = m.result.get("epoch", pane.told_epoch)
                 pane.told_offset = m.result.get("offset", pane.told_offset)
-            fut = self._sentinel_reqs.pop(m.req, None)
-            if fut is not None and not fut.done():
-                fut.set_result(m)
+            self.answered(m.req, m)
         elif isinstance(m, P.Resized):
-            pane.cols, pane.rows = m.cols, m.rows
             pane.told_epoch = m.epoch
+            if (m.cols, m.rows) != (pane.cols, pane.rows):
+                # applied now, even if the request that asked for it gave up waiting
+                pane.cols, pane.rows = m.cols, m.rows
+                self.events.emit("pane.resized", f"pane:{pane.id}",
+                                 {"pane": pane.id, "cols": m.cols, "rows": m.rows}, pane.node)
+            self.answered(m.req, m)
+        elif isinstance(m, (P.Wrote, P.Pong)):
+            self.answered(m.req, m)
         elif isinstance(m, P.Exit):
             # Only the final state is taken from EXIT: the outcome is the daemon's own reap.
             if pane.live and pane.fault is None and not pane.exit_seen:
@@ -212,26 +220,42 @@ class Daemon:
             self.events.emit("program.status_changed", res,
                              {"pane": pane.id, "state": m.state}, pane.node)
 
+    def answered(self, req: int, m: P.Message) -> None:
+        fut = self._sentinel_reqs.pop(req, None)
+        if fut is not None and not fut.done():
+            fut.set_result(m)
+
     def next_req(self) -> int:
         """A tag for a request to a sentinel, matched by its answer (ROWS, SCREEN)."""
         self._req += 1
         return self._req
 
-    async def ask_sentinel(self, pane: Pane, make: Any) -> P.Message:
-        """Send a request to the pane's sentinel and await its tagged answer."""
+    async def ask_sentinel(self, pane: Pane, make: Any,
+                           bound: float = SENTINEL_BOUND) -> P.Message:
+        """Send a request to the pane's sentinel and await its tagged answer.
+
+        ``PaneGone`` if the pane exits or loses its sentinel meanwhile; a sentinel that
+        does not answer within ``bound`` seconds (busy, stopped) fails the request
+        ``unavailable.sentinel`` instead of hanging it.
+        """
         if pane.channel is None or pane.sentinel_lost:
-            raise VenomxError("unavailable.sentinel", f"pane {pane.id} has no sentinel", {})
+            raise VenomxError("unavailable.sentinel", f"pane {pane.id} has no sentinel",
+                              {"pane": pane.id, "reason": "lost"})
         req = self.next_req()
         fut: asyncio.Future[P.Message] = asyncio.get_running_loop().create_future()
         self._sentinel_reqs[req] = fut
         pane.channel.send(make(req))
         try:
-            await asyncio.wait([fut, pane.channel.closed, pane.exited],
+            await asyncio.wait([fut, pane.channel.closed, pane.exited], timeout=bound,
                                return_when=asyncio.FIRST_COMPLETED)
         finally:
             self._sentinel_reqs.pop(req, None)
         if fut.done():
             return fut.result()
+        if pane.live and not pane.sentinel_lost and not pane.channel.closed.done():
+            raise VenomxError("unavailable.sentinel",
+                              f"the sentinel of pane {pane.id} did not answer within "
+                              f"{bound:g} s", {"pane": pane.id, "reason": "timeout"})
         raise PaneGone(pane)
 
     # -- exit, signals, removal ------------------------------------------------------------

@@ -17,12 +17,15 @@ import psutil
 
 from venomx import __version__
 from venomx.daemon.termination import KILL_WAIT
+from workers import protocol as P
 from workers.protocol import SENTINEL_TITLE, SPARE_TITLE
 
 if TYPE_CHECKING:
     from venomx.daemon.core import Daemon
+    from venomx.daemon.registry import Pane
 
 ORPHAN_AFTER = 2.0  # the sentinel's drain (1 s) plus time to deliver EXIT and exit
+PING_BOUND = 1.0  # a sentinel that does not answer doctor's ping within this is a fail
 
 
 @dataclass
@@ -64,8 +67,26 @@ def check(name: str, status: str, detail: str) -> dict[str, str]:
     return {"name": name, "status": status, "detail": detail}
 
 
+async def unresponsive(d: Daemon) -> list[str]:
+    """Panes whose sentinel does not answer a ping within PING_BOUND (all at once)."""
+    from venomx.daemon.core import PaneGone
+    from venomx.wire import VenomxError
+
+    async def ping(pane: Pane) -> str | None:
+        try:
+            await d.ask_sentinel(pane, P.Ping, PING_BOUND)
+        except VenomxError:
+            return pane.id
+        except PaneGone:
+            pass
+        return None
+    panes = [p for p in d.registry.panes.values()
+             if p.live and p.channel is not None and not p.sentinel_lost]
+    return [p for p in await asyncio.gather(*map(ping, panes)) if p is not None]
+
+
 async def report(d: Daemon) -> dict[str, Any]:
-    facts = await asyncio.to_thread(gather)
+    facts, silent = await asyncio.gather(asyncio.to_thread(gather), unresponsive(d))
     reg = d.registry
     me = os.getpid()
     checks: list[dict[str, str]] = []
@@ -93,13 +114,13 @@ async def report(d: Daemon) -> dict[str, Any]:
         p.sentinel_pid, ("", ""))[1] in (psutil.STATUS_STOPPED, psutil.STATUS_TRACING_STOP)]
     sentinels = {"expected": len(live), "alive": alive, "missing": missing,
                  "orphaned": len(orphaned), "spares": len(d.forkserver.spares),
-                 "stopped": stopped,
+                 "stopped": stopped, "unresponsive": silent,
                  "lost": {"count": d.losses.count, "recent": list(d.losses.recent)}}
-    s_status = "fail" if missing or stopped else ("warn" if orphaned else "ok")
+    s_status = "fail" if missing or stopped or silent else ("warn" if orphaned else "ok")
     checks.append(check("sentinels", s_status,
                         f"{alive}/{len(live)} alive, {len(missing)} missing, "
-                        f"{len(stopped)} stopped, {len(orphaned)} orphaned, "
-                        f"{d.losses.count} lost since start"))
+                        f"{len(stopped)} stopped, {len(silent)} unresponsive, "
+                        f"{len(orphaned)} orphaned, {d.losses.count} lost since start"))
 
     # every sentinel is titled SPARE_TITLE from birth until SPAWN: ours, not escapees
     spares = {pid for pid, (title, _) in facts.children.items() if title == SPARE_TITLE}

@@ -48,6 +48,7 @@ class Run:
     signal: str | None = None
     cause: str | None = None
     status: int | None = None
+    fault: str | None = None  # venomx failed (its sentinel was lost), not the program
     started_at: str = ""
     completed_at: str | None = None
     started_mono: float = 0.0
@@ -69,7 +70,7 @@ class Run:
             "run": self.id, "source": source, "key": self.key, "pane": self.pane,
             "window": self.window, "session": self.session, "principal": self.principal,
             "pid": self.pid, "shell": self.shell, "state": self.state}
-        for name in ("outcome", "exit_code", "signal", "cause", "status"):
+        for name in ("outcome", "exit_code", "signal", "cause", "status", "fault"):
             value = getattr(self, name)
             if value is not None:
                 rec[name] = value
@@ -216,16 +217,23 @@ class RunTable:
         run.completed_at = now_iso()
         run.completed_mono = monotonic_ms()
         run.duration_ms = max(0, round(run.completed_mono - run.started_mono))
+        run.fault = pane.fault
         if pane.final is not None:
             run.output = tail(pane.final, run.output_rows, run.output_bytes)
             run.output_size = sum(len(x.encode("utf-8")) for x in run.output["lines"])
+        else:  # the sentinel and the rows it held are gone: say so, invent nothing
+            run.output = {"screen": "primary", "epoch": pane.told_epoch,
+                          "offset": pane.told_offset, "cols": pane.cols, "rows": pane.rows,
+                          "oldest": 0, "start": 0, "end": 0, "complete": False, "lines": []}
+        if run.fault is not None:
+            run.output["complete"] = False
         self.retained_bytes += run.output_size
         self.completed_order.append(run.id)
         self.outcomes[run.outcome] += 1
         if run.cause:
             self.causes[run.cause] += 1
         data: dict[str, Any] = {"run": run.id, "pane": run.pane, "outcome": run.outcome}
-        for name in ("exit_code", "signal", "cause"):
+        for name in ("exit_code", "signal", "cause", "fault"):
             value = getattr(run, name)
             if value is not None:
                 data[name] = value

@@ -196,13 +196,14 @@ VERBS: tuple[Verb, ...] = (
           S("data", "Raw bytes, base64")),
          (F("pane"), F("bytes", "integer")), "write", Check("write", ("pane",)),
          errors=("invalid_params.input", "not_found.pane", "denied.write",
-                 "conflict.pane_exited", "conflict.pane_terminating")),
+                 "conflict.pane_exited", "conflict.pane_terminating", "timeout.input",
+                 "unavailable.sentinel")),
     Verb("pane.resize", "Resize a pane's PTY (renumbers rows: the epoch changes).",
          (S("pane", required=True), I("cols", required=True, min=1, max=65535),
           I("rows", required=True, min=1, max=65535)),
          PANE_RECORD, "write", Check("write", ("pane",)),
          errors=("invalid_params.size", "not_found.pane", "denied.write",
-                 "conflict.pane_exited")),
+                 "conflict.pane_exited", "unavailable.sentinel")),
     Verb("pane.kill", "Stop a pane's process group: signal, grace, then SIGKILL. "
          "Destructive.",
          (S("pane", required=True),
@@ -224,10 +225,11 @@ VERBS: tuple[Verb, ...] = (
           I("limit", "Most rows", default=1000, min=1, max=10000)),
          ROWS_RESULT, "read", Check("read", ("pane",)),
          errors=("not_found.pane", "denied.read", "conflict.epoch",
-                 "unsupported.result_size")),
+                 "unavailable.sentinel", "unsupported.result_size")),
     Verb("pane.attach", "Stream a pane's output: a repaint, then every byte in order.",
          (S("pane", required=True),), (F("exit", "object"),), "read",
-         Check("read", ("pane",)), streams=True, errors=("not_found.pane", "denied.read")),
+         Check("read", ("pane",)), streams=True,
+         errors=("not_found.pane", "denied.read", "unavailable.sentinel")),
     Verb("run", "Start a process (a trusted run) in a new pane and return its run ID once "
          "it has been exec'd. The key makes retries safe: the same key and parameters "
          "return the same run instead of starting the command again. argv uses no shell; "
