@@ -220,13 +220,13 @@ def test_config_verbs(daemon: Daemon) -> None:
     daemon.call("config.set", {"path": "run.max_active", "value": "4"})
     assert daemon.call("config.get")["config"]["run.max_active"] == 4
     for path, value, reason in (("run.max_active", "0", "must be between 1 and 4096"),
-                                ("run.max_active", "x", "value is not JSON text"),
+                                ("run.max_active", "x", "value is not JSON"),
                                 ("nope", "1", "unknown key"),
                                 ("auth.default_grants", '[{"right":"x","scope":"*"}]', None)):
         e = daemon.error("config.set", {"path": path, "value": value})
         assert e.code == "invalid_params.config" and e.data["path"] == path
         if reason:
-            assert e.data["reason"] == reason
+            assert e.data["reason"].startswith(reason)
     evs = daemon.call("events.read", {"limit": 1024})["events"]
     assert [e["data"] for e in evs if e["type"] == "config.changed"] == [{"paths": ["run.max_active"]}]
     assert daemon.error("config.get", token=None).code == "denied.admin"
