@@ -106,3 +106,13 @@ def test_malformed_grants(value: object) -> None:
     with pytest.raises(VenomxError) as e:
         auth.parse_grants(value)
     assert e.value.code == "invalid_params.grants"
+
+
+def test_audit_record_keeps_a_bounded_resource() -> None:
+    from venomx.daemon.auth import RESOURCE_MAX, AuditLog
+
+    log = AuditLog(10)
+    edge = "run:" + "9" * (RESOURCE_MAX - 4)
+    assert log.append("g1", "run.get", "denied.read", edge).resource == edge
+    rec = log.append("g1", "run.get", "denied.read", edge + "9" * 1_000_000)
+    assert rec.resource is not None and len(rec.resource) == RESOURCE_MAX + 1

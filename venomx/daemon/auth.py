@@ -151,6 +151,9 @@ class AuditRecord:
         return d
 
 
+RESOURCE_MAX = 256  # characters of a resource name kept in an audit record
+
+
 class AuditLog:
     """Bounded in-memory audit log; records carry no params beyond the resource ID."""
 
@@ -163,6 +166,9 @@ class AuditLog:
 
     def append(self, principal: str | None, verb: str, code: str,
                resource: str | None) -> AuditRecord:
+        if resource is not None and len(resource) > RESOURCE_MAX:
+            # a caller's resource string may be a whole frame long: the record stays small
+            resource = resource[:RESOURCE_MAX] + "…"
         self.seq += 1
         rec = AuditRecord(self.seq, now_iso(), principal, verb, code, resource)
         self.records.append(rec)
