@@ -65,6 +65,9 @@ SCHEMA: dict[str, tuple[Callable[[], Any], Validator]] = {
     "run.retain_bytes": (lambda: 16777216, _int_range(0, 1073741824)),
     "vt.scrollback": (lambda: 10000, _int_range(0, 1000000)),
     "events.retain_count": (lambda: 65536, _int_range(1, 1048576)),
+    # observation events (OSC markers) per pane: a token bucket, the excess coalesced
+    "events.observe_rate": (lambda: 100, _int_range(1, 1000000)),
+    "events.observe_burst": (lambda: 200, _int_range(1, 1000000)),
     "audit.retain_count": (lambda: 10000, _int_range(1, 1048576)),
     "protocol.max_frame": (lambda: 1048576, _int_range(4096, 16777216)),
     "auth.default_grants": (lambda: [{"right": "read", "scope": "*"}], _grants),

@@ -203,22 +203,25 @@ class Daemon:
                 self.settle(pane)
 
     def on_marker(self, pane: Pane, m: P.Marker) -> None:
-        # Observations only: nothing but these events changes (RFC-0015 §5).
+        # Observations only: nothing but these events changes (RFC-0015 §5). They come
+        # from the program, so each pane has a budget; the excess is coalesced (events.py).
         pane.told_offset = m.offset
         res = f"pane:{pane.id}"
+        rate, burst = self.config["events.observe_rate"], self.config["events.observe_burst"]
         if m.what == "started":
             pane.command_open = True
-            self.events.emit("command.started", res, {"pane": pane.id}, pane.node)
+            self.events.observe(pane.id, "command.started", res, {"pane": pane.id}, pane.node,
+                                rate, burst)
         elif m.what == "finished":
             pane.command_open = False
             data: dict[str, Any] = {"pane": pane.id, "reason": "marker"}
             if m.exit_code is not None:
                 data["exit_code"] = m.exit_code
-            self.events.emit("command.finished", res, data, pane.node)
+            self.events.observe(pane.id, "command.finished", res, data, pane.node, rate, burst)
         elif m.what == "status":
             pane.status_set = m.state is not None
-            self.events.emit("program.status_changed", res,
-                             {"pane": pane.id, "state": m.state}, pane.node)
+            self.events.observe(pane.id, "program.status_changed", res,
+                                {"pane": pane.id, "state": m.state}, pane.node, rate, burst)
 
     def answered(self, req: int, m: P.Message) -> None:
         fut = self._sentinel_reqs.pop(req, None)

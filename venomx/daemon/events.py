@@ -3,11 +3,17 @@
 Each event keeps the ``AuthNode`` of its resource, captured when it was appended, so
 events about removed resources stay readable under frozen authorization. Subscribers get
 events through a bounded queue; one that falls too far behind is dropped.
+
+Observations (OSC markers: ``command.*``, ``program.status_changed``) come from the
+untrusted program, so each pane has a budget for them (``observe``): the excess is
+counted and reported in one ``pane.observations_coalesced`` event per interval, and one
+flooding pane cannot evict the rest of the log. Every other event is appended as is.
 """
 
 from __future__ import annotations
 
 import asyncio
+import time
 from collections import deque
 from collections.abc import Callable
 from dataclasses import dataclass
@@ -16,6 +22,11 @@ from typing import Any
 from venomx.daemon.registry import AuthNode, now_iso
 
 SUBSCRIBER_QUEUE = 10000
+OBSERVATIONS = frozenset({"command.started", "command.finished", "program.status_changed"})
+COALESCED = "pane.observations_coalesced"
+# At most one coalesced event per pane per interval, so a flood costs a pane's budget plus
+# one event a second.
+COALESCE_INTERVAL = 1.0
 
 
 @dataclass
@@ -32,6 +43,22 @@ class Subscriber:
         self.overflowed = False
 
 
+@dataclass
+class _Budget:
+    """One pane's token bucket for observations, and what it has held back since the
+    last coalesced event; also the pane's observed state, reported with that event."""
+
+    resource: str
+    pane: str
+    node: AuthNode | None
+    tokens: float
+    stamp: float
+    dropped: dict[str, int]
+    timer: asyncio.TimerHandle | None = None
+    command_open: bool = False
+    state: str | None = None
+
+
 class EventLog:
     def __init__(self, source: str, retain: int) -> None:
         self.source = source
@@ -39,13 +66,78 @@ class EventLog:
         self.seq = 0
         self.subscribers: set[Subscriber] = set()
         self.changed = asyncio.Event()
+        self.budgets: dict[str, _Budget] = {}  # by resource ("pane:<id>")
+        self.coalesced = 0  # observations held back since start
 
     def resize(self, retain: int) -> None:
         self.events = deque(self.events, maxlen=retain)
 
     def emit(self, etype: str, resource: str, data: dict[str, Any],
              node: AuthNode | None = None) -> Event:
-        """Append one event; call in the same reactor turn as the state change."""
+        """Append one event; call in the same reactor turn as the state change.
+
+        Never limited. Observations held back for this resource are reported first, so
+        every event about a pane follows the summary of what that pane did before it.
+        """
+        budget = self.budgets.get(resource)
+        if budget is not None:
+            self._flush(budget)
+            if etype in ("pane.exited", "pane.removed"):
+                self._forget(budget)
+        return self._append(etype, resource, data, node)
+
+    def observe(self, pane: str, etype: str, resource: str, data: dict[str, Any],
+                node: AuthNode | None, rate: int, burst: int) -> Event | None:
+        """Append an observation within the pane's budget (``rate`` a second, bursts of
+        ``burst``); beyond it, count it for the pane's next coalesced event instead.
+
+        Returns the event, or None when it was held back.
+        """
+        now = time.monotonic()
+        budget = self.budgets.get(resource)
+        if budget is None:
+            budget = _Budget(resource, pane, node, float(burst), now, {})
+            self.budgets[resource] = budget
+        budget.node = node
+        budget.tokens = min(float(burst), budget.tokens + (now - budget.stamp) * rate)
+        budget.stamp = now
+        if etype == "command.started":
+            budget.command_open = True
+        elif etype == "command.finished":
+            budget.command_open = False
+        elif etype == "program.status_changed":
+            budget.state = data.get("state")
+        if budget.tokens >= 1.0:
+            budget.tokens -= 1.0
+            return self._append(etype, resource, data, node)
+        budget.dropped[etype] = budget.dropped.get(etype, 0) + 1
+        self.coalesced += 1
+        if budget.timer is None:
+            budget.timer = asyncio.get_running_loop().call_later(
+                COALESCE_INTERVAL, self._flush, budget)
+        return None
+
+    def _flush(self, budget: _Budget) -> None:
+        """Report the observations held back, if any: one counted event."""
+        if budget.timer is not None:
+            budget.timer.cancel()
+            budget.timer = None
+        if not budget.dropped:
+            return
+        types = dict(sorted(budget.dropped.items()))
+        budget.dropped = {}
+        self._append(COALESCED, budget.resource,
+                     {"pane": budget.pane, "count": sum(types.values()), "types": types,
+                      "command_open": budget.command_open, "state": budget.state},
+                     budget.node)
+
+    def _forget(self, budget: _Budget) -> None:
+        if budget.timer is not None:
+            budget.timer.cancel()
+        self.budgets.pop(budget.resource, None)
+
+    def _append(self, etype: str, resource: str, data: dict[str, Any],
+                node: AuthNode | None) -> Event:
         self.seq += 1
         body = {"source": self.source, "seq": self.seq, "ts": now_iso(), "type": etype,
                 "resource": resource, "data": data}
