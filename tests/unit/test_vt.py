@@ -128,6 +128,10 @@ TOKENS = st.sampled_from([
     b"\x1b[1;4m", "宽".encode(), "e\u0301".encode(), b"\x1b[2A", b"\x1b[K", b"\x1b[2J",
     b"\x1b[1;3r", b"\x1b[r", b"\x1b[?1049h", b"\x1b[?1049l", b"\t", b"\x08", b"\x1b[5;5H",
     b"\x1b]133;C\x07", b"\xff", b"\x1b[", b"7m",
+    # zero-width code points (at column 0 they wait for the next character), a cluster
+    # long enough to grow, and the handlers this module replaces
+    "\u200b".encode(), "\u0301".encode() * 70, b"\x1b#8", b"\x1b[2@", b"\x1b[2P", b"\x1b[1K",
+    b"\x1b[J", b"\x1bM", b"\x1bH", b"\x1b[?5h", b"\x1b[3K",
 ])
 
 

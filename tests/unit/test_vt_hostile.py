@@ -1,0 +1,366 @@
+"""The terminal against hostile output: nothing raises, stalls, or drops the text after it.
+
+Costs are measured by ``workers.vt.vt_costs`` (scripts/bench), never timed here; these
+tests check behaviour: the content is kept, nothing raises, and what the VT holds while
+parsing a flood stays bounded by what it keeps.
+"""
+
+from __future__ import annotations
+
+import itertools
+import os
+import random
+import unicodedata
+
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from workers import vt
+from workers.vt import STRING_MAX, Snapshot, Terminal, capture, repaint, tail
+
+# Known crashers and stallers of pyte, and sequences pyte drew as text.
+CORPUS = [
+    b"\x1b[3K", b"\x1b[4J", b"\x1b[9J", b"\x1b[?3K",  # erase with a value pyte never set
+    b"\x1b[1;2A", b"\x1b[?5n", b"\x1b[?1;2r",  # handler arity
+    b"\x1b[" + b"9" * 5000 + b"m", b"\x1b[" + b"1;" * 3000 + b"m",  # huge CSI
+    b"\x1b[" + "٣²".encode() + b"A",  # non-ASCII "digits"
+    b"\x1b]0;" + b"t" * 20000, b"\x1b]2;title\x07", b"\x1b]\x07", b"\x1b]P12",  # OSC
+    b"\x1bP+q544e\x1b\\", b"\x1b_Gf=100;AAAA\x1b\\", b"\x1bX\x9c", b"\x1b^pm\x1b\\",  # strings
+    "\u200b\u202e\ufeff\u200d".encode(), "\u0301".encode() * 300, "\U000e0001".encode(),
+    b"\x1b#8", b"\x1b[?5h", b"\x1b[?5l", b"\x1b[?3h", b"\x1b[?3l", b"\x1b[4h", b"\x1b[4l",
+    b"\x1b[2;99r", b"\x1b[99;2r", b"\x1b[0;0r", b"\x1bM" * 30, b"\n" * 30, b"\x1bD\x1bE",
+    b"\x1b[9999L", b"\x1b[9999M", b"\x1b[9999@", b"\x1b[9999P", b"\x1b[9999X", b"\x1b[9999b",
+    b"\x1b[9999A\x1b[9999C", b"\x1b[9999;9999H", b"\t" * 40, b"\x1bH" * 10, b"\x1b[3g",
+    b"\x1b7" * 100, b"\x1b8" * 101, b"\x1b%@\xe9\x1b%G", b"\x1b(0lqk\x1b(B",
+    b"\x1b[=5u", b"\x1b[!p", b"\x1b[>4;2m", b"\x1b[38:2:255:0:0m", b"\x1b[2 q", b"\x1b F",
+    b"\x1bc", b"\x1b[3J", b"\x1b[?1049h", b"\x1b[?1049l", b"\x1b[?47h", b"\x1b[?1047l",
+    b"\xc2\x9b1m", b"\xc2\x9d0;x\x07", b"\xc2\x85\xc2\x90\xc2\x9f", b"\x00\x7f\x01\x1c",
+    b"\x1b", b"\x1b[", b"\x1b[1", b"\x1b]", b"\xe2\x80", b"\xff\xfe", b"\x18", b"\x1a",
+    "宽".encode() * 50, b"x" * 700, b"\r\n" * 3,
+]
+
+ZERO_WIDTH = "\u0301\u0308\u0332\u200b\u200c\u200d\u200e\u200f\u202a\u202e\u2060\u2064\ufe0f\ufeff\U000e0001"
+NARROW = "abcXYZ019 .-éñßΩжя"
+CONTROLS = "\x01\x06\x10\x1c\x1f\x80\x85\x90\x9c\x9f"
+
+
+def view(t: Terminal) -> tuple[object, ...]:
+    s = t.snapshot()
+    return (s["history"], s["lines"], s["cursor"], s["oldest"], s["epoch"], s["offset"],
+            s["screen"])
+
+
+def check_readable(t: Terminal) -> None:
+    """Every reader works on the state and agrees with it."""
+    s = t.snapshot()
+    assert len(s["lines"]) == t.rows and all(type(r) is str for r in s["lines"] + s["history"])
+    snap = Snapshot.from_dict(s)
+    assert [snap.row(n) for n in range(snap.oldest, snap.end)] == s["history"] + s["lines"]
+    row, col = t.cursor
+    assert t.oldest <= row < t.end and 0 <= col < t.cols
+    assert capture(t, None, None, None, 1000)["lines"] == (s["history"] + s["lines"])[-1000:]
+    assert tail(t, 100, 10000) == tail(snap, 100, 10000)
+    assert repaint(t) == repaint(snap)
+
+
+def cut(data: bytes, points: list[int]) -> list[bytes]:
+    edges = sorted({p % (len(data) + 1) for p in points} | {0, len(data)})
+    return [data[a:b] for a, b in itertools.pairwise(edges)]
+
+
+@settings(max_examples=150, deadline=None)
+@given(st.lists(st.one_of(st.sampled_from(CORPUS), st.binary(max_size=200)), max_size=25),
+       st.lists(st.integers(0, 1 << 20), max_size=12), st.integers(1, 30), st.integers(1, 8))
+def test_any_chunking_of_the_corpus_is_survived_and_read(parts: list[bytes], points: list[int],
+                                                         cols: int, rows: int) -> None:
+    data = b"".join(parts) + b"\x1b[0m\x1b[?1049l\r\nEND"
+    whole, chunked = Terminal(cols, rows, 50), Terminal(cols, rows, 50)
+    whole.feed(data)
+    for piece in cut(data, points):
+        chunked.feed(piece)
+    # the parser is a state machine over the byte stream: how it was read changes nothing
+    assert view(whole) == view(chunked)
+    assert whole.dropped == chunked.dropped
+    check_readable(chunked)
+    chunked.resize(max(1, cols - 3), rows + 1)
+    chunked.feed(b"\x1b[999B\r\nafter")  # on a fresh bottom row
+    check_readable(chunked)
+    text = "".join(chunked.row(n) for n in range(chunked.oldest, chunked.end))
+    assert text.rstrip(" ").endswith("after")
+
+
+@settings(max_examples=60, deadline=None)
+@given(st.binary(min_size=1, max_size=4000), st.lists(st.integers(0, 4000), max_size=20))
+def test_random_bytes_in_random_chunks(data: bytes, points: list[int]) -> None:
+    t = Terminal(20, 6, 30)
+    with_fast = vt.FAST_MIN
+    vt.FAST_MIN = 0  # let the fast path see every chunk too
+    try:
+        for piece in cut(data, points):
+            t.feed(piece)
+    finally:
+        vt.FAST_MIN = with_fast
+    check_readable(t)
+
+
+def test_megabytes_of_urandom() -> None:
+    rng = random.Random(14)
+    t = Terminal(80, 24, 200)
+    data = os.urandom(1 << 20) + rng.randbytes(1 << 20)
+    for i in range(0, len(data), 131072):  # a sentinel's read size
+        t.feed(data[i:i + 131072])
+    t.feed(b"\x1b[0m\x1b[?1049l\x1b\\\x07\x18\r\nsurvived")
+    assert "survived" in t.row(t.cursor[0])
+    check_readable(t)
+
+
+# -- text is never dropped ----------------------------------------------------------------
+
+def test_zero_width_does_not_end_the_line() -> None:
+    t = Terminal(80, 3)
+    t.feed("summary: \u200bFAIL: 3 tests failed\r\n".encode())
+    assert t.row(0).rstrip() == "summary: \u200bFAIL: 3 tests failed"
+    assert tail(t, 10, 1000)["lines"] == [t.row(0)]
+
+
+@settings(max_examples=300, deadline=None)
+@given(st.text(alphabet=NARROW + ZERO_WIDTH + CONTROLS, max_size=60), st.integers(0, 5))
+def test_text_is_kept_as_written(text: str, indent: int) -> None:
+    """Width-1 characters and zero-width code points come back in order, unnormalised,
+    C0/C1 controls gone; a zero-width code point at column 0 joins the next character."""
+    written = "".join(c for c in text if c not in CONTROLS)
+    visible = sum(1 for c in written if c not in ZERO_WIDTH)
+    t = Terminal(indent + visible + 1, 2)
+    t.feed(b" " * indent + text.encode())
+    if visible:
+        assert t.row(0) == " " * indent + written + " " * (t.cols - indent - visible)
+    elif indent:  # joined to the last space
+        assert t.row(0) == " " * indent + written + " "
+    else:  # nothing was drawn to carry them: no text, no cell
+        assert t.row(0) == " " * t.cols
+    assert unicodedata.is_normalized("NFC", t.row(0)) or written != unicodedata.normalize(
+        "NFC", written)
+
+
+def test_zero_width_at_column_0_joins_the_next_character() -> None:
+    t = Terminal(10, 3)
+    t.feed("\u200bFAIL\r\n\u202eabc\r\n\ufeff".encode())
+    assert [t.row(n).rstrip() for n in range(3)] == ["\u200bFAIL", "\u202eabc", ""]
+    assert t.dropped == 0
+    t.feed(b"\x1b[3;5Hx")  # drawn elsewhere: the waiting BOM has no cell
+    assert t.row(2).rstrip() == "    x" and t.dropped == 1
+
+
+def test_zero_width_joins_a_wide_character_and_the_last_column() -> None:
+    t = Terminal(4, 2)
+    t.feed("宽\u0301ab\u0302".encode())
+    assert t.row(0) == "宽\u0301ab\u0302" and t.cursor == (0, 3)
+    t.feed(b"c")  # wraps only now: the mark did not move the cursor
+    assert t.row(1).rstrip() == "c"
+
+
+def test_controls_inside_text_are_dropped_alone() -> None:
+    t = Terminal(20, 2)
+    t.feed(b"a\x01b\x1cc\xc2\x85d\xc2\x90e\xc2\x9cf")
+    assert t.row(0).rstrip() == "abcdef"
+
+
+def test_sequences_are_not_drawn_as_text() -> None:
+    t = Terminal(40, 2)
+    t.feed(b"A\x1b[=5uB\x1b[!pC\x1b[38:2:255:0:0mD\x1bP+q544e\x1b\\E\x1b_Gf=1;AAAA\x1b\\F"
+           b"\x1b[2 qG\x1b F\x1b*0H\x1b]0;t\x1b[1mI\x1b[1\xc3\xa9J")
+    assert t.row(0).rstrip() == "ABCDEFGHIéJ"
+
+
+def test_erase_with_unknown_values_is_ignored() -> None:
+    t = Terminal(10, 2)
+    t.feed(b"abcdef\x1b[3K\x1b[4J\x1b[1;4Hx")
+    assert t.row(0).rstrip() == "abcxef" and t.dropped == 0
+
+
+def test_a_failing_handler_is_dropped_and_counted() -> None:
+    t = Terminal(10, 2)
+    t.feed(b"a\x1b[1;2Ab\x1b[?5nc")
+    assert t.row(0).rstrip() == "abc" and t.dropped == 2
+
+
+def test_a_failure_inside_draw_drops_one_character() -> None:
+    t = Terminal(10, 2)
+
+    def broken(count: int | None = None) -> None:
+        raise RuntimeError("boom")
+
+    t.screen.insert_characters = broken  # type: ignore[method-assign]
+    t.feed("\x1b[4hé€b".encode())  # insert mode draws through insert_characters
+    assert t.dropped == 3
+    t.feed(b"\x1b[4lok")
+    assert t.row(0).startswith("ok")
+    check_readable(t)
+
+
+def test_a_failing_parser_is_reset_and_the_chunk_goes_on() -> None:
+    t = Terminal(10, 2)
+
+    def broken() -> object:
+        yield None
+        raise RuntimeError("boom")
+
+    t.stream._parser = broken()  # type: ignore[assignment]
+    next(t.stream._parser)  # type: ignore[arg-type]
+    t.stream._taking_plain_text = True
+    t.feed(b"a\x07ok")  # the BEL reaches the parser, which fails
+    assert t.row(0).startswith("aok") and t.dropped == 1
+    t.feed(b"\x1b[31m!")  # a fresh parser
+    assert t.row(0).startswith("aok!")
+
+
+def test_a_failing_fast_path_falls_back_to_the_parser() -> None:
+    t = Terminal(10, 2)
+    old = vt._bulk_lines
+
+    def broken(term: Terminal, text: str) -> bool:
+        raise RuntimeError("boom")
+
+    vt._bulk_lines = broken
+    try:
+        t.feed(b"".join(b"line %d\r\n" % i for i in range(200)))
+    finally:
+        vt._bulk_lines = old
+    assert t.dropped == 1 and t.row(t.cursor[0] - 1).rstrip() == "line 199"
+
+
+# -- floods keep their content and bounded parser state -----------------------------------
+
+def test_a_combining_flood_is_kept_whole() -> None:
+    t = Terminal(10, 2)
+    marks = "\u0301" * 100_000
+    t.feed(b"a" + marks.encode() + b"b")
+    assert t.row(0) == "a" + marks + "b" + " " * 8
+    t.feed("\x1b[1;3H\u0302".encode())  # joins the cell before the cursor: b
+    assert t.row(0) == "a" + marks + "b\u0302" + " " * 8
+
+
+def test_interleaved_marks_and_controls_are_kept() -> None:
+    t = Terminal(10, 2)
+    t.feed(b"a" + "\u0301\x00".encode() * 20_000)
+    assert t.row(0) == "a" + "\u0301" * 20_000 + " " * 9
+
+
+def test_a_zero_width_flood_at_column_0() -> None:
+    t = Terminal(5, 2)
+    t.feed("\u200b".encode() * 50_000 + b"X")
+    assert t.row(0) == "\u200b" * 50_000 + "X    "
+
+
+def test_a_grown_cell_moves_scrolls_and_is_overwritten() -> None:
+    t = Terminal(6, 2, 1000)
+    marks = "\u0308" * (vt.GROW_AT * 3)
+    t.feed(("ab" + marks + "cd").encode())
+    t.feed(b"\x1b[1;1H\x1b[2@")  # insert two blanks: the cluster moves right
+    assert t.row(0) == "  ab" + marks + "cd"
+    t.feed(b"\x1b[2;1H\n")  # scrolls the row into history
+    assert t.row(0) == "  ab" + marks + "cd"
+    t.feed(b"\x1b[1;1H" + b"z" * 600 + b"\r\n" * 4)  # the fast path over a later row
+    assert t.row(t.oldest) == "  ab" + marks + "cd"
+
+
+def test_huge_csi_parameters_are_clamped_not_dropped() -> None:
+    t = Terminal(10, 5)
+    t.feed(b"\x1b[5;5Ha\x1b[" + b"0" * 10000 + b"1" + b"A" + b"b")
+    assert t.cursor == (3, 6) and t.row(3).rstrip() == "     b"
+    t.feed(b"\x1b[" + b"9" * 100000 + b"Ac")
+    assert t.cursor == (0, 7) and t.row(0).rstrip() == "      c"
+
+
+def test_an_unterminated_csi_holds_bounded_state() -> None:
+    t = Terminal(10, 2)
+    t.feed(b"\x1b[" + b"123456789;" * 20000)
+    frame = t.stream._parser.gi_frame  # type: ignore[union-attr]
+    assert len(frame.f_locals["params"]) == vt.CSI_MAX_PARAMS
+    assert len(frame.f_locals["current"]) <= 5
+    t.feed(b"mok")
+    assert t.row(0).startswith("ok")
+
+
+def test_an_endless_osc_holds_bounded_state() -> None:
+    t = Terminal(10, 2)
+    for _ in range(16):
+        t.feed(b"\x1b]2;" if _ == 0 else b"t" * 131072)
+    kept = t.stream._parser.gi_frame.f_locals["kept"]  # type: ignore[union-attr]
+    assert sum(map(len, kept)) <= STRING_MAX + 131072
+    t.feed(b"\x07after")
+    assert len(t.screen.title) == STRING_MAX - 2 and t.row(0).startswith("after")
+
+
+def test_savepoints_are_bounded() -> None:
+    t = Terminal(10, 2)
+    t.feed(b"\x1b7" * 10_000)
+    assert len(t.screen.savepoints) == vt.SAVEPOINTS_MAX
+
+
+# -- the cheap forms of pyte's whole-screen handlers keep its text ------------------------
+
+def test_alignment_display_and_what_follows() -> None:
+    t = Terminal(6, 3)
+    t.feed(b"\x1b#8")
+    assert [t.row(n) for n in range(3)] == ["EEEEEE"] * 3
+    t.feed(b"\x1b[1;3H\x1b[2@\x1b[2;3H\x1b[2P\x1b[3;3H\x1b[K")
+    assert [t.row(n) for n in range(3)] == ["EE  EE", "EEEE  ", "EE    "]
+    t.feed(b"\x1b[2J")
+    assert [t.row(n) for n in range(3)] == ["      "] * 3
+    t.feed(b"\x1b#8")
+    t.resize(3, 3)
+    t.resize(8, 3)
+    assert t.row(t.end - 1) == "EEE     "
+
+
+def test_erase_in_display_and_line() -> None:
+    for seq, want in [(b"\x1b[J", ["abcd", "ef  ", "    "]), (b"\x1b[1J", ["    ", "   h", "ijkl"]),
+                      (b"\x1b[2J", ["    "] * 3), (b"\x1b[K", ["abcd", "ef  ", "ijkl"]),
+                      (b"\x1b[1K", ["abcd", "   h", "ijkl"]), (b"\x1b[2K", ["abcd", "    ", "ijkl"])]:
+        t = Terminal(4, 3)
+        t.feed(b"abcdefghijkl\x1b[2;3H" + seq)
+        assert [t.row(n) for n in range(3)] == want, seq
+
+
+def test_reverse_video_and_column_mode_keep_the_width() -> None:
+    t = Terminal(10, 2)
+    t.feed(b"hello\x1b[?5h\x1b[?5l")
+    assert t.row(0) == "hello     "
+    t.feed(b"\x1b[?3h")
+    assert t.cols == 10 and t.row(0) == " " * 10 and t.cursor == (0, 0)
+
+
+def test_tabs_with_stops_anywhere() -> None:
+    t = Terminal(20, 2)
+    t.feed(b"\x1b[3g\x1b[1;4H\x1bH\x1b[1;9H\x1bH\x1b[1;1H\tA\tB\tC")
+    assert t.row(0) == "   A    B          C"
+    t.feed(b"\x1b[1;9H\x1b[g\x1b[1;1H\t\tD")  # no stop left after 3: the last column
+    assert t.row(0) == "   A    B          D"
+
+
+def test_costs_are_reported_for_every_pattern() -> None:
+    costs = vt.vt_costs(n=10_000, tries=1)
+    assert {c["pattern"] for c in costs} == set(vt.COST_PATTERNS)
+    for c in costs:
+        assert c["bytes_2n"] > c["bytes_n"] > 0 and c["seconds_n"] >= 0 and c["ratio"] >= 0
+
+
+def test_the_fast_path_scrolls_a_grown_row_out_once() -> None:
+    """A row holding a long cluster may leave the screen through the fast path."""
+    data = [b"aa" + "\u0301".encode() * (vt.GROW_AT + 6), b"a" * 40]
+    old = vt.FAST_MIN
+    try:
+        vt.FAST_MIN = 1 << 30
+        ref = Terminal(1, 2, 100)
+        for d in data:
+            ref.feed(d)
+        vt.FAST_MIN = 0
+        fast = Terminal(1, 2, 100)
+        for d in data:
+            fast.feed(d)
+    finally:
+        vt.FAST_MIN = old
+    assert fast.fast_bytes == 40 and fast.dropped == 0
+    assert view(fast) == view(ref)
+    assert fast.row(1) == "a" + "\u0301" * (vt.GROW_AT + 6)
