@@ -39,3 +39,18 @@ def test_sentinel_survives_any_output(daemon: Daemon, tmp_path: Path) -> None:
     cap = daemon.call("pane.capture_rows", {"pane": r["pane"], "limit": 10})
     assert cap["offset"] >= blob.stat().st_size
     assert daemon.call("doctor")["status"] in ("ok", "warn")
+
+
+def test_crashers_and_zero_width_keep_the_real_outcome(daemon: Daemon) -> None:
+    """Erase values pyte raised on, then a zero-width space before the text that matters:
+    the run fails with its own exit code and the tail keeps every character."""
+    s = daemon.call("session.create")["session"]
+    r = daemon.call("run", {"key": "zw", "session": s, "cols": 80, "rows": 24,
+                            "shell": "printf '\\033[3K\\033[4J'; "
+                                     "printf 'summary: \\342\\200\\213FAIL: 3 tests failed\\n'; "
+                                     "exit 3"})
+    rec = daemon.wait_exit(r["run"], 30)
+    assert (rec["outcome"], rec["exit_code"]) == ("failed", 3), rec
+    lines = [ln.rstrip() for ln in rec["output"]["lines"]]
+    assert lines == ["summary: \u200bFAIL: 3 tests failed"], lines
+    assert "FAIL: 3 tests failed" in lines[-1]
