@@ -22,10 +22,12 @@ from __future__ import annotations
 
 import copy
 import re
+import sys
+from array import array
 from bisect import bisect_right
 from collections import deque
 from collections.abc import Callable, Generator
-from dataclasses import dataclass
+from itertools import accumulate, islice
 from typing import Any, Protocol
 
 import pyte
@@ -843,37 +845,118 @@ def blank_snapshot(cols: int, rows: int) -> dict[str, Any]:
             "oldest": 0, "history": [], "lines": [" " * cols] * rows, "cursor": [0, 0]}
 
 
-@dataclass
 class Snapshot:
-    """A pane's final terminal state, as shipped with EXIT; read-only."""
+    """A pane's final terminal state, as shipped with EXIT; read-only.
 
-    screen_name: str
-    epoch: int
-    offset: int
-    cols: int
-    rows: int
-    oldest: int
-    history: list[str]
-    lines: list[str]
-    cursor: tuple[int, int]
+    An exited pane keeps this until it is removed, so the rows are held compactly
+    (``_Rows``) rather than as one padded string per row.
+    """
+
+    __slots__ = ("_rows", "cols", "cursor", "dropped", "epoch", "offset", "oldest", "rows",
+                 "screen_name")
+
+    def __init__(self, screen_name: str, epoch: int, offset: int, cols: int, rows: int,
+                 oldest: int, history: list[str], lines: list[str], cursor: tuple[int, int],
+                 dropped: int = 0) -> None:
+        self.screen_name = screen_name
+        self.epoch = epoch
+        self.offset = offset
+        self.cols = cols
+        self.rows = rows
+        self.oldest = oldest
+        self.cursor = cursor
+        self.dropped = dropped
+        self._rows = _Rows([*history, *lines], cols)
 
     @classmethod
     def from_dict(cls, d: dict[str, Any]) -> Snapshot:
         return cls(d["screen"], d["epoch"], d["offset"], d["cols"], d["rows"], d["oldest"],
-                   list(d["history"]), list(d["lines"]), (d["cursor"][0], d["cursor"][1]))
+                   d["history"], d["lines"], (d["cursor"][0], d["cursor"][1]),
+                   d.get("dropped", 0))
 
     @property
     def end(self) -> int:
-        return self.oldest + len(self.history) + len(self.lines)
+        return self.oldest + len(self._rows)
 
     def row(self, n: int) -> str:
-        i = n - self.oldest
-        if i < len(self.history):
-            return self.history[i]
-        return self.lines[i - len(self.history)]
+        return self._rows[n - self.oldest]
 
     def nbytes(self) -> int:
-        return sum(len(x) for x in self.history) + sum(len(x) for x in self.lines)
+        """Bytes held for the rows (what an exited pane costs until it is removed)."""
+        return self._rows.nbytes()
+
+
+_CHECKPOINT = 64  # rows between stored offsets; a row is found by summing at most this many
+# what str.isspace() holds besides " " (a unit test checks it against the running Python)
+OTHER_SPACES = "\t\n\x0b\x0c\r\x1c\x1d\x1e\x1f\x85\xa0\u1680" + "".join(
+    map(chr, range(0x2000, 0x200B))) + "\u2028\u2029\u202f\u205f\u3000"
+
+
+class _Rows:
+    """Text rows held compactly: UTF-8 with trailing spaces stripped, in one blob.
+
+    Per row: its byte length (one byte while rows are short) and, only when some row's
+    length is not ``cols`` (wide characters, clusters, history of another width), its
+    length in characters to pad it back to. Every ``_CHECKPOINT`` rows an absolute
+    offset. ``self[i]`` returns exactly the string that was stored; reading rows in order,
+    forwards or backwards as capture and tail do, costs O(1) per row.
+    """
+
+    __slots__ = ("_at", "_blob", "_cols", "_lens", "_marks", "_widths")
+
+    def __init__(self, rows: list[str], cols: int) -> None:
+        joined = "".join(rows)
+        if any(c in joined for c in OTHER_SPACES):
+            stripped = [r.rstrip(" ") for r in rows]
+        else:  # rstrip() strips whitespace, here only spaces: eight times faster
+            stripped = list(map(str.rstrip, rows))
+        text = "".join(stripped)
+        if text.isascii():
+            self._blob = text.encode("ascii")
+            self._lens = _packed(list(map(len, stripped)))
+        else:
+            encoded = [r.encode("utf-8", "surrogatepass") for r in stripped]
+            self._blob = b"".join(encoded)
+            self._lens = _packed(list(map(len, encoded)))
+        self._marks = array("Q", islice(accumulate(self._lens, initial=0), 0, None, _CHECKPOINT))
+        self._cols = cols
+        self._widths = None if set(map(len, rows)) <= {cols} else _packed(list(map(len, rows)))
+        self._at = (0, 0)  # the last row read and where it starts in the blob
+
+    def __len__(self) -> int:
+        return len(self._lens)
+
+    def __getitem__(self, i: int) -> str:
+        lens = self._lens
+        if not 0 <= i < len(lens):
+            raise IndexError(i)
+        last, at = self._at
+        if i == last + 1:
+            start = at + lens[last]
+        elif i == last - 1:
+            start = at - lens[i]
+        elif i == last:
+            start = at
+        else:
+            base = i - i % _CHECKPOINT
+            start = self._marks[base // _CHECKPOINT] + sum(lens[base:i])
+        self._at = (i, start)
+        text = self._blob[start:start + lens[i]].decode("utf-8", "surrogatepass")
+        width = self._cols if self._widths is None else self._widths[i]
+        return text + " " * (width - len(text))
+
+    def nbytes(self) -> int:
+        return (sys.getsizeof(self._blob) + sys.getsizeof(self._lens)
+                + sys.getsizeof(self._marks) + sys.getsizeof(self._widths))
+
+
+def _packed(values: list[int]) -> array[int]:
+    """Unsigned ints in the narrowest array that holds them."""
+    top = max(values, default=0)
+    for code, limit in (("B", 1 << 8), ("H", 1 << 16), ("I", 1 << 32)):
+        if top < limit:
+            return array(code, values)
+    return array("Q", values)
 
 
 def repaint(src: RowSource) -> bytes:
