@@ -1,19 +1,31 @@
 """venomx benchmarks, each side by side with tmux (control mode) and a Python floor.
 
 Usage: scripts/bench [--quick] [--only NAME,...]
+
+Default: start, throughput, list, runs, vt, deadline. ``soak`` (issue 15's hardening
+soak) runs only when named.
 """
 
 from __future__ import annotations
 
 import argparse
+import fcntl
+import json
 import os
 import pty
+import random
+import resource
+import select
 import shutil
+import signal
+import socket
 import subprocess
 import sys
 import tempfile
+import threading
 import time
 from collections.abc import Callable, Iterator
+from datetime import datetime
 from pathlib import Path
 from typing import Any
 
@@ -40,15 +52,20 @@ def ms(xs: list[float]) -> str:
 
 
 class Daemon:
-    def __init__(self, config: str = "") -> None:
+    def __init__(self, config: str = "", log_level: str = "warning",
+                 nofile: int | None = None) -> None:
         self.dir = tempfile.mkdtemp(prefix="vxb", dir="/tmp")
         self.sock = os.path.join(self.dir, "s.sock")
         cfg = os.path.join(self.dir, "c.toml")
         Path(cfg).write_text(config)
+
+        def limit() -> None:  # in the child, before exec: its hard and soft fd limit
+            if nofile is not None:
+                resource.setrlimit(resource.RLIMIT_NOFILE, (nofile, nofile))
         self.proc = subprocess.Popen([sys.executable, "-m", "venomx", "serve", "--socket",
-                                      self.sock, "--config", cfg, "--log-level", "warning"],
+                                      self.sock, "--config", cfg, "--log-level", log_level],
                                      stderr=open(os.path.join(self.dir, "log"), "wb"),
-                                     start_new_session=True,
+                                     start_new_session=True, preexec_fn=limit,
                                      cwd=self.dir)
         deadline = time.monotonic() + 15
         while True:
@@ -62,6 +79,12 @@ class Daemon:
 
     def client(self) -> Client:
         return Client(self.sock, "@owner")
+
+    def log_bytes(self) -> int:
+        return os.path.getsize(os.path.join(self.dir, "log"))
+
+    def rss(self) -> int:
+        return int(psutil.Process(self.proc.pid).memory_info().rss)
 
     def stop(self) -> None:
         try:
@@ -235,6 +258,7 @@ def bench_throughput(lines: int) -> None:
             r = c.call("run", {"key": "cat", "session": s, "argv": ["cat", str(path)]})
             rec = c.call("run.wait", {"run": r["run"], "output": False})
             el = time.perf_counter() - t0
+            venomx_rate = size / el
             cap = c.call("pane.capture_rows", {"pane": r["pane"], "limit": 3})
             last = [ln.strip() for ln in cap["lines"] if ln.strip()][-1:]
             ok = last == [str(lines)] and cap["offset"] >= size
@@ -261,6 +285,8 @@ def bench_throughput(lines: int) -> None:
                     if ln.strip() and not ln.startswith("Pane is dead")][-1:]
             row("tmux pane: cat -> done", f"{size / el / 1e6:.1f} MB/s",
                 f"{el:.2f} s, last row {'ok' if last == [str(lines)] else 'WRONG ' + str(last)}")
+            row("throughput ratio venomx / tmux", f"{venomx_rate / (size / el):.2f}x",
+                "target >= 1.0")
         finally:
             subprocess.run([*tmux, "kill-server"], capture_output=True)
     t0 = time.perf_counter()
@@ -360,22 +386,585 @@ def bench_runs(n: int) -> None:
             t.stop()
 
 
+# -- issue 14: worst-case VT cost, deadline with a busy or stopped sentinel ---------------
+
+def _rep(unit: bytes, n: int, head: bytes = b"") -> bytes:
+    return head + unit * max(1, (n - len(head)) // len(unit))
+
+
+# Used only when workers.vt has no vt_costs() of its own (it measures more patterns).
+VT_PATTERNS: dict[str, Callable[[int], bytes]] = {
+    "seq": lambda n: b"".join(b"%d\r\n" % i for i in range(1, n // 6))[:n],
+    "random": lambda n: random.Random(14).randbytes(n),
+    "combining": lambda n: _rep("\u0301".encode(), n, b"a"),
+    "zero_width": lambda n: _rep("\u200b".encode(), n, b"a"),
+    "csi_huge_params": lambda n: _rep(b"\x1b[" + b"9" * 4300 + b"m", n),
+    "osc_endless": lambda n: _rep(b"t", n, b"\x1b]0;"),
+}
+
+
+def _vt_costs(n: int, tries: int) -> list[dict[str, Any]]:
+    from workers.vt import Terminal
+
+    out: list[dict[str, Any]] = []
+    for name, make in VT_PATTERNS.items():
+        result: dict[str, Any] = {"pattern": name}
+        for label, size in (("n", n), ("2n", 2 * n)):
+            data = make(size)
+            best = float("inf")
+            for _ in range(tries):
+                term = Terminal(80, 24, 10000)
+                t0 = time.process_time()
+                for i in range(0, len(data), 131072):  # a sentinel's reads
+                    term.feed(data[i:i + 131072])
+                best = min(best, time.process_time() - t0)
+            result[f"bytes_{label}"] = len(data)
+            result[f"seconds_{label}"] = best
+        result["ratio"] = result["seconds_2n"] / max(result["seconds_n"], 1e-9)
+        result["mb_per_s"] = result["bytes_2n"] / max(result["seconds_2n"], 1e-9) / 1e6
+        out.append(result)
+    return out
+
+
+def bench_vt(quick: bool) -> None:
+    import workers.vt as vt
+
+    n, tries = (50_000, 1) if quick else (200_000, 3)
+    own = getattr(vt, "vt_costs", None)
+    print(f"\n== VT worst cases: CPU to feed ~{n} and ~{2 * n} bytes in 128 KiB reads, best of "
+          f"{tries} ({'workers.vt.vt_costs' if own else 'bench patterns'}) ==")
+    results = own(n=n, tries=tries) if own is not None else _vt_costs(n, tries)
+    for r in results:
+        ratio = r["ratio"]
+        verdict = "linear" if ratio < 2.6 else ("SUPERLINEAR" if ratio < 3.5 else "QUADRATIC")
+        if r["seconds_n"] < 0.05:  # a few ms: scheduler noise, not the VT
+            verdict = "too short to judge"
+        row(f"vt {r['pattern']}", f"{r['mb_per_s']:.2f} MB/s",
+            f"t(2N)/t(N) {ratio:.2f} ({verdict}); 2N = {r['bytes_2n']} B in "
+            f"{r['seconds_2n']:.3f} s")
+
+
+COMBINING_FLOOD = ("import sys\nw = sys.stdout.buffer\nchunk = ('a' + '\\u0301' * 80000)"
+                   ".encode()\nwhile True:\n    w.write(chunk)\n    w.flush()\n")
+
+
+def _iso(ts: str) -> float:
+    return datetime.fromisoformat(ts.replace("Z", "+00:00")).timestamp()
+
+
+def _deadline_once(c: Client, s: str, key: str,
+                   stop_sentinel: bool) -> tuple[float, float, float]:
+    """(leader's death - deadline, run completion - deadline, sentinel CPU seconds)."""
+    r = c.call("run", {"key": key, "session": s, "argv": [sys.executable, "-c", COMBINING_FLOOD],
+                       "deadline_ms": 1000})
+    pidfd = os.pidfd_open(r["pid"])
+    sentinel = psutil.Process(psutil.Process(r["pid"]).ppid())
+    cpu0 = sum(sentinel.cpu_times()[:2])
+    try:
+        if stop_sentinel:
+            sentinel.send_signal(signal.SIGSTOP)
+        poller = select.poll()
+        poller.register(pidfd, select.POLLIN)
+        if not poller.poll(15000):
+            raise AssertionError(f"run {r['run']}: the leader outlived its deadline by 14 s")
+        died = time.time()  # a pidfd is readable once the process has exited
+        try:
+            cpu = sum(sentinel.cpu_times()[:2]) - cpu0
+        except psutil.Error:
+            cpu = float("nan")
+    finally:
+        os.close(pidfd)
+    rec = c.call("run.wait", {"run": r["run"], "output": False, "timeout_ms": 30000})
+    assert rec["cause"] == "deadline", rec
+    due = _iso(rec["started_at"]) + 1.0
+    c.call("pane.remove", {"pane": r["pane"]})
+    return died - due, _iso(rec["completed_at"]) - due, cpu
+
+
+def bench_deadline(quick: bool) -> None:
+    n = 3 if quick else 10
+    print(f"\n== deadline_ms 1000 -> leader's death, sentinel busy with combining marks or "
+          f"SIGSTOPped, {n} runs each ==")
+    d = Daemon()
+    try:
+        with d.client() as c:
+            s = c.call("session.create")["session"]
+            for stopped in (False, True):
+                died, done, cpu = [], [], []
+                for i in range(n):
+                    a, b, u = _deadline_once(c, s, f"d{int(stopped)}-{i}", stopped)
+                    died.append(a)
+                    done.append(b)
+                    cpu.append(u)
+                what = "SIGSTOPped" if stopped else "busy (combining flood)"
+                row(f"deadline -> leader dead, sentinel {what}",
+                    f"p50 {pct(died, 50) * 1e3:.0f} / max {max(died) * 1e3:.0f} ms",
+                    f"target <= 50 ms; sentinel CPU in the run p50 {pct(cpu, 50):.2f} s")
+                row(f"deadline -> run completed, sentinel {what}",
+                    f"p50 {pct(done, 50) * 1e3:.0f} / max {max(done) * 1e3:.0f} ms", "")
+    finally:
+        d.stop()
+
+
+# -- issue 15: soak ---------------------------------------------------------------------------
+
+def raise_nofile() -> int:
+    soft, hard = resource.getrlimit(resource.RLIMIT_NOFILE)
+    if soft < hard:
+        resource.setrlimit(resource.RLIMIT_NOFILE, (hard, hard))
+    return hard
+
+
+class Counts:
+    """Replies seen on raw connections, by error code; ``internal`` must stay 0."""
+
+    def __init__(self) -> None:
+        self.lock = threading.Lock()
+        self.replies = 0
+        self.codes: dict[str, int] = {}
+
+    def add(self, frame: dict[str, Any]) -> None:
+        err = frame.get("error") or (frame.get("item") or {}).get("error")
+        with self.lock:
+            self.replies += 1
+            if isinstance(err, dict):
+                code = str(err.get("code"))
+                self.codes[code] = self.codes.get(code, 0) + 1
+
+    @property
+    def internal(self) -> int:
+        return self.codes.get("internal", 0)
+
+
+def raw_conn(path: str, token: str | None, timeout: float = 10.0) -> socket.socket | None:
+    """A connected socket after hello (None: the daemon did not answer in time)."""
+    sk = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+    sk.settimeout(timeout)
+    try:
+        sk.connect(path)
+        hello: dict[str, Any] = {"protocol": 1}
+        if token is not None:
+            hello["token"] = token
+        sk.sendall(json.dumps({"id": 0, "verb": "hello", "params": hello}).encode() + b"\n")
+        buf = b""
+        while b"\n" not in buf:
+            got = sk.recv(65536)
+            if not got:
+                raise OSError("closed")
+            buf += got
+        if b'"ok"' not in buf.split(b"\n")[0]:
+            raise OSError(buf[:200].decode(errors="replace"))
+    except OSError:
+        sk.close()
+        return None
+    return sk
+
+
+def _junk(rng: random.Random, depth: int = 0) -> Any:
+    pick = rng.randrange(12 if depth < 4 else 7)
+    if pick == 0:
+        return rng.randrange(-2**70, 2**70)
+    if pick == 1:
+        return rng.choice([0, -1, 1.5, 2**63, -2**63 - 1, 1e300, True, False, None])
+    if pick == 2:
+        return "".join(chr(rng.randrange(1, 0x3000)) for _ in range(rng.randrange(20)))
+    if pick == 3:
+        return rng.choice(["", "*", "p1", "w1", "s1", "r1", "r" + "9" * 4400, "r²", "SIGKILL",
+                           "@owner", "../../etc/passwd", "x" * 5000])
+    if pick in (4, 5, 6):
+        return rng.choice(["a", "b", 7, None, [], {}])
+    if pick in (7, 8, 9):
+        return [_junk(rng, depth + 1) for _ in range(rng.randrange(4))]
+    return {rng.choice(["pane", "run", "after", "limit", "path", "value", "id", "x"]):
+            _junk(rng, depth + 1) for _ in range(rng.randrange(4))}
+
+
+def fuzz_frame(rng: random.Random, verbs: list[str], rid: int) -> bytes:
+    from venomx.manifest.verbs import verb_by_name
+
+    kind = rng.randrange(4)
+    if kind == 0:  # random bytes on one line
+        return rng.randbytes(rng.randrange(1, 200)).replace(b"\n", b" ")
+    if kind == 1:  # a JSON value that is not a request
+        return json.dumps(_junk(rng)).encode()
+    if kind == 2:  # odd ids, nesting and numbers, as raw text
+        return rng.choice([b'{"id":1e999,"verb":"whoami"}', b'{"id":"x","verb":"whoami"}',
+                           b'{"id":' + b"9" * 400 + b',"verb":"whoami"}',
+                           b'{"id":%d,"verb":"whoami","params":' % rid + b"[" * 5000 +
+                           b"]" * 5000 + b"}", b'{"id":%d}' % rid, b"[" * 100000, b"NaN"])
+    name = rng.choice(verbs)
+    verb = verb_by_name(name)
+    params: dict[str, Any] = {}
+    for p in (verb.params if verb is not None else ()):
+        if rng.random() < 0.6:
+            params[p.name] = _junk(rng)
+    if rng.random() < 0.2:
+        params[rng.choice(["zzz", "limit", "after"])] = _junk(rng)
+    return json.dumps({"id": rid, "verb": name, "params": params}).encode()
+
+
+def fuzz_conn(path: str, token: str | None, verbs: list[str], n: int, seed: int,
+              counts: Counts, deadline: float) -> int:
+    """Send ``n`` fuzzed frames on one connection, counting every reply; returns frames
+    sent. Streams the frames open are left to the connection's close."""
+    sk = raw_conn(path, token) if token is not None else socket.socket(socket.AF_UNIX)
+    if sk is None:
+        return 0
+    if token is None:
+        sk.settimeout(30)
+        sk.connect(path)
+    rng = random.Random(seed)
+    done = threading.Event()
+    last_id = 1 << 40
+
+    def reader() -> None:
+        buf = b""
+        while time.monotonic() < deadline:
+            try:
+                if not select.select([sk], [], [], 0.5)[0]:
+                    continue
+                got = sk.recv(1 << 16)
+            except (OSError, ValueError):  # closed under us
+                break
+            if not got:
+                break
+            buf += got
+            *lines, buf = buf.split(b"\n")
+            for ln in lines:
+                try:
+                    frame = json.loads(ln)
+                except ValueError:
+                    continue
+                counts.add(frame)
+                if frame.get("id") == last_id:
+                    done.set()
+                    return
+        done.set()
+    t = threading.Thread(target=reader, daemon=True)
+    t.start()
+    sent = 0
+    try:
+        for i in range(n):
+            if time.monotonic() > deadline:
+                break
+            sk.sendall(fuzz_frame(rng, verbs, i + 1) + b"\n")
+            sent += 1
+        # whoami (hello before it on a connection that never said hello): the last reply
+        sk.sendall(json.dumps({"id": last_id, "verb": "whoami", "params": {}}).encode() + b"\n")
+        done.wait(max(0.0, deadline - time.monotonic()))
+    except OSError:
+        pass
+    finally:
+        sk.close()
+        t.join(2)
+    return sent
+
+
+def pipeline(c: Client, reqs: list[tuple[str, dict[str, Any]]], timeout: float,
+             counts: Counts) -> list[dict[str, Any]]:
+    """Send every request, then read every answer (by id, in request order)."""
+    c.sock.settimeout(timeout)
+    rids = [c.start(v, p) for v, p in reqs]
+    want = set(rids)
+    got: dict[int, dict[str, Any]] = {}
+    while want:
+        frame = c.read()
+        rid = frame.get("id")
+        if rid in want and "item" not in frame:
+            counts.add(frame)
+            got[rid] = frame
+            want.discard(rid)
+    c.sock.settimeout(None)
+    return [got[r] for r in rids]
+
+
+def held_bytes(doc: Any) -> str:
+    """Doctor's bytes held by exited panes, under whatever key it has them (or n/a)."""
+    found: list[str] = []
+
+    def walk(node: Any, path: str) -> None:
+        if isinstance(node, dict):
+            for k, v in node.items():
+                walk(v, f"{path}.{k}" if path else str(k))
+        elif isinstance(node, int) and "bytes" in path and \
+                any(w in path for w in ("exited", "held", "final", "panes")):
+            found.append(f"{node} ({path})")
+    walk(doc, "")
+    return ", ".join(found) if found else "n/a"
+
+
+# Each run blocks, without using CPU, on a shared lock of the gate file that the bench
+# holds exclusively until every run is live (polling instead where flock(1) is missing).
+GATE_RUN = ('flock -s "$1" true; echo "ran $2"; {end}' if shutil.which("flock") else
+            'while [ -e "$1" ]; do sleep 0.5; done; echo "ran $2"; {end}')
+MARKER_FLOOD = ('while :; do printf "\\033]133;C\\007\\033]7501;state=busy\\007'
+                '\\033]133;D;0\\007"; done')
+
+
+def _expect(i: int) -> dict[str, Any]:
+    if i % 10 == 9:
+        return {"outcome": "signaled", "signal": "SIGKILL", "status": 137}
+    k = i % 5
+    return {"outcome": "succeeded" if k == 0 else "failed", "exit_code": k, "status": k}
+
+
+def bench_soak(quick: bool) -> None:
+    frames, idle, nruns = (2000, 100, 60) if quick else (10000, 500, 300)
+    hard = raise_nofile()
+    print(f"\n== soak: {frames} fuzzed frames, {idle} idle clients, {nruns} concurrent runs, "
+          f"a pane flooding OSC markers (RLIMIT_NOFILE {hard}); then fds limited to 64 ==")
+    counts = Counts()
+    gate_fd, gate = tempfile.mkstemp(prefix="vxb-gate", dir="/tmp")
+    fcntl.flock(gate_fd, fcntl.LOCK_EX)
+    # max_active above the run count, so all of them are live at once (not in waves)
+    d = Daemon(config="[run]\nmax_active = 512\n", log_level="info")
+    idlers: list[socket.socket] = []
+    try:
+        c = d.client()
+        s = c.call("session.create")["session"]
+        cursor = c.call("events.read", {"limit": 1024})["next"]
+        rss0 = d.rss()
+        flood = c.call("window.create", {"session": s, "argv": ["sh", "-c", MARKER_FLOOD]})
+        t0 = time.monotonic()
+        for _ in range(idle):
+            sk = raw_conn(d.sock, "@owner")
+            if sk is not None:
+                idlers.append(sk)
+        row("soak: idle clients connected (hello answered)", f"{len(idlers)} of {idle}",
+            f"{time.monotonic() - t0:.1f} s")
+
+        from venomx.manifest.verbs import VERBS
+        reader = c.call("principal.create", {"grants": [{"right": "read", "scope": "*"}]})
+        safe = [v.name for v in VERBS if v.dispatch in (None, "read") and v.name != "hello"]
+        every = [v.name for v in VERBS]
+        plan = [(None, every), ("@owner", safe), (reader["token"], every), ("@owner", safe)]
+        per = frames // len(plan)
+        deadline = time.monotonic() + 120
+        sent: list[int] = []
+        threads = [threading.Thread(target=lambda i=i, tok=tok, vs=vs: sent.append(
+            fuzz_conn(d.sock, tok, vs, per, 1000 + i, counts, deadline)))
+            for i, (tok, vs) in enumerate(plan)]
+        t0 = time.monotonic()
+        for t in threads:
+            t.start()
+        for t in threads:
+            t.join(130)
+        row("soak: fuzzed frames sent / replies read", f"{sum(sent)} / {counts.replies}",
+            f"{time.monotonic() - t0:.1f} s over {len(plan)} connections")
+
+        t0 = time.monotonic()
+        clients = [d.client() for _ in range(10)]
+        reqs = [[("run", {"key": f"soak{i}", "session": s, "cols": 40, "rows": 5,
+                          "argv": ["sh", "-c", GATE_RUN.format(
+                              end="kill -KILL $$" if i % 10 == 9 else f"exit {i % 5}"),
+                                   "gate", gate, str(i)]})
+                 for i in range(j, nruns, len(clients))] for j in range(len(clients))]
+        started: list[list[dict[str, Any]]] = [[] for _ in clients]
+
+        def start_all(j: int) -> None:
+            started[j] = pipeline(clients[j], reqs[j], 120, counts)
+        starters = [threading.Thread(target=start_all, args=(j,)) for j in range(len(clients))]
+        for t in starters:
+            t.start()
+        for t in starters:
+            t.join(130)
+        ok = {int(r["ok"]["key"][4:]): r["ok"] for frames_ in started for r in frames_
+              if "ok" in r}
+        peak = 0
+        wait_until = time.monotonic() + 60
+        while time.monotonic() < wait_until:
+            peak = max(peak, c.call("doctor")["run"]["active"]["count"])
+            if peak >= len(ok):
+                break
+            time.sleep(0.2)
+        row("soak: runs started / live at once", f"{len(ok)} / {peak}",
+            f"of {nruns}; {time.monotonic() - t0:.1f} s to start")
+        rss_peak = d.rss()
+        fcntl.flock(gate_fd, fcntl.LOCK_UN)  # every run goes on at once
+        os.unlink(gate)
+        t1 = time.monotonic()
+        waits: list[list[dict[str, Any]]] = [[] for _ in clients]
+
+        def wait_all(j: int) -> None:
+            waits[j] = pipeline(clients[j], [("run.wait", {"run": r["ok"]["run"],
+                                                            "timeout_ms": 60000})
+                                              for r in started[j] if "ok" in r], 90, counts)
+        waiters = [threading.Thread(target=wait_all, args=(j,)) for j in range(len(clients))]
+        for t in waiters:
+            t.start()
+        for t in waiters:
+            t.join(100)
+        lost = nruns - len(ok)
+        bad_output = 0
+        recs = [w["ok"] for ws in waits for w in ws if "ok" in w]
+        lost += len(ok) - len(recs)
+        for rec in recs:
+            i = int(rec["key"][4:])
+            want = _expect(i)
+            if rec.get("fault") or any(rec.get(k) != v for k, v in want.items()):
+                lost += 1
+            if f"ran {i}" not in [ln.strip() for ln in rec.get("output", {}).get("lines", [])]:
+                bad_output += 1
+        row("soak: lost outcomes (record differs from the program's exit)", str(lost),
+            f"{len(recs)} completed in {time.monotonic() - t1:.1f} s after the gate; "
+            f"target 0")
+        row("soak: runs whose tail lacks their own line", str(bad_output), "target 0")
+        for cl in clients:
+            cl.close()
+
+        evs: list[dict[str, Any]] = []
+        after = cursor
+        try:
+            while True:
+                got = c.call("events.read", {"after": after, "limit": 1024})
+                if not got["events"]:
+                    break
+                evs += got["events"]
+                after = got["next"]
+            survived = "kept"
+        except Exception as exc:  # not_found.cursor: the flood evicted the soak's start
+            survived = f"LOST ({exc})"
+        lifecycle = {e["resource"] for e in evs if e["type"] in ("run.started", "run.completed")}
+        complete = sum(1 for r in ok.values() if f"run:{r['run']}" in lifecycle)
+        flood_res = f"pane:{flood['pane']}"
+        kept = sum(1 for e in evs if e["resource"] == flood_res
+                   and e["type"] != "pane.observations_coalesced")
+        held = sum(e["data"]["count"] for e in evs if e["resource"] == flood_res
+                   and e["type"] == "pane.observations_coalesced")
+        row("soak: cursor from before the soak", survived,
+            f"{len(evs)} events since; run.* of {complete}/{len(ok)} runs readable")
+        row("soak: flooding pane's observations kept / coalesced", f"{kept} / {held}",
+            "budget 100/s, burst 200")
+        alive = pipeline_idle(idlers, counts)
+        row("soak: idle clients still answering", f"{alive} of {len(idlers)}", "")
+        c.call("pane.kill", {"pane": flood["pane"], "grace_ms": 0})
+        doc = c.call("doctor")
+        row("soak: daemon RSS", f"{d.rss() / 1048576:.1f} MiB",
+            f"from {rss0 / 1048576:.1f}; {rss_peak / 1048576:.1f} with {peak} runs live")
+        row("soak: daemon log bytes", str(d.log_bytes()), "log level info")
+        row("soak: exited-pane bytes held (doctor)", held_bytes(doc),
+            f"{doc['counters']['panes']['exited']} exited panes")
+        row("soak: doctor status", doc["status"],
+            ", ".join(f"{ch['name']}={ch['status']}" for ch in doc["checks"]))
+        c.close()
+    finally:
+        for sk in idlers:
+            sk.close()
+        d.stop()
+        os.close(gate_fd)
+        if os.path.exists(gate):
+            os.unlink(gate)
+    soak_fds64(counts)
+    row("soak: internal responses", str(counts.internal),
+        f"of {counts.replies} replies; target 0; codes "
+        + ", ".join(f"{k}={v}" for k, v in sorted(counts.codes.items(), key=lambda kv: -kv[1])[:8]))
+
+
+def pipeline_idle(idlers: list[socket.socket], counts: Counts) -> int:
+    """Ask every idle connection whoami once; how many answer within 10 s."""
+    deadline = time.monotonic() + 10
+    alive = 0
+    for sk in idlers:
+        try:
+            sk.sendall(b'{"id":7,"verb":"whoami","params":{}}\n')
+        except OSError:
+            continue
+    for sk in idlers:
+        buf = b""
+        try:
+            while b"\n" not in buf and time.monotonic() < deadline:
+                sk.settimeout(max(0.01, deadline - time.monotonic()))
+                got = sk.recv(65536)
+                if not got:
+                    break
+                buf += got
+        except OSError:
+            continue
+        if b"\n" in buf:
+            counts.add(json.loads(buf.split(b"\n")[0]))
+            alive += 1
+    return alive
+
+
+def soak_fds64(counts: Counts) -> None:
+    """A daemon whose descriptors are limited to 64: spawns fail with a clear error, and
+    it recovers once connections go away."""
+    d = Daemon(nofile=64, log_level="info")
+    conns: list[socket.socket] = []
+    try:
+        c = d.client()
+        s = c.call("session.create")["session"]
+        for _ in range(100):  # until the daemon cannot accept (nor answer) another one
+            sk = raw_conn(d.sock, "@owner", timeout=1.0)
+            if sk is None:
+                break
+            conns.append(sk)
+        # live runs hold descriptors in the daemon (channel, pidfd): some must fail
+        res = pipeline(c, [("run", {"key": f"f{i}", "session": s, "argv": ["sleep", "30"]})
+                           for i in range(20)], 30, counts)
+        codes: dict[str, int] = {}
+        for r in res:
+            code = r["error"]["code"] if "error" in r else "ok"
+            codes[code] = codes.get(code, 0) + 1
+        doc = pipeline(c, [("doctor", {})], 30, counts)[0]
+        fds = next((ch for ch in doc.get("ok", {}).get("checks", []) if ch["name"] == "fds"),
+                   {"status": "?", "detail": str(doc.get("error"))})
+        errnos = {str(r["error"].get("data", {}).get("errno")) for r in res if "error" in r}
+        row("soak fds=64: clients accepted; 20 runs at the limit",
+            f"{len(conns)}; " + ", ".join(f"{k} {v}" for k, v in sorted(codes.items())),
+            f"errno {','.join(sorted(errnos)) or '-'}; doctor fds {fds['status']} "
+            f"({fds['detail']})")
+        pipeline(c, [("run.cancel", {"run": r["ok"]["run"], "signal": "SIGKILL",
+                                     "grace_ms": 0}) for r in res if "ok" in r], 30, counts)
+        for sk in conns:
+            sk.close()
+        conns.clear()
+        t0 = time.monotonic()
+        recovered = "no (30 s)"
+        while time.monotonic() - t0 < 30:
+            r = pipeline(c, [("run", {"key": f"g{time.monotonic()}", "session": s,
+                                      "argv": ["true"]})], 30, counts)[0]
+            if "ok" in r:
+                w = pipeline(c, [("run.wait", {"run": r["ok"]["run"], "timeout_ms": 10000})],
+                             30, counts)[0]
+                recovered = (f"yes, {time.monotonic() - t0:.2f} s, "
+                             f"outcome {w.get('ok', {}).get('outcome')}")
+                break
+            time.sleep(0.1)
+        row("soak fds=64: a run after the clients left", recovered,
+            f"log {d.log_bytes()} bytes, daemon {'alive' if d.proc.poll() is None else 'DEAD'}")
+        c.close()
+    finally:
+        for sk in conns:
+            sk.close()
+        d.stop()
+
+
 BENCHES: dict[str, Callable[[bool], None]] = {
     "start": lambda q: bench_start(50 if q else 200),
     "throughput": lambda q: bench_throughput(500000 if q else 5000000),
     "list": lambda q: bench_list_under_load(300000 if q else 2000000),
     "runs": lambda q: bench_runs(50 if q else 200),
+    "vt": bench_vt,
+    "deadline": bench_deadline,
+    "soak": bench_soak,
 }
+DEFAULT = ("start", "throughput", "list", "runs", "vt", "deadline")  # soak: only when named
 
 
 def main() -> None:
     ap = argparse.ArgumentParser()
     ap.add_argument("--quick", action="store_true")
-    ap.add_argument("--only", default=",".join(BENCHES))
+    ap.add_argument("--only", default=",".join(DEFAULT),
+                    help=f"comma-separated, of {', '.join(BENCHES)}")
     args = ap.parse_args()
     print(f"venomx bench on {os.cpu_count()} cores, python {sys.version.split()[0]}, "
           f"tmux {subprocess.run(['tmux', '-V'], capture_output=True, text=True).stdout.strip()}")
-    for name in args.only.split(","):
+    names = args.only.split(",")
+    unknown = [n for n in names if n not in BENCHES]
+    if unknown:
+        ap.error(f"unknown benchmark {', '.join(unknown)}; known: {', '.join(BENCHES)}")
+    for name in names:
         BENCHES[name](args.quick)
     print("\n| measurement | value | note |\n|---|---|---|")
     for what, value, note in ROWS:
