@@ -1120,10 +1120,17 @@ def fast_feed(term: Terminal, data: bytes) -> bool:
     # rows touched by this chunk, by absolute number from the current screen top
     rows: dict[int, list[str]] = {}
     row = y0
+    # rows below ``floor`` would pass through the whole history and out again: not kept
+    floor = 0
+    beyond = lines - 1 + (term.history.maxlen or 0)
 
     def get(r: int, leaving: bool = False) -> list[str]:
+        nonlocal floor
         t = rows.get(r)
         if t is None:
+            while floor < r - beyond:
+                rows.pop(floor, None)
+                floor += 1
             if r < lines:
                 line: Any = s.buffer[r]
                 if line.grown and not leaving:
@@ -1171,7 +1178,9 @@ def fast_feed(term: Terminal, data: bytes) -> bool:
     if entry is None:  # pragma: no cover - every row above y0 was entered in this chunk
         return False
     _, pos, ex = entry
-    for r in range(top):
+    skipped = min(floor, top)
+    term.scrolled += skipped
+    for r in range(skipped, top):
         term._push_history("".join(get(r, leaving=True)))  # read once, as it leaves
     prefix = text[:pos]
     sgrs = _SGR.findall(prefix)

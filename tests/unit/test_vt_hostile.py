@@ -364,3 +364,30 @@ def test_the_fast_path_scrolls_a_grown_row_out_once() -> None:
     assert fast.fast_bytes == 40 and fast.dropped == 0
     assert view(fast) == view(ref)
     assert fast.row(1) == "a" + "\u0301" * (vt.GROW_AT + 6)
+
+
+def test_the_fast_path_holds_only_rows_history_can_keep() -> None:
+    """A read of 64K lines on a wide pane: rows that would pass through the whole
+    history are never built (pyte-equal result, memory bounded by scrollback)."""
+    import tracemalloc
+
+    data = b"ab\n" * 20_000 + b"\x1b[31mc\x1b[0m\n" * 20_000
+    old = vt.FAST_MIN
+    try:
+        vt.FAST_MIN = 1 << 30
+        ref = Terminal(7, 4, 5)
+        ref.feed(data)
+    finally:
+        vt.FAST_MIN = old
+    fast = Terminal(7, 4, 5)
+    fast.feed(data)
+    assert fast.fast_bytes == len(data) and view(fast) == view(ref)
+    wide = Terminal(400, 24, 1000)
+    tracemalloc.start()
+    try:
+        wide.feed(b"a\n" * 65536)
+        peak = tracemalloc.get_traced_memory()[1]
+    finally:
+        tracemalloc.stop()
+    assert wide.fast_bytes == 131072 and len(wide.history) == 1000
+    assert peak < 40 << 20  # 1000 + 24 rows of 400 cells; every row of the read was 200 MB
