@@ -21,7 +21,7 @@ from venomx.daemon import paths
 from venomx.daemon.config import Config, config_path
 from venomx.daemon.core import Daemon
 from venomx.daemon.logs import DaemonLog, loop_exception_handler
-from venomx.daemon.server import Connection
+from venomx.daemon.server import Listener
 from venomx.wire import VenomxError
 
 log = logging.getLogger("venomx.daemon")
@@ -43,7 +43,8 @@ async def serve(place: paths.SocketPlace, config: Config, test_seams: bool,
         config.listeners.append(
             lambda changed: dlog.configure(config["log.max_bytes"], config["log.keep"]))
         d.start()
-        server = await loop.create_unix_server(lambda: Connection(d), sock=place.sock)
+        assert place.sock is not None
+        server = Listener(d, place.sock)
     except BaseException:
         paths.unlink_ours(place)
         raise

@@ -4,12 +4,14 @@ Each connection is an ``asyncio.Protocol``: frames are split on newlines with ma
 enforced while reading (an oversized frame is answered and discarded up to its newline),
 bad frames are answered and survived, each request runs as its own task so ``cancel``
 and disconnect can end it, and a client that does not read its replies is dropped
-before its backlog can grow without bound.
+before its backlog can grow without bound. ``Listener`` accepts, and backs off while the
+daemon is out of descriptors.
 """
 
 from __future__ import annotations
 
 import asyncio
+import errno
 import functools
 import hmac
 import logging
@@ -33,6 +35,81 @@ if TYPE_CHECKING:
 log = logging.getLogger(__name__)
 TOKEN = re.compile(r"[0-9a-f]{64}")
 BACKLOG_MIN = 8 * 1024 * 1024
+ACCEPT_BATCH = 100  # connections accepted per wake-up, as asyncio's own server does
+PAUSE_FIRST, PAUSE_MAX = 0.1, 1.0  # seconds without accepting after a failed accept
+# The pending connection stays in the backlog: trying again at once fails the same way.
+TRANSIENT = (BlockingIOError, InterruptedError, ConnectionAbortedError)
+
+
+class Listener:
+    """Accepts connections on the bound socket and makes each a ``Connection``.
+
+    A failed accept (out of descriptors: ``EMFILE``, ``ENFILE``; or of kernel memory)
+    stops accepting for PAUSE_FIRST seconds, doubling up to PAUSE_MAX while it keeps
+    failing: the socket stays readable while a connection waits, so trying on every
+    reactor turn would spin. Waiting clients stay in the backlog and are accepted once
+    descriptors are free again (at most PAUSE_MAX later). The failure is logged as a
+    warning, which the log's limiter lets through once a second.
+    """
+
+    def __init__(self, d: Daemon, sock: socket.socket) -> None:
+        self.d = d
+        self.sock = sock
+        self.loop = asyncio.get_running_loop()
+        self.pause = PAUSE_FIRST
+        self.resuming: asyncio.TimerHandle | None = None
+        self.opening: set[asyncio.Task[None]] = set()
+        self.closed = False
+        self.loop.add_reader(sock.fileno(), self.accept)
+
+    def accept(self) -> None:
+        for _ in range(ACCEPT_BATCH):
+            try:
+                conn, _ = self.sock.accept()
+            except TRANSIENT:
+                return  # nothing (more) waiting
+            except OSError as exc:
+                self.back_off(exc)
+                return
+            self.pause = PAUSE_FIRST
+            task = self.loop.create_task(self.open(conn))
+            self.opening.add(task)
+            task.add_done_callback(self.opening.discard)
+
+    async def open(self, conn: socket.socket) -> None:
+        try:
+            await self.loop.connect_accepted_socket(lambda: Connection(self.d), conn)
+        except asyncio.CancelledError:
+            conn.close()
+            raise
+        except Exception as exc:
+            conn.close()
+            log.warning("could not set up a connection: %s", exc)
+
+    def back_off(self, exc: OSError) -> None:
+        self.loop.remove_reader(self.sock.fileno())
+        log.warning("accept failed: %s; accepting again in %d ms",
+                    errno.errorcode.get(exc.errno or 0, str(exc.errno)), self.pause * 1000)
+        self.resuming = self.loop.call_later(self.pause, self.resume)
+        self.pause = min(self.pause * 2, PAUSE_MAX)
+
+    def resume(self) -> None:
+        self.resuming = None
+        if not self.closed:
+            self.loop.add_reader(self.sock.fileno(), self.accept)
+
+    def close(self) -> None:
+        """Stop accepting and close the socket; connections being set up are dropped."""
+        if self.closed:
+            return
+        self.closed = True
+        if self.resuming is not None:
+            self.resuming.cancel()
+            self.resuming = None
+        self.loop.remove_reader(self.sock.fileno())
+        self.sock.close()
+        for task in self.opening:
+            task.cancel()
 
 
 class Connection(asyncio.Protocol):
@@ -238,24 +315,3 @@ class Connection(asyncio.Protocol):
             self.reply(rid, {"cancelled": True})
         else:
             self.reply(rid, {"cancelled": False})
-
-
-def prepare_socket(path: str) -> None:
-    """0700 directory; replace a stale socket; a live one is ``unavailable.address_in_use``."""
-    directory = os.path.dirname(path) or "."
-    os.makedirs(directory, mode=0o700, exist_ok=True)
-    try:
-        os.chmod(directory, 0o700)
-    except OSError:
-        pass
-    if os.path.exists(path):
-        probe = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
-        try:
-            probe.connect(path)
-        except OSError:
-            os.unlink(path)
-        else:
-            raise VenomxError("unavailable.address_in_use",
-                              f"a daemon is already listening on {path}", {"socket": path})
-        finally:
-            probe.close()
