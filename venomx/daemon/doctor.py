@@ -8,8 +8,13 @@ counts and states only: never argv, shell text, keys, output, env values, cwd or
 from __future__ import annotations
 
 import asyncio
+import errno
 import os
+import resource
+import threading
 import time
+from collections.abc import Iterator
+from contextlib import contextmanager
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
@@ -26,6 +31,40 @@ if TYPE_CHECKING:
 
 ORPHAN_AFTER = 2.0  # the sentinel's drain (1 s) plus time to deliver EXIT and exit
 PING_BOUND = 1.0  # a sentinel that does not answer doctor's ping within this is a fail
+FDS_WARN, FDS_FAIL = 0.80, 0.95  # of the soft RLIMIT_NOFILE
+FD_ERRNOS = frozenset({errno.EMFILE, errno.ENFILE})
+
+
+class Reserve:
+    """One descriptor held back so that doctor can still read /proc when the daemon is
+    out of descriptors, which is when its report matters most. Doctor gives it up while
+    it reads and takes it back after; the reactor may take it meanwhile (an accept), and
+    then the report says which facts it could not read."""
+
+    def __init__(self) -> None:
+        self.fd = -1
+        self.lock = threading.Lock()
+
+    def fill(self) -> None:
+        if self.fd < 0:
+            try:
+                self.fd = os.open("/dev/null", os.O_RDONLY | os.O_CLOEXEC)
+            except OSError:
+                pass  # out of descriptors now: the next report tries again
+
+    @contextmanager
+    def spent(self) -> Iterator[None]:
+        with self.lock:
+            if self.fd >= 0:
+                os.close(self.fd)
+                self.fd = -1
+            try:
+                yield
+            finally:
+                self.fill()
+
+
+reserve = Reserve()  # filled at Daemon.start
 
 
 @dataclass
@@ -33,17 +72,29 @@ class ProcFacts:
     children: dict[int, tuple[str, str]] = field(default_factory=dict)  # pid -> (title, status)
     pane_env: dict[int, str] = field(default_factory=dict)  # pid -> VENOMX_PANE
     group: dict[int, int] = field(default_factory=dict)  # pid -> pgid
-    fds: int = 0
+    fds: int = -1  # -1: could not be counted
+    short: str | None = None  # EMFILE or ENFILE: /proc could not be read (all of it)
 
 
 def gather() -> ProcFacts:
     """Read /proc for the daemon's children and descendants (runs in a thread)."""
     facts = ProcFacts()
+    with reserve.spent():
+        try:
+            read_proc(facts)
+        except OSError as exc:
+            if exc.errno not in FD_ERRNOS:
+                raise
+            facts.short = errno.errorcode[exc.errno]
+    return facts
+
+
+def read_proc(facts: ProcFacts) -> None:
     me = psutil.Process()
     try:
         facts.fds = me.num_fds()
     except psutil.Error:
-        facts.fds = -1
+        pass
     for child in me.children(recursive=True):
         try:
             with child.oneshot():
@@ -58,9 +109,40 @@ def gather() -> ProcFacts:
                 pane = child.environ().get("VENOMX_PANE")
                 if pane:
                     facts.pane_env[child.pid] = pane
-        except (psutil.Error, OSError):
+        except psutil.Error:
             continue
-    return facts
+        except OSError as exc:
+            if exc.errno in FD_ERRNOS:
+                raise
+            continue
+
+
+def fds_check(facts: ProcFacts, limit: int) -> tuple[dict[str, str], int]:
+    """Warn at FDS_WARN of the soft limit, fail at FDS_FAIL; and the count to report.
+
+    Out of descriptors the count may be impossible: EMFILE means every descriptor below
+    the limit is taken, so the count is the limit; ENFILE (the system's table is full)
+    leaves it unknown. Either fails.
+    """
+    n = facts.fds
+    if n < 0 and facts.short == "EMFILE":
+        n = limit
+    if n < 0:
+        why = "the system's file table is full (ENFILE)" if facts.short == "ENFILE" else \
+            "cannot count open descriptors"
+        return check("fds", "fail" if facts.short else "warn", f"{why}, limit {limit}"), n
+    detail = f"{n} of {limit} open"
+    if facts.short is not None:
+        detail += f"; out of descriptors ({facts.short}), process checks incomplete"
+    if limit == resource.RLIM_INFINITY:
+        return check("fds", "ok", f"{n} open, no limit"), n
+    if facts.short is not None or n >= FDS_FAIL * limit:
+        status = "fail"
+    elif n >= FDS_WARN * limit:
+        status = "warn"
+    else:
+        status = "ok"
+    return check("fds", status, detail), n
 
 
 def check(name: str, status: str, detail: str) -> dict[str, str]:
@@ -149,7 +231,9 @@ async def report(d: Daemon) -> dict[str, Any]:
                         f"{len(escapee_pids)} processes left their pane's process group"))
     zombies = sum(1 for _, st in facts.children.values() if st == psutil.STATUS_ZOMBIE)
     checks.append(check("zombies", "warn" if zombies else "ok", f"{zombies} unreaped children"))
-    checks.append(check("fds", "ok", f"{facts.fds} open"))
+    fds_limit = resource.getrlimit(resource.RLIMIT_NOFILE)[0]
+    fds_result, fds = fds_check(facts, fds_limit)
+    checks.append(fds_result)
 
     runs = d.runs
     max_active = d.config["run.max_active"]
@@ -175,7 +259,7 @@ async def report(d: Daemon) -> dict[str, Any]:
         "sentinels": sentinels,
         "escapees": {"count": len(escapee_pids), "panes": per_pane,
                      "reaped": d.reaper.reaped_escapees},
-        "zombies": zombies, "fds": facts.fds,
+        "zombies": zombies, "fds": fds, "fds_limit": fds_limit,
         "run": {
             "active": {"count": active, "max_active": max_active},
             "retained": {"count": len(runs.completed_order), "bytes": runs.retained_bytes,
