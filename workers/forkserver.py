@@ -1,16 +1,18 @@
 """The fork server: a warm, pre-imported process that forks one sentinel per request.
 
-The daemon starts it once at boot. Each request is one byte on the control socket with a
-channel socket passed by SCM_RIGHTS; the fork server forks twice so the sentinel's parent
-becomes the daemon (a child subreaper), and the sentinel introduces itself on its channel
-with HELLO. Heavy imports and ``gc.freeze()`` happen once, here, so a pane start costs a
-fork, not an interpreter. Must not import ``venomx``.
+The daemon starts it once at boot (``forkserver CONTROL_FD [NOFILE]``, NOFILE being the
+soft descriptor limit to give back to every sentinel). Each request is one byte on the
+control socket with a channel socket passed by SCM_RIGHTS; the fork server forks twice so
+the sentinel's parent becomes the daemon (a child subreaper), and the sentinel introduces
+itself on its channel with HELLO. Heavy imports and ``gc.freeze()`` happen once, here, so
+a pane start costs a fork, not an interpreter. Must not import ``venomx``.
 """
 
 from __future__ import annotations
 
 import gc
 import os
+import resource
 import signal
 import socket
 import sys
@@ -117,7 +119,19 @@ def close_strays(keep: int) -> None:
                 pass  # the listing's own directory fd
 
 
+def restore_nofile(soft: int) -> None:
+    """Give every sentinel, and so every pane's leader, the soft RLIMIT_NOFILE the daemon
+    was started with: the daemon raised its own to the hard limit, and a program using
+    select() breaks with descriptors above 1024. The hard limit stays as it was."""
+    _, hard = resource.getrlimit(resource.RLIMIT_NOFILE)
+    if hard != resource.RLIM_INFINITY and not 0 <= soft <= hard:
+        soft = hard
+    resource.setrlimit(resource.RLIMIT_NOFILE, (soft, hard))
+
+
 def main() -> None:
+    if len(sys.argv) > 2:
+        restore_nofile(int(sys.argv[2]))
     title.set_title("venomx-forkserver")
     # Inherited by every sentinel: a Ctrl-C at the daemon's terminal or a closed channel
     # must not kill one; SIGTERM keeps its default.

@@ -11,11 +11,12 @@ import asyncio
 import functools
 import logging
 import os
+import resource
 import signal as _signal
 import time
 from typing import Any
 
-from venomx.daemon import auth, watch
+from venomx.daemon import auth, doctor, watch
 from venomx.daemon.auth import AuditLog
 from venomx.daemon.config import Config
 from venomx.daemon.events import EventLog
@@ -35,6 +36,20 @@ SHUTDOWN_GRACE_MS = 2000
 # How long a request may wait for a pane's sentinel (capture, resize, attach, doctor's
 # ping) before it fails unavailable.sentinel: a busy VT answers well within this.
 SENTINEL_BOUND = 5.0
+
+
+def raise_nofile() -> int:
+    """Raise our soft RLIMIT_NOFILE to the hard limit (every connection, sentinel channel
+    and pidfd is a descriptor) and return the soft limit we were started with, which the
+    fork server gives back to every sentinel and so to every pane's leader: a program
+    using select() breaks with descriptors above 1024."""
+    soft, hard = resource.getrlimit(resource.RLIMIT_NOFILE)
+    if soft != hard:
+        try:
+            resource.setrlimit(resource.RLIMIT_NOFILE, (hard, hard))
+        except (OSError, ValueError) as exc:  # a hard limit above fs.nr_open
+            log.warning("cannot raise the descriptor limit from %d to %d: %s", soft, hard, exc)
+    return soft
 
 
 class Daemon:
@@ -70,6 +85,8 @@ class Daemon:
         prctl.set_undumpable()  # pane programs share our uid: no ptrace, no pidfd_getfd
         loop = asyncio.get_running_loop()
         loop.add_signal_handler(_signal.SIGCHLD, self.reaper.reap)
+        self.forkserver.nofile = raise_nofile()
+        doctor.reserve.fill()
         self.forkserver.start()
         self.forkserver.refill()
 

@@ -9,6 +9,7 @@ held and replayed to the pane's handler afterwards, in order.
 from __future__ import annotations
 
 import asyncio
+import errno
 import logging
 import os
 import socket
@@ -22,6 +23,10 @@ log = logging.getLogger(__name__)
 # Spare sentinels kept ready, and the count at which a batch refills the pool: enough
 # slack that spares made at low priority keep up with back-to-back starts (measured).
 SPARES, LOW_WATER = 6, 3
+# Out of descriptors, the pool (and a fork server that died) is tried again this often,
+# so it recovers on its own once descriptors are free; a start forks on demand meanwhile.
+RETRY = 1.0
+FD_ERRNOS = frozenset({errno.EMFILE, errno.ENFILE})
 
 
 class ForkServer:
@@ -35,32 +40,51 @@ class ForkServer:
     def __init__(self, spares: int = SPARES, low: int = LOW_WATER) -> None:
         self.pid = 0
         self.control: socket.socket | None = None
+        # The soft RLIMIT_NOFILE every sentinel, and so every pane's leader, starts with
+        # (the daemon's own, before it raised it); None: the fork server keeps ours.
+        self.nofile: int | None = None
         self.size = spares
         self.low = low
         self.spares: list[Channel] = []
         self.filling: asyncio.Task[None] | None = None
         self.again = False
         self.recycling: set[asyncio.Task[None]] = set()
+        self.retries: dict[str, asyncio.TimerHandle] = {}
+        self.down: OSError | None = None  # why the fork server could not be restarted
 
     def start(self) -> None:
+        """Start the fork server (raises OSError, e.g. out of descriptors)."""
         ours, theirs = socket.socketpair(socket.AF_UNIX, socket.SOCK_STREAM)
-        os.set_inheritable(theirs.fileno(), True)
-        env = dict(os.environ)
-        root = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
-        env["PYTHONPATH"] = root + (":" + env["PYTHONPATH"] if env.get("PYTHONPATH") else "")
-        self.pid = os.posix_spawn(sys.executable,
-                                  [sys.executable, "-m", "workers.forkserver",
-                                   str(theirs.fileno())], env)
-        theirs.close()
+        try:
+            os.set_inheritable(theirs.fileno(), True)
+            env = dict(os.environ)
+            root = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+            env["PYTHONPATH"] = root + (":" + env["PYTHONPATH"] if env.get("PYTHONPATH")
+                                        else "")
+            argv = [sys.executable, "-m", "workers.forkserver", str(theirs.fileno())]
+            if self.nofile is not None:
+                argv.append(str(self.nofile))
+            self.pid = os.posix_spawn(sys.executable, argv, env)
+        except BaseException:
+            ours.close()
+            raise
+        finally:
+            theirs.close()
         ours.setblocking(True)
         self.control = ours
 
     def fork(self, n: int = 1, spare: bool = False) -> list[socket.socket]:
         """Channels to ``n`` brand-new sentinels (each will send HELLO first); ``spare``
         for the pool, which the fork server may make at low priority."""
-        assert self.control is not None and 1 <= n <= P.FORK_BATCH_MAX
-        pairs = [socket.socketpair(socket.AF_UNIX, socket.SOCK_STREAM) for _ in range(n)]
+        assert 1 <= n <= P.FORK_BATCH_MAX
+        if self.control is None:
+            if self.down is not None:  # a restart failed (out of descriptors): say why
+                raise OSError(self.down.errno, self.down.strerror)
+            raise ConnectionError("the fork server is not running")
+        pairs: list[tuple[socket.socket, socket.socket]] = []
         try:
+            for _ in range(n):  # out of descriptors, the pairs made so far are closed
+                pairs.append(socket.socketpair(socket.AF_UNIX, socket.SOCK_STREAM))
             # One byte and a few fds: the fork server's socket buffer never fills with these.
             socket.send_fds(self.control, [b"S" if spare else b"F"],
                            [theirs.fileno() for _, theirs in pairs])
@@ -117,6 +141,8 @@ class ForkServer:
                         chan.close()
                 if failed:  # starts fork on demand instead
                     log.warning("could not fork a spare sentinel: %s", failed[0])
+                    if isinstance(failed[0], OSError) and failed[0].errno in FD_ERRNOS:
+                        self.later("refill", self.refill)
                     return
                 if len(self.spares) > self.low and not self.again:
                     return
@@ -164,15 +190,34 @@ class ForkServer:
                 return True
         return False
 
+    def later(self, name: str, what: Callable[[], None]) -> None:
+        """Try ``what`` again in RETRY seconds (once, however often asked meanwhile)."""
+        if name not in self.retries:
+            def again() -> None:
+                del self.retries[name]
+                what()
+            self.retries[name] = asyncio.get_running_loop().call_later(RETRY, again)
+
     def restart(self) -> None:
-        """A new fork server after the old one died; spare sentinels do not need it."""
+        """A new fork server after the old one died; spare sentinels do not need it. Out
+        of descriptors it is tried again every RETRY seconds (starts fail meanwhile)."""
         if self.control is not None:
             self.control.close()
             self.control = None
-        self.start()
+        try:
+            self.start()
+        except OSError as exc:
+            log.error("cannot restart the fork server: %s", exc)
+            self.down = exc
+            self.later("restart", self.restart)
+            return
+        self.down = None
         self.refill()
 
     def stop(self) -> None:
+        for handle in self.retries.values():
+            handle.cancel()
+        self.retries.clear()
         for task in self.recycling:
             task.cancel()
         for chan in self.spares:
@@ -203,8 +248,13 @@ class Channel(asyncio.Protocol):
 
     @classmethod
     async def open(cls, sock: socket.socket) -> Channel:
+        """A channel over ``sock``, which it now owns (closed if this fails)."""
         loop = asyncio.get_running_loop()
-        _, proto = await loop.create_unix_connection(cls, sock=sock)
+        try:
+            _, proto = await loop.create_unix_connection(cls, sock=sock)
+        except BaseException:
+            sock.close()
+            raise
         return proto
 
     def connection_made(self, transport: asyncio.BaseTransport) -> None:

@@ -10,6 +10,7 @@ stay consumed.
 from __future__ import annotations
 
 import asyncio
+import errno
 import os
 import re
 import secrets
@@ -162,6 +163,15 @@ def _spawn_failed(errno_name: str) -> VenomxError:
                        {"errno": errno_name})
 
 
+def _daemon_failed(exc: OSError) -> VenomxError:
+    """The daemon's own side of a start failed before any process existed: a lost or
+    missing sentinel is ``EIO``; anything else (``EMFILE``, ``ENFILE`` out of descriptors,
+    ``ENOMEM``) is named as it is."""
+    if isinstance(exc, ConnectionError) or exc.errno is None:
+        return _spawn_failed("EIO")
+    return _spawn_failed(errno.errorcode.get(exc.errno, "EIO"))
+
+
 async def spawn(d: Daemon, req: SpawnRequest,
                 on_commit: Callable[[Pane], None] | None = None) -> Pane:
     """Prepare, release the barrier, and commit; raise with nothing left behind."""
@@ -228,8 +238,8 @@ async def spawn(d: Daemon, req: SpawnRequest,
             chan.close()
             d.forkserver.used()
         d.preparing.discard(pane_id)
-        if isinstance(exc, ConnectionError):  # the sentinel could not be had or died
-            raise _spawn_failed("EIO") from None
+        if isinstance(exc, OSError):  # the sentinel could not be had, or died
+            raise _daemon_failed(exc) from None
         raise
 
     async def release() -> P.Message:
