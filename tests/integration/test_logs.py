@@ -150,7 +150,7 @@ def test_accept_out_of_descriptors_logs_at_most_one_line_per_second(logdir: Path
             except VenomxError:
                 return False
         wait_for(serves, 15, "the daemon to accept again")
-        stop_daemon(d)  # asyncio's pending accept retries meet a closed socket: no traceback
+        stop_daemon(d)
         assert "trace=" not in log.read_text()
     finally:
         for s in held:

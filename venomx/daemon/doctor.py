@@ -8,6 +8,7 @@ counts and states only: never argv, shell text, keys, output, env values, cwd or
 from __future__ import annotations
 
 import asyncio
+import concurrent.futures.thread  # noqa: F401  (imported by to_thread on first use: now)
 import errno
 import os
 import resource
@@ -272,6 +273,7 @@ async def report(d: Daemon) -> dict[str, Any]:
             "panes": states, "sessions": len(reg.sessions), "windows": len(reg.windows),
             "principals": sum(1 for p in reg.principals.values() if not p.revoked),
             "events": len(d.events.events), "audit": len(d.audit.records),
+            "observations_coalesced": d.events.coalesced,
             "connections": len(d.connections), "subreaper": d.subreaper,
         },
     }

@@ -12,7 +12,6 @@ directory). Imports nothing from the daemon but ``paths``.
 from __future__ import annotations
 
 import asyncio
-import errno
 import json
 import logging
 import os
@@ -31,7 +30,6 @@ log = logging.getLogger("venomx.daemon")
 
 INTERVAL = 1.0  # seconds between two lines of one call site
 MAX_KEYS = 4096  # call sites and causes remembered; bounds the limiter's memory
-ACCEPT_ERRNOS = frozenset({errno.EMFILE, errno.ENFILE, errno.ENOBUFS, errno.ENOMEM})
 
 ExcInfo = tuple[type[BaseException], BaseException, TracebackType | None]
 
@@ -276,21 +274,3 @@ class DaemonLog:
             self.flusher.cancel()
             self.flusher = None
         self.flush(force=True)
-
-
-def loop_exception_handler(loop: asyncio.AbstractEventLoop, context: dict[str, Any]) -> None:
-    """asyncio reports each failed accept (about 100 per loop turn when out of fds)
-    with a traceback; those become one rate-limited line, the rest go to asyncio's own
-    handler and through the limiter."""
-    exc = context.get("exception")
-    if isinstance(exc, OSError) and exc.errno in ACCEPT_ERRNOS and \
-            "accept" in str(context.get("message", "")):
-        log.warning("accept failed: %s; new connections wait 1 s",
-                    errno.errorcode.get(exc.errno or 0, str(exc.errno)))
-        return
-    callback = getattr(context.get("handle"), "_callback", None)
-    if getattr(callback, "__name__", "") == "_start_serving" and \
-            isinstance(exc, (ValueError, OSError)):
-        log.debug("an accept retry found the listening socket closed")  # after shutdown
-        return
-    loop.default_exception_handler(context)

@@ -20,7 +20,7 @@ import types
 from venomx.daemon import paths
 from venomx.daemon.config import Config, config_path
 from venomx.daemon.core import Daemon
-from venomx.daemon.logs import DaemonLog, loop_exception_handler
+from venomx.daemon.logs import DaemonLog
 from venomx.daemon.server import Listener
 from venomx.wire import VenomxError
 
@@ -33,7 +33,6 @@ async def serve(place: paths.SocketPlace, config: Config, test_seams: bool,
     import venomx.verbs  # noqa: F401  (register the handlers)
 
     loop = asyncio.get_running_loop()
-    loop.set_exception_handler(loop_exception_handler)
     loop.add_signal_handler(signal.SIGHUP, dlog.reopen)
     dlog.start_flusher(loop)
     try:
