@@ -175,31 +175,39 @@ class _Screen(pyte.Screen):
             return
         cursor = self.cursor
         columns = self.columns
+        buffer = self.buffer
         autowrap = mo.DECAWM in self.mode
         insert = mo.IRM in self.mode
         attrs = tuple(cursor.attrs)[1:]
         make = tuple.__new__
+        stub = make(Char, ("", *attrs))
+        cells: dict[str, Char] = {}
         for char in data:
             try:
                 width = wcwidth(char)
                 if width > 0:
-                    if cursor.x >= columns:
+                    x = cursor.x
+                    if x >= columns:
                         if autowrap:
                             self.carriage_return()
                             self.linefeed()
+                            x = cursor.x
                         else:
-                            cursor.x = max(0, columns - width)
+                            x = cursor.x = max(0, columns - width)
                     if insert:
                         self.insert_characters(width)
-                    line = self.buffer[cursor.y]
-                    x = cursor.x
-                    text: str | _Grown = char
-                    if self._lead is not None:
-                        text = self._take_lead(line, char)
-                    line[x] = make(Char, (text, *attrs))
+                    line = buffer[cursor.y]
+                    if self._lead is None:
+                        cell = cells.get(char)
+                        if cell is None:
+                            cell = cells[char] = make(Char, (char, *attrs))
+                    else:
+                        cell = make(Char, (self._take_lead(line, char), *attrs))
+                    line[x] = cell
                     if width == 2 and x + 1 < columns:
-                        line[x + 1] = make(Char, ("", *attrs))
-                    cursor.x = min(x + width, columns)
+                        line[x + 1] = stub
+                    x += width
+                    cursor.x = x if x < columns else columns
                 elif width == 0:
                     self._join(char)
                 # width < 0: a C0/C1 control or DEL reached as text; not text, so not kept
