@@ -6,6 +6,7 @@ import json
 import os
 import signal
 from pathlib import Path
+from typing import Any
 
 import psutil
 
@@ -74,3 +75,38 @@ def test_killed_sentinel(daemon: Daemon) -> None:
     assert (rec["outcome"], rec["signal"], rec["status"]) == ("signaled", "SIGTERM", 143)
     doc = daemon.call("doctor")
     assert doc["status"] == "ok" and doc["zombies"] == 0
+
+
+def test_exited_panes_are_counted_and_evicted_only_when_asked(daemon: Daemon) -> None:
+    s = daemon.call("session.create")["session"]
+    script = "seq 1 3000"
+    panes = []
+    for i in range(3):
+        w = daemon.call("window.create", {"session": s, "argv": ["sh", "-c", script]})
+        panes.append(w["pane"])
+    r = daemon.call("run", {"key": "kept", "session": s, "shell": script})
+    with_run = r["pane"]
+    daemon.wait_exit(r["run"])
+
+    def exited() -> dict[str, Any]:
+        return daemon.call("doctor")["exited_panes"]
+    wait_for(lambda: exited()["count"] == 4, 10, "four exited panes")
+    held = exited()
+    assert set(held["largest"]) == {*panes, with_run}
+    one = held["largest"][panes[0]]
+    # 3000 short rows: the compact form holds about their text (~14 KB), not ~200 B a row
+    assert 10_000 < one < 40_000 and held["bytes"] == sum(held["largest"].values())
+    assert held["max_bytes"] == 0 and held["evicted"] == 0  # off by default
+    check = next(c for c in daemon.call("doctor")["checks"] if c["name"] == "exited_panes")
+    assert check["status"] == "ok"
+    daemon.call("config.set", {"path": "panes.exited_warn_bytes", "value": str(one)})
+    check = next(c for c in daemon.call("doctor")["checks"] if c["name"] == "exited_panes")
+    assert check["status"] == "warn"
+    # opt in: keep at most about two panes' worth; the run's pane is never evicted
+    daemon.call("config.set", {"path": "panes.exited_max_bytes", "value": str(2 * one + 10)})
+    held = exited()
+    assert held["evicted"] == 2 and held["bytes"] <= 2 * one + 10
+    assert with_run in held["largest"] and panes[2] in held["largest"]
+    alive = {p["pane"] for p in daemon.call("pane.list")["panes"]}
+    assert panes[0] not in alive and panes[1] not in alive and with_run in alive
+    assert daemon.call("run.get", {"run": r["run"]})["pane"] == with_run

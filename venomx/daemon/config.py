@@ -72,6 +72,8 @@ SCHEMA: dict[str, tuple[Callable[[], Any], Validator]] = {
     "protocol.max_frame": (lambda: 1048576, _int_range(4096, 16777216)),
     "auth.default_grants": (lambda: [{"right": "read", "scope": "*"}], _grants),
     "spawn.default_shell": (default_shell, _abs_path),
+    "panes.exited_warn_bytes": (lambda: 256 * 1024 * 1024, _int_range(0, 1 << 40)),
+    "panes.exited_max_bytes": (lambda: 0, _int_range(0, 1 << 40)),
     "log.max_bytes": (lambda: 10 * 1024 * 1024, _log_bytes),
     "log.keep": (lambda: 3, _int_range(0, 100)),
 }

@@ -20,6 +20,7 @@ from venomx.daemon import auth, doctor, watch
 from venomx.daemon.auth import AuditLog
 from venomx.daemon.config import Config
 from venomx.daemon.events import EventLog
+from venomx.daemon.exited import ExitedPanes
 from venomx.daemon.reaper import Reaper
 from venomx.daemon.registry import Pane, Principal, Registry, now_iso
 from venomx.daemon.runs import RunTable
@@ -73,6 +74,7 @@ class Daemon:
         self.background: set[asyncio.Task[None]] = set()  # tasks the reactor owns
         self.subreaper = False
         self.losses = watch.Losses()
+        self.exited = ExitedPanes()
         self._req = 0
         self._sentinel_reqs: dict[int, asyncio.Future[P.Message]] = {}
         self.owner = self.registry.new_principal(None, list(auth.OWNER_GRANTS), name="owner",
@@ -140,6 +142,7 @@ class Daemon:
         self.audit.resize(self.config["audit.retain_count"])
         self.events.emit("config.changed", "*", {"paths": sorted(paths)})
         self.runs.enforce()
+        self.exited.enforce(self)
 
     # -- children --------------------------------------------------------------------------
     def is_leader(self, pid: int) -> bool:
@@ -315,6 +318,8 @@ class Daemon:
         if pane.channel is not None:
             pane.channel.close()
             pane.channel = None  # its decoder's buffers held the whole final state
+        self.exited.add(pane)
+        self.exited.enforce(self)
 
     def signal_pane(self, pane: Pane, sigs: list[int]) -> None:
         """Deliver signals to the pane's pinned group (withheld while the seam holds)."""
@@ -344,6 +349,7 @@ class Daemon:
         reg = self.registry
         removed = [pane.id]
         del reg.panes[pane.id]
+        self.exited.forget(pane.id)
         principal = reg.principals.get(pane.principal)
         if principal is not None:
             reg.revoke(principal.id)

@@ -249,6 +249,9 @@ async def report(d: Daemon) -> dict[str, Any]:
     checks.append(check("run.stuck", "warn" if stuck else "ok",
                         f"{len(stuck)} runs terminating past their kill-wait"))
 
+    exited, exited_check = d.exited.report(d)
+    checks.append(exited_check)
+
     statuses = {c["status"] for c in checks}
     overall = "fail" if "fail" in statuses else ("warn" if "warn" in statuses else "ok")
     states: dict[str, int] = {"running": 0, "terminating": 0, "exited": 0}
@@ -260,6 +263,7 @@ async def report(d: Daemon) -> dict[str, Any]:
         "sentinels": sentinels,
         "escapees": {"count": len(escapee_pids), "panes": per_pane,
                      "reaped": d.reaper.reaped_escapees},
+        "exited_panes": exited,
         "zombies": zombies, "fds": fds, "fds_limit": fds_limit,
         "run": {
             "active": {"count": active, "max_active": max_active},

@@ -275,6 +275,7 @@ class RunTable:
             del self.bindings[(run.owner, run.key)]
         self.evictions[why] += 1
         self.d.events.emit("run.expired", f"run:{run.id}", {"run": run.id}, run.node)
+        self.d.exited.enforce(self.d)  # its pane may be evicted now
 
     def missing(self, run_id: str) -> VenomxError:
         """``not_found.run`` with expired/unknown, for an authorized absent run."""
