@@ -206,7 +206,7 @@ class Screen(Message):
     data: bytes
 
 
-_SNAPSHOT_INTS = ("epoch", "offset", "cols", "rows", "oldest")
+_SNAPSHOT_INTS = ("epoch", "offset", "cols", "rows", "oldest", "dropped")
 _SNAPSHOT_KEYS = frozenset({"screen", *_SNAPSHOT_INTS, "history", "lines", "cursor"})
 _STR = frozenset({str})
 _SCREENS = ("primary", "alternate")

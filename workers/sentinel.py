@@ -439,7 +439,8 @@ def warm_up() -> None:
     """
     term = Terminal(80, 24, 100)
     sample = (b"$ make\r\n\x1b[1;32mok\x1b[0m\tdone\r\n\x1b]133;A\x07\x1b[2J\x1b[H"
-              b"\xe2\x94\x80 wide \xe4\xb8\xad\x1b[K\r\n")
+              b"\xe2\x94\x80 wide \xe4\xb8\xad\x1b[K\r\n"
+              b"e\xcc\x81\xe2\x80\x8b zero-width\r\n")
     for _ in range(30):
         term.feed(sample)
     term.feed(b"\n".join(b"%d" % i for i in range(100)) + b"\n")

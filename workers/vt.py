@@ -842,15 +842,15 @@ class Terminal:
             "history": [] if self.alternate else [self.row(n) for n in range(
                 self.oldest, self.scrolled)],
             "lines": [self.row(base + i) for i in range(self.rows)],
-            "cursor": list(self.cursor),
+            "cursor": list(self.cursor), "dropped": self.dropped,
         }
-
 
 
 def blank_snapshot(cols: int, rows: int) -> dict[str, Any]:
     """``Terminal(cols, rows).snapshot()`` before any byte, without building a screen."""
     return {"screen": "primary", "epoch": 1, "offset": 0, "cols": cols, "rows": rows,
-            "oldest": 0, "history": [], "lines": [" " * cols] * rows, "cursor": [0, 0]}
+            "oldest": 0, "history": [], "lines": [" " * cols] * rows, "cursor": [0, 0],
+            "dropped": 0}
 
 
 class Snapshot:

@@ -81,7 +81,7 @@ def test_exited_panes_are_counted_and_evicted_only_when_asked(daemon: Daemon) ->
     s = daemon.call("session.create")["session"]
     script = "seq 1 3000"
     panes = []
-    for i in range(3):
+    for _ in range(3):
         w = daemon.call("window.create", {"session": s, "argv": ["sh", "-c", script]})
         panes.append(w["pane"])
     r = daemon.call("run", {"key": "kept", "session": s, "shell": script})
@@ -110,3 +110,15 @@ def test_exited_panes_are_counted_and_evicted_only_when_asked(daemon: Daemon) ->
     alive = {p["pane"] for p in daemon.call("pane.list")["panes"]}
     assert panes[0] not in alive and panes[1] not in alive and with_run in alive
     assert daemon.call("run.get", {"run": r["run"]})["pane"] == with_run
+
+
+def test_dropped_vt_sequences_reach_doctor(daemon: Daemon) -> None:
+    s = daemon.call("session.create")["session"]
+    assert daemon.call("doctor")["counters"]["vt_dropped"] == 0
+    # a zero-width space at column 0 that nothing is drawn after at that place is dropped
+    r = daemon.call("run", {"key": "zw", "session": s,
+                            "shell": "printf '\\342\\200\\213\\r\\nok\\n'"})
+    rec = daemon.wait_exit(r["run"])
+    assert rec["outcome"] == "succeeded" and [ln.rstrip() for ln in rec["output"]["lines"]] == [
+        "", "ok"]
+    assert daemon.call("doctor")["counters"]["vt_dropped"] == 1

@@ -152,7 +152,8 @@ def bad_states() -> list[Any]:
         for value, _ in CANDIDATES:
             if key in ("history", "lines") and value in ([], ["s"]):
                 continue  # these are valid lists of rows (lines checked for count below)
-            if key in ("epoch", "offset", "cols", "oldest") and type(value) is int and value >= 0:
+            if key in ("epoch", "offset", "cols", "oldest", "dropped") and type(value) is int \
+                    and value >= 0:
                 continue
             out.append({**good, key: value})
     out += [

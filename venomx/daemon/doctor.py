@@ -278,6 +278,7 @@ async def report(d: Daemon) -> dict[str, Any]:
             "principals": sum(1 for p in reg.principals.values() if not p.revoked),
             "events": len(d.events.events), "audit": len(d.audit.records),
             "observations_coalesced": d.events.coalesced,
+            "vt_dropped": d.exited.vt_dropped,
             "connections": len(d.connections), "subreaper": d.subreaper,
         },
     }

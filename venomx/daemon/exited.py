@@ -24,9 +24,11 @@ class ExitedPanes:
         self.held: dict[str, int] = {}  # pane ID -> bytes, in exit order
         self.total = 0
         self.evicted = 0
+        self.vt_dropped = 0  # hostile sequences the exited panes' VTs dropped, in all
 
     def add(self, pane: Pane) -> None:
         n = pane.final.nbytes() if pane.final is not None else 0
+        self.vt_dropped += pane.final.dropped if pane.final is not None else 0
         self.held[pane.id] = n
         self.total += n
 
