@@ -126,6 +126,7 @@ def run_record(wait: bool) -> tuple[Field, ...]:
             F("state", "string", True), F("outcome", "string", "outcome" in req),
             F("exit_code", "integer", False), F("signal", "string", False),
             F("cause", "string", False), F("status", "integer", "status" in req),
+            F("fault", "string", False),
             F("started_at"), F("completed_at", "string", "completed_at" in req),
             F("duration_ms", "integer", "duration_ms" in req), F("output", "object", False))
 
