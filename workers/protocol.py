@@ -237,10 +237,12 @@ def snapshot_ok(d: object) -> bool:
 
 @dataclass(frozen=True)
 class Exit(Message):
-    """The leader exited and the PTY was drained: the pane's final terminal state. No wait
-    status: the daemon reaps the leader itself and takes the outcome from that alone."""
+    """The leader exited (``status``: its wait status, from the sentinel's own ``waitid``
+    on the child it started) and the PTY was drained: the pane's final terminal state.
+    The sentinel reaps the leader only after the daemon has closed the channel."""
 
     KIND: ClassVar[Kind] = Kind.EXIT
+    status: int
     state: dict[str, Any] = field(
         metadata={"check": snapshot_ok, "type": "a terminal state"})
 

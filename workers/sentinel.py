@@ -101,6 +101,15 @@ def open_fds() -> list[int]:
     return [int(name) for name in os.listdir("/proc/self/fd")]
 
 
+def wait_status(info: os.waitid_result | None) -> int:
+    """The wait status a reap will give, from a WNOWAIT ``waitid`` of the same child."""
+    if info is None:  # pragma: no cover - only called once the leader has exited
+        return 0
+    if info.si_code == os.CLD_EXITED:
+        return (info.si_status & 0xFF) << 8
+    return info.si_status | (0x80 if info.si_code == os.CLD_DUMPED else 0)
+
+
 def set_winsize(fd: int, cols: int, rows: int) -> None:
     fcntl.ioctl(fd, termios.TIOCSWINSZ, struct.pack("HHHH", rows, cols, 0, 0))
 
@@ -179,7 +188,7 @@ class Sentinel:
         such fault is costly; taking them here keeps them off the start itself."""
         sample = P.Spawn("p0", ["true"], {"PATH": "/"}, "/", 80, 24, 0, True)
         P.Decoder().feed(P.encode(sample) + P.encode(P.Ready()) + P.encode(P.Started(0)))
-        P.encode(P.Exit(self.final_state()))
+        P.encode(P.Exit(0, self.final_state()))
         title.set_title(P.SPARE_TITLE)  # the title it already has
         resolve("true", sample.env)
         open_fds()
@@ -399,17 +408,22 @@ class Sentinel:
                 sel.close()
 
     def finish(self) -> NoReturn:
-        """Sweep, drain, report the final state, exit: never reap the leader.
+        """Sweep, drain, send EXIT, and reap the leader only once the daemon has taken it.
 
-        The leader's zombie goes to the daemon (a subreaper) when we exit, and the daemon
-        reaps it: the outcome comes from the daemon's own wait, and since only the daemon
-        ever reaps a leader, the group ID stays pinned for every signal it sends.
+        Until the daemon closes the channel (it does so in the turn it ends the pane) the
+        leader stays an unreaped zombie, so its pid, and its group ID, cannot be reused
+        while the daemon may still signal the group itself.
         """
         self.signal_group(signal.SIGKILL)
         self.drain()
         for req, _data, _until, written in self.input:
             self.send(P.Wrote(req, written))
-        self.send(P.Exit(self.final_state()))
+        self.send(P.Exit(wait_status(self.exited), self.final_state()))
+        self.sel.unregister(self.sock)
+        self.sock.setblocking(True)
+        while self.channel_open:
+            self.recv()  # requests that crossed EXIT: the daemon answers them itself
+        os.waitpid(self.leader, 0)
         os._exit(0)
 
     def daemon_lost(self) -> NoReturn:
@@ -448,7 +462,7 @@ def warm_up() -> None:
     capture(term, None, None, None, 100)
     repaint(term)
     frames = [P.Hello(1), P.Spawn("p1", ["true"], {"A": "b"}, "/", 80, 24, 100, True),
-              P.Ready(), P.Started(2), P.Exit(term.snapshot()), P.Wrote(1, 1), P.Pong(1)]
+              P.Ready(), P.Started(2), P.Exit(0, term.snapshot()), P.Wrote(1, 1), P.Pong(1)]
     P.Decoder().feed(b"".join(P.encode(m) for m in frames))
 
 

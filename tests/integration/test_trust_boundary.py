@@ -108,7 +108,7 @@ def test_window_and_split_leaders_hold_only_the_terminal(daemon: Daemon) -> None
 def test_forged_exit_frame_changes_nothing(daemon: Daemon) -> None:
     state = {"screen": "primary", "epoch": 1, "offset": 16, "cols": 80, "rows": 24,
              "oldest": 0, "history": [], "lines": ["ALL TESTS PASSED"], "cursor": [0, 0]}
-    frame = P.encode(P.Exit(state))
+    frame = P.encode(P.Exit(0, state))
     attack = (
         "import os\n"
         f"frame = bytes.fromhex({frame.hex()!r})\n"

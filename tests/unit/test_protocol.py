@@ -29,7 +29,7 @@ SAMPLES = [
     P.Input(b"x", 4, 123456), P.Resize(10, 5, 6), P.Stream(True, 3), P.Ping(8),
     P.Capture(1, None, 0, None, 100), P.Hello(42), P.Ready(), P.Started(7), P.Failed("ENOENT"),
     P.Output(b"\x00\xff", 2), P.Marker("finished", 9, 0, None), P.Rows(1, {"a": 1}, None),
-    P.Screen(1, 80, 24, 0, b"x"), P.Exit(state()), P.Resized(1, 2, 3, 6), P.Wrote(4, 1),
+    P.Screen(1, 80, 24, 0, b"x"), P.Exit(256, state()), P.Resized(1, 2, 3, 6), P.Wrote(4, 1),
     P.Pong(8),
 ]
 BY_CLASS = {type(m): m for m in SAMPLES}
@@ -73,10 +73,10 @@ def test_a_real_exit_state_is_accepted_and_readable() -> None:
 
     term = Terminal(20, 3, 100)
     term.feed(b"".join(b"line %d\r\n" % i for i in range(50)))
-    msg = P.decode(frame(P.Exit(term.snapshot())))
+    msg = P.decode(frame(P.Exit(0, term.snapshot())))
     assert isinstance(msg, P.Exit)
     assert Snapshot.from_dict(msg.state).row(msg.state["oldest"]).startswith("line")
-    blank = P.decode(frame(P.Exit(blank_snapshot(80, 24))))
+    blank = P.decode(frame(P.Exit(9, blank_snapshot(80, 24))))
     assert isinstance(blank, P.Exit) and blank.state["rows"] == 24
 
 
@@ -180,7 +180,7 @@ def bad_states() -> list[Any]:
 @pytest.mark.parametrize("bad", bad_states())
 def test_malformed_exit_state_is_protocol_error(bad: object) -> None:
     with pytest.raises(P.ProtocolError, match=r"Exit\.state is not a terminal state"):
-        P.decode([int(P.Kind.EXIT), bad])
+        P.decode([int(P.Kind.EXIT), 0, bad])
 
 
 @pytest.mark.parametrize("obj", [

@@ -162,30 +162,40 @@ class Daemon:
             return
         pane_id = reg.sentinels.pop(pid, None)
         if pane_id is not None:
+            reg.reaps_after_exit.pop(pid, None)  # it reaped its leader on the way out
             pane = reg.panes.get(pane_id)
             if pane is not None and pane.live and not pane.exit_seen and status != 0:
-                # it exits 0 only after sending EXIT, which may still be in the channel
                 watch.lose(self, pane, f"exited with status {status}")
                 self.settle(pane)
             return
         pane_id = reg.leaders.get(pid)
         if pane_id is not None:
             pane = reg.panes.get(pane_id)
-            if pane is None:  # reaped before its start committed
+            if pane is None:  # its sentinel died before the start committed
                 reg.early_exits[pid] = status
             elif pane.live:
                 pane.leader_status = status
                 self.settle(pane)
             return
+        if pid in reg.reaps_after_exit.values():
+            # an exited pane's leader, whose sentinel died after EXIT, before reaping it
+            reg.reaps_after_exit = {s: ld for s, ld in reg.reaps_after_exit.items()
+                                    if ld != pid}
+            return
         self.reaper.reaped_escapees += 1
 
     def settle(self, pane: Pane) -> None:
-        """Exit the pane once both halves are in: the daemon's reap of the leader, and the
-        sentinel's final state (or the knowledge that the sentinel is lost)."""
-        if not pane.live or pane.leader_status is None:
+        """Exit the pane once its wait status is known: from the sentinel's EXIT (its own
+        wait on the child it started), or, when the sentinel is lost, from the daemon's
+        own reap of the leader, which re-parents to it."""
+        if not pane.live:
             return
-        if pane.exit_seen or pane.fault is not None:
-            self.pane_exited(pane, pane.leader_status, pane.exit_state)
+        if pane.exit_seen:
+            self.pane_exited(pane, pane.exit_status, pane.exit_state)
+        elif pane.leader_status is None:
+            return
+        elif pane.fault is not None:
+            self.pane_exited(pane, pane.leader_status, None)
         elif pane.watchdog is None:
             # The sentinel has exited (the leader could not re-parent to us otherwise);
             # its EXIT can only still be on its way through the channel.
@@ -216,9 +226,9 @@ class Daemon:
         elif isinstance(m, (P.Wrote, P.Pong)):
             self.answered(m.req, m)
         elif isinstance(m, P.Exit):
-            # Only the final state is taken from EXIT: the outcome is the daemon's own reap.
             if pane.live and pane.fault is None and not pane.exit_seen:
                 pane.exit_seen = True
+                pane.exit_status = m.status
                 pane.exit_state = Snapshot.from_dict(m.state)
                 self.settle(pane)
 
@@ -294,6 +304,8 @@ class Daemon:
         pane.exit_state = None
         watch.unwatch(pane)
         self.registry.leaders.pop(pane.pid, None)
+        if pane.leader_status is None:  # its sentinel reaps it once the channel closes
+            self.registry.reaps_after_exit[pane.sentinel_pid] = pane.pid
         if pane.termination is not None:
             pane.termination.cancel_timer()
         res = f"pane:{pane.id}"

@@ -123,10 +123,11 @@ class Pane:
     termination: Termination | None = None
     command_open: bool = False
     status_set: bool = False
-    # Completion needs both the daemon's own reap of the leader and the sentinel's EXIT
-    # (or the knowledge that the sentinel is lost: ``fault``).
+    # The wait status comes from the sentinel's EXIT, or, when the sentinel is lost
+    # (``fault``), from the daemon's own reap of the leader (``leader_status``).
     leader_status: int | None = None
     exit_seen: bool = False
+    exit_status: int = 0
     exit_state: Snapshot | None = None
     fault: str | None = None  # "sentinel_lost": venomx failed, not the program
     told_epoch: int = 1  # the last row epoch and offset the sentinel reported
@@ -176,6 +177,9 @@ class Registry:
         self.sentinels: dict[int, str] = {}  # sentinel pid -> pane
         self.leaders: dict[int, str] = {}  # leader pid -> live (or committing) pane
         self.early_exits: dict[int, int] = {}  # leader pid -> status, reaped before commit
+        # sentinel pid -> leader pid: exited panes whose sentinel reaps the leader as soon
+        # as the daemon closes the channel (until then the zombie pins the group ID)
+        self.reaps_after_exit: dict[int, int] = {}
         self.runs: dict[str, AuthNode] = {}  # run ID -> node, while its record is retained
 
     def next_id(self, prefix: str) -> str:

@@ -245,6 +245,7 @@ class Channel(asyncio.Protocol):
         # leader may exit and be reaped by the daemon before the spawn resumes.
         self.on_started: Callable[[int], None] | None = None
         self.broken = False  # it sent something that is not a valid frame
+        self.on_broken: Callable[[], None] | None = None
 
     @classmethod
     async def open(cls, sock: socket.socket) -> Channel:
@@ -265,10 +266,16 @@ class Channel(asyncio.Protocol):
         try:
             msgs = self.decoder.feed(data)
         except P.ProtocolError as exc:
-            # Never data: the sentinel has failed, and whoever owns it must say so.
+            # Never data: the sentinel has failed, and whoever owns it must say so. A
+            # pane's owner kills the sentinel first (``on_broken``): closing the channel
+            # would let a running sentinel reap its leader while the pane is live.
             log.error("bad sentinel frame: %s", exc)
             self.broken = True
-            self.close()
+            if self.on_broken is not None and self.transport is not None:
+                self.transport.pause_reading()
+                self.on_broken()
+            else:
+                self.close()
             return
         for m in msgs:
             self.deliver(m)

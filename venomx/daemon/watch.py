@@ -69,6 +69,7 @@ def watch(d: Daemon, pane: Pane) -> None:
     loop = asyncio.get_running_loop()
     if pane.channel is not None:
         pane.channel.closed.add_done_callback(lambda _: on_channel_closed(d, pane))
+        pane.channel.on_broken = lambda: on_channel_closed(d, pane)
     if pane.leader_status is not None:
         loop.call_soon(d.settle, pane)  # reaped before the commit: finish after the replay
         return
@@ -143,5 +144,5 @@ def lose(d: Daemon, pane: Pane, why: str) -> None:
     if pane.watchdog is not None:
         pane.watchdog.cancel()
         pane.watchdog = None
-    if pane.channel is not None:
-        pane.channel.close()
+    # The channel is left to close when the sentinel dies: closing it ourselves would let
+    # a sentinel that is still running reap its leader while the pane is live.
