@@ -16,16 +16,17 @@ import signal as _signal
 import time
 from typing import Any
 
-from venomx.daemon import auth, doctor, watch
+from venomx.daemon import auth, watch
 from venomx.daemon.auth import AuditLog
 from venomx.daemon.config import Config
 from venomx.daemon.events import EventLog
 from venomx.daemon.exited import ExitedPanes
+from venomx.daemon.fdreserve import reserve
 from venomx.daemon.reaper import Reaper
 from venomx.daemon.registry import Pane, Principal, Registry, now_iso
 from venomx.daemon.runs import RunTable
 from venomx.daemon.seams import Seams
-from venomx.daemon.sentinels import ForkServer, waitstatus_fields
+from venomx.daemon.sentinels import SENTINEL_BOUND, ForkServer, PaneGone, waitstatus_fields
 from venomx.daemon.spawn import remove_from_layout
 from venomx.wire import VenomxError
 from workers import prctl
@@ -34,9 +35,6 @@ from workers.vt import Snapshot
 
 log = logging.getLogger(__name__)
 SHUTDOWN_GRACE_MS = 2000
-# How long a request may wait for a pane's sentinel (capture, resize, attach, doctor's
-# ping) before it fails unavailable.sentinel: a busy VT answers well within this.
-SENTINEL_BOUND = 5.0
 
 
 def raise_nofile() -> int:
@@ -88,7 +86,7 @@ class Daemon:
         loop = asyncio.get_running_loop()
         loop.add_signal_handler(_signal.SIGCHLD, self.reaper.reap)
         self.forkserver.nofile = raise_nofile()
-        doctor.reserve.fill()
+        reserve.fill()
         self.forkserver.start()
         self.forkserver.refill()
 
@@ -388,11 +386,3 @@ class Daemon:
         self.events.emit("window.removed", f"window:{window_id}", {"window": window_id},
                          window.node)
         return [window_id]
-
-
-class PaneGone(Exception):
-    """The pane exited or lost its sentinel while a request to it was in flight."""
-
-    def __init__(self, pane: Pane) -> None:
-        super().__init__(pane.id)
-        self.pane = pane

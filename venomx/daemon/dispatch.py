@@ -10,7 +10,7 @@ from __future__ import annotations
 import asyncio
 import logging
 from collections.abc import Awaitable, Callable
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, Protocol
 
 from venomx.daemon import auth
 from venomx.daemon.registry import AuthNode, Principal
@@ -20,7 +20,6 @@ from venomx.wire import VenomxError, dumps
 
 if TYPE_CHECKING:
     from venomx.daemon.core import Daemon
-    from venomx.daemon.server import Connection
 
 log = logging.getLogger(__name__)
 Handler = Callable[..., Awaitable[dict[str, Any]]]
@@ -37,10 +36,21 @@ def handler(name: str) -> Callable[[Handler], Handler]:
     return register
 
 
+class Caller(Protocol):
+    """What dispatch needs of the connection a request came on (``server.Connection``)."""
+
+    principal: Principal | None
+    max_frame: int
+
+    def send(self, obj: dict[str, Any]) -> None: ...
+    def reply(self, rid: int | None, result: dict[str, Any]) -> None: ...
+    def reply_error(self, rid: int | None, err: VenomxError) -> None: ...
+
+
 class Context:
     """What a handler may use: the daemon, the caller, and the stream for items."""
 
-    def __init__(self, d: Daemon, conn: Connection, verb: Verb, rid: int) -> None:
+    def __init__(self, d: Daemon, conn: Caller, verb: Verb, rid: int) -> None:
         self.d = d
         self.conn = conn
         self.verb = verb

@@ -12,17 +12,17 @@ import concurrent.futures.thread  # noqa: F401  (imported by to_thread on first 
 import errno
 import os
 import resource
-import threading
 import time
-from collections.abc import Iterator
-from contextlib import contextmanager
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
 import psutil
 
 from venomx import __version__
+from venomx.daemon.fdreserve import reserve
+from venomx.daemon.sentinels import PaneGone
 from venomx.daemon.termination import KILL_WAIT
+from venomx.wire import VenomxError
 from workers import protocol as P
 from workers.protocol import SENTINEL_TITLE, SPARE_TITLE
 
@@ -34,38 +34,6 @@ ORPHAN_AFTER = 2.0  # the sentinel's drain (1 s) plus time to deliver EXIT and e
 PING_BOUND = 1.0  # a sentinel that does not answer doctor's ping within this is a fail
 FDS_WARN, FDS_FAIL = 0.80, 0.95  # of the soft RLIMIT_NOFILE
 FD_ERRNOS = frozenset({errno.EMFILE, errno.ENFILE})
-
-
-class Reserve:
-    """One descriptor held back so that doctor can still read /proc when the daemon is
-    out of descriptors, which is when its report matters most. Doctor gives it up while
-    it reads and takes it back after; the reactor may take it meanwhile (an accept), and
-    then the report says which facts it could not read."""
-
-    def __init__(self) -> None:
-        self.fd = -1
-        self.lock = threading.Lock()
-
-    def fill(self) -> None:
-        if self.fd < 0:
-            try:
-                self.fd = os.open("/dev/null", os.O_RDONLY | os.O_CLOEXEC)
-            except OSError:
-                pass  # out of descriptors now: the next report tries again
-
-    @contextmanager
-    def spent(self) -> Iterator[None]:
-        with self.lock:
-            if self.fd >= 0:
-                os.close(self.fd)
-                self.fd = -1
-            try:
-                yield
-            finally:
-                self.fill()
-
-
-reserve = Reserve()  # filled at Daemon.start
 
 
 @dataclass
@@ -152,9 +120,6 @@ def check(name: str, status: str, detail: str) -> dict[str, str]:
 
 async def unresponsive(d: Daemon) -> list[str]:
     """Panes whose sentinel does not answer a ping within PING_BOUND (all at once)."""
-    from venomx.daemon.core import PaneGone
-    from venomx.wire import VenomxError
-
     async def ping(pane: Pane) -> str | None:
         try:
             await d.ask_sentinel(pane, P.Ping, PING_BOUND)

@@ -15,11 +15,17 @@ import os
 import socket
 import sys
 from collections.abc import Callable
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from workers import protocol as P
 
+if TYPE_CHECKING:
+    from venomx.daemon.registry import Pane
+
 log = logging.getLogger(__name__)
+# How long a request may wait for a pane's sentinel (capture, resize, attach, doctor's
+# ping) before it fails unavailable.sentinel: a busy VT answers well within this.
+SENTINEL_BOUND = 5.0
 # Spare sentinels kept ready, and the count at which a batch refills the pool: enough
 # slack that spares made at low priority keep up with back-to-back starts (measured).
 SPARES, LOW_WATER = 6, 3
@@ -364,3 +370,11 @@ def signal_number(name: str) -> int | None:
         return int(_signal.Signals[name])
     except KeyError:
         return int(name[3:]) if name[3:].isdigit() else None
+
+
+class PaneGone(Exception):
+    """The pane exited or lost its sentinel while a request to it was in flight."""
+
+    def __init__(self, pane: Pane) -> None:
+        super().__init__(pane.id)
+        self.pane = pane

@@ -9,9 +9,9 @@ import time
 from typing import Any
 
 from venomx.daemon.auth import child_grants
-from venomx.daemon.core import SENTINEL_BOUND, PaneGone
 from venomx.daemon.dispatch import Context, handler
 from venomx.daemon.registry import Pane
+from venomx.daemon.sentinels import SENTINEL_BOUND, PaneGone
 from venomx.daemon.spawn import SpawnRequest, check_cwd, check_size, pane_must_run, spawn
 from venomx.daemon.termination import terminate, wait_terminated
 from venomx.verbs.common import (
