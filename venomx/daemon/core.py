@@ -22,12 +22,12 @@ from venomx.daemon.config import Config
 from venomx.daemon.events import EventLog
 from venomx.daemon.exited import ExitedPanes
 from venomx.daemon.fdreserve import reserve
+from venomx.daemon.layout import remove_from_layout
 from venomx.daemon.reaper import Reaper
 from venomx.daemon.registry import Pane, Principal, Registry, now_iso
 from venomx.daemon.runs import RunTable
 from venomx.daemon.seams import Seams
 from venomx.daemon.sentinels import SENTINEL_BOUND, ForkServer, PaneGone, waitstatus_fields
-from venomx.daemon.spawn import remove_from_layout
 from venomx.wire import VenomxError
 from workers import prctl
 from workers import protocol as P
