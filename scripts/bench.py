@@ -427,7 +427,7 @@ def _vt_costs(n: int, tries: int) -> list[dict[str, Any]]:
 
 
 def bench_vt(quick: bool) -> None:
-    import workers.vt as vt
+    import workers.vtcost as vt
 
     n, tries = (50_000, 1) if quick else (200_000, 3)
     own = getattr(vt, "vt_costs", None)

@@ -27,7 +27,8 @@ from typing import Any, NoReturn
 from workers import protocol as P
 from workers import title
 from workers.osc import Scanner
-from workers.vt import EpochConflict, Terminal, blank_snapshot, capture, repaint
+from workers.rows import EpochConflict, blank_snapshot, capture, repaint
+from workers.vt import Terminal
 
 DRAIN_SILENCE = 0.05
 DRAIN_MAX = 1.0

@@ -17,7 +17,7 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from workers import protocol as P
-from workers.vt import Snapshot, blank_snapshot
+from workers.rows import Snapshot, blank_snapshot
 
 
 def state(rows: int = 2) -> dict[str, Any]:

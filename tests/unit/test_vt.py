@@ -13,8 +13,9 @@ from contextlib import contextmanager
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from workers import vt
-from workers.vt import EpochConflict, Snapshot, Terminal, capture, tail
+from workers import fastpath
+from workers.rows import EpochConflict, Snapshot, blank_snapshot, capture, tail
+from workers.vt import Terminal
 
 
 def plain(cols: int, rows: int, scrollback: int = 50) -> Terminal:
@@ -27,12 +28,12 @@ def plain(cols: int, rows: int, scrollback: int = 50) -> Terminal:
 @contextmanager
 def fast_for_any_size() -> Iterator[None]:
     """Let the fast path take chunks of any size, so short examples exercise it."""
-    old = vt.FAST_MIN
-    vt.FAST_MIN = 0
+    old = fastpath.FAST_MIN
+    fastpath.FAST_MIN = 0
     try:
         yield
     finally:
-        vt.FAST_MIN = old
+        fastpath.FAST_MIN = old
 
 
 def state(t: Terminal) -> tuple[object, ...]:
@@ -261,7 +262,7 @@ def test_narrowing_behind_the_alternate_screen_cuts_the_saved_primary() -> None:
 @given(st.integers(1, 300), st.integers(1, 120))
 def test_blank_snapshot_is_a_fresh_terminal(cols: int, rows: int) -> None:
     # a sentinel whose pane never wrote a byte reports this instead of building a screen
-    assert vt.blank_snapshot(cols, rows) == Terminal(cols, rows).snapshot()
+    assert blank_snapshot(cols, rows) == Terminal(cols, rows).snapshot()
 
 
 def test_every_csi_is_survived() -> None:

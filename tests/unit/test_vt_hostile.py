@@ -1,6 +1,6 @@
 """The terminal against hostile output: nothing raises, stalls, or drops the text after it.
 
-Costs are measured by ``workers.vt.vt_costs`` (scripts/bench), never timed here; these
+Costs are measured by ``workers.vtcost.vt_costs`` (scripts/bench), never timed here; these
 tests check behaviour: the content is kept, nothing raises, and what the VT holds while
 parsing a flood stays bounded by what it keeps.
 """
@@ -15,8 +15,10 @@ import unicodedata
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from workers import vt
-from workers.vt import STRING_MAX, Snapshot, Terminal, capture, repaint, tail
+from workers import fastpath, screen, vtcost
+from workers.rows import Snapshot, capture, repaint, tail
+from workers.screen import STRING_MAX
+from workers.vt import Terminal
 
 # Known crashers and stallers of pyte, and sequences pyte drew as text.
 CORPUS = [
@@ -93,13 +95,13 @@ def test_any_chunking_of_the_corpus_is_survived_and_read(parts: list[bytes], poi
 @given(st.binary(min_size=1, max_size=4000), st.lists(st.integers(0, 4000), max_size=20))
 def test_random_bytes_in_random_chunks(data: bytes, points: list[int]) -> None:
     t = Terminal(20, 6, 30)
-    with_fast = vt.FAST_MIN
-    vt.FAST_MIN = 0  # let the fast path see every chunk too
+    with_fast = fastpath.FAST_MIN
+    fastpath.FAST_MIN = 0  # let the fast path see every chunk too
     try:
         for piece in cut(data, points):
             t.feed(piece)
     finally:
-        vt.FAST_MIN = with_fast
+        fastpath.FAST_MIN = with_fast
     check_readable(t)
 
 
@@ -216,16 +218,16 @@ def test_a_failing_parser_is_reset_and_the_chunk_goes_on() -> None:
 
 def test_a_failing_fast_path_falls_back_to_the_parser() -> None:
     t = Terminal(10, 2)
-    old = vt._bulk_lines
+    old = fastpath._bulk_lines
 
     def broken(term: Terminal, text: str) -> bool:
         raise RuntimeError("boom")
 
-    vt._bulk_lines = broken
+    fastpath._bulk_lines = broken
     try:
         t.feed(b"".join(b"line %d\r\n" % i for i in range(200)))
     finally:
-        vt._bulk_lines = old
+        fastpath._bulk_lines = old
     assert t.dropped == 1 and t.row(t.cursor[0] - 1).rstrip() == "line 199"
 
 
@@ -254,7 +256,7 @@ def test_a_zero_width_flood_at_column_0() -> None:
 
 def test_a_grown_cell_moves_scrolls_and_is_overwritten() -> None:
     t = Terminal(6, 2, 1000)
-    marks = "\u0308" * (vt.GROW_AT * 3)
+    marks = "\u0308" * (screen.GROW_AT * 3)
     t.feed(("ab" + marks + "cd").encode())
     t.feed(b"\x1b[1;1H\x1b[2@")  # insert two blanks: the cluster moves right
     assert t.row(0) == "  ab" + marks + "cd"
@@ -276,7 +278,7 @@ def test_an_unterminated_csi_holds_bounded_state() -> None:
     t = Terminal(10, 2)
     t.feed(b"\x1b[" + b"123456789;" * 20000)
     frame = t.stream._parser.gi_frame  # type: ignore[union-attr]
-    assert len(frame.f_locals["params"]) == vt.CSI_MAX_PARAMS
+    assert len(frame.f_locals["params"]) == screen.CSI_MAX_PARAMS
     assert len(frame.f_locals["current"]) <= 5
     t.feed(b"mok")
     assert t.row(0).startswith("ok")
@@ -295,7 +297,7 @@ def test_an_endless_osc_holds_bounded_state() -> None:
 def test_savepoints_are_bounded() -> None:
     t = Terminal(10, 2)
     t.feed(b"\x1b7" * 10_000)
-    assert len(t.screen.savepoints) == vt.SAVEPOINTS_MAX
+    assert len(t.screen.savepoints) == screen.SAVEPOINTS_MAX
 
 
 # -- the cheap forms of pyte's whole-screen handlers keep its text ------------------------
@@ -340,30 +342,30 @@ def test_tabs_with_stops_anywhere() -> None:
 
 
 def test_costs_are_reported_for_every_pattern() -> None:
-    costs = vt.vt_costs(n=10_000, tries=1)
-    assert {c["pattern"] for c in costs} == set(vt.COST_PATTERNS)
+    costs = vtcost.vt_costs(n=10_000, tries=1)
+    assert {c["pattern"] for c in costs} == set(vtcost.COST_PATTERNS)
     for c in costs:
         assert c["bytes_2n"] > c["bytes_n"] > 0 and c["seconds_n"] >= 0 and c["ratio"] >= 0
 
 
 def test_the_fast_path_scrolls_a_grown_row_out_once() -> None:
     """A row holding a long cluster may leave the screen through the fast path."""
-    data = [b"aa" + "\u0301".encode() * (vt.GROW_AT + 6), b"a" * 40]
-    old = vt.FAST_MIN
+    data = [b"aa" + "\u0301".encode() * (screen.GROW_AT + 6), b"a" * 40]
+    old = fastpath.FAST_MIN
     try:
-        vt.FAST_MIN = 1 << 30
+        fastpath.FAST_MIN = 1 << 30
         ref = Terminal(1, 2, 100)
         for d in data:
             ref.feed(d)
-        vt.FAST_MIN = 0
+        fastpath.FAST_MIN = 0
         fast = Terminal(1, 2, 100)
         for d in data:
             fast.feed(d)
     finally:
-        vt.FAST_MIN = old
+        fastpath.FAST_MIN = old
     assert fast.fast_bytes == 40 and fast.dropped == 0
     assert view(fast) == view(ref)
-    assert fast.row(1) == "a" + "\u0301" * (vt.GROW_AT + 6)
+    assert fast.row(1) == "a" + "\u0301" * (screen.GROW_AT + 6)
 
 
 def test_the_fast_path_holds_only_rows_history_can_keep() -> None:
@@ -372,13 +374,13 @@ def test_the_fast_path_holds_only_rows_history_can_keep() -> None:
     import tracemalloc
 
     data = b"ab\n" * 20_000 + b"\x1b[31mc\x1b[0m\n" * 20_000
-    old = vt.FAST_MIN
+    old = fastpath.FAST_MIN
     try:
-        vt.FAST_MIN = 1 << 30
+        fastpath.FAST_MIN = 1 << 30
         ref = Terminal(7, 4, 5)
         ref.feed(data)
     finally:
-        vt.FAST_MIN = old
+        fastpath.FAST_MIN = old
     fast = Terminal(7, 4, 5)
     fast.feed(data)
     assert fast.fast_bytes == len(data) and view(fast) == view(ref)

@@ -7,7 +7,8 @@ import sys
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from workers.vt import OTHER_SPACES, Snapshot, Terminal, tail
+from workers.rows import OTHER_SPACES, Snapshot, tail
+from workers.vt import Terminal
 
 
 def snap_of(rows: list[str], cols: int, screen: int = 1) -> Snapshot:

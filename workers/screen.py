@@ -1,0 +1,626 @@
+"""The pyte screen and byte stream a pane's ``Terminal`` is built on, made safe for hostile input.
+
+History is kept by the ``Terminal`` as text rows, never as pyte cells, so scrollback costs
+one string per row; the screen hands each row that scrolls off to it.
+
+Every byte is hostile input: the parser never raises out of ``feed`` (a sequence whose
+handler fails is dropped and counted through the owner's ``_lost``), never drops the text
+that follows a sequence or a zero-width code point, and costs O(bytes) — at most
+O(rows + cols) per byte, never O(rows x cols) or more.
+"""
+
+from __future__ import annotations
+
+import re
+from bisect import bisect_right
+from collections.abc import Callable, Generator
+from typing import TYPE_CHECKING, Any
+
+import pyte
+from pyte import control as ctrl
+from pyte import modes as mo
+from pyte.screens import Char, StaticDefaultDict, wcwidth
+
+if TYPE_CHECKING:
+    from workers.vt import Terminal
+
+ALT_MODES = {1049 << 5, 1047 << 5, 47 << 5}
+_BLANK, _BLANK_REVERSE = Char(" "), Char(" ", reverse=True)  # pyte's default_char
+GROW_AT = 64  # a cell's text longer than this grows in a _Grown holder
+CSI_MAX_PARAMS = 256  # further parameters of one CSI are ignored (xterm keeps 30)
+STRING_MAX = 4096  # characters of an OSC kept (the title); the rest is parsed, not kept
+SAVEPOINTS_MAX = 32  # DECSC nesting kept; the oldest is forgotten
+
+
+class _Grown:
+    """The text of a cell that zero-width code points made long, appended in O(1) amortised.
+
+    A cell's text is a ``str`` while short; rebuilding a long one per code point would
+    make a flood of combining marks quadratic. Read with ``text()``.
+    """
+
+    __slots__ = ("_done", "_tail")
+
+    def __init__(self, text: str) -> None:
+        self._done = [text]
+        self._tail: list[str] = []
+
+    def add(self, s: str) -> None:
+        tail = self._tail
+        tail.append(s)
+        if len(tail) >= GROW_AT:  # one string per GROW_AT appends keeps it compact
+            self._done.append("".join(tail))
+            tail.clear()
+
+    def text(self) -> str:
+        if self._tail or len(self._done) > 1:
+            self._done = ["".join(self._done) + "".join(self._tail)]
+            self._tail.clear()
+        return self._done[0]
+
+
+class _Line(StaticDefaultDict[int, Char]):
+    """One screen line of cells; ``grown`` once a cell's text is a ``_Grown``."""
+
+    grown = False
+
+
+def fresh_buffer(buffer: Any) -> Any:
+    """An empty screen buffer of the same kind (pyte's is a defaultdict of lines)."""
+    return type(buffer)(buffer.default_factory)
+
+
+def shifted(buffer: Any, n: int, rows: int, cols: int) -> Any:
+    """The buffer with its top ``n`` rows gone, ``rows`` rows kept, cells past ``cols`` cut."""
+    new = fresh_buffer(buffer)
+    for y in range(rows):
+        if y + n in buffer:
+            line = buffer[y + n]
+            for x in [x for x in line if x >= cols]:
+                del line[x]
+            new[y] = line
+    return new
+
+
+def row_cells(line: Any, cols: int) -> list[str]:
+    """One pyte line as cell strings ("" for the second cell of a wide character)."""
+    # Only written cells are stored; visiting those alone keeps blank rows cheap.
+    cells = [line.default.data] * cols
+    for x, char in line.items():
+        if x < cols:
+            cells[x] = char.data
+    if getattr(line, "grown", False):
+        return [c if c.__class__ is str else c.text() for c in cells]
+    return cells
+
+
+def row_text(line: Any, cols: int) -> str:
+    """The text form of one pyte line: cells in order, wide characters written once."""
+    return "".join(row_cells(line, cols))
+
+
+class Screen(pyte.Screen):
+    """pyte's screen with history capture, the alternate screen and ED 3 / RIS epochs.
+
+    Also what pyte gets wrong on hostile input: zero-width code points never end a
+    ``draw`` (pyte drops the rest of the text), clusters are never NFC-rebuilt (quadratic),
+    handlers given values pyte does not expect do nothing instead of raising, and nothing
+    costs more than O(rows + cols) per sequence (pyte's DECALN, ED, DECSCNM and DECCOLM
+    visit every cell; its tab sorts every stop).
+    """
+
+    def __init__(self, term: Terminal, cols: int, rows: int) -> None:
+        self._term = term
+        self._ready = False
+        self._stops: list[int] | None = None
+        # zero-width code points met at column 0, kept for the next character drawn there
+        self._lead: _Grown | None = None
+        self._lead_y = 0
+        super().__init__(cols, rows)
+        self.buffer = _Buffer(  # type: ignore[assignment]
+            lambda: _Line(_BLANK_REVERSE if mo.DECSCNM in self.mode else _BLANK))
+        self._ready = True
+
+    # -- text -------------------------------------------------------------------------
+    def draw(self, data: str) -> None:
+        data = data.translate(self.g1_charset if self.charset else self.g0_charset)
+        if (data.isascii() and data.isprintable() and self._lead is None
+                and mo.DECAWM in self.mode and mo.IRM not in self.mode):
+            try:
+                self._draw_ascii(data)
+            except Exception:
+                self._term._lost()
+            return
+        cursor = self.cursor
+        columns = self.columns
+        buffer = self.buffer
+        autowrap = mo.DECAWM in self.mode
+        insert = mo.IRM in self.mode
+        attrs = tuple(cursor.attrs)[1:]
+        make = tuple.__new__
+        stub = make(Char, ("", *attrs))
+        cells: dict[str, Char] = {}
+        for char in data:
+            try:
+                width = wcwidth(char)
+                if width > 0:
+                    x = cursor.x
+                    if x >= columns:
+                        if autowrap:
+                            self.carriage_return()
+                            self.linefeed()
+                            x = cursor.x
+                        else:
+                            x = cursor.x = max(0, columns - width)
+                    if insert:
+                        self.insert_characters(width)
+                    line = buffer[cursor.y]
+                    if self._lead is None:
+                        cell = cells.get(char)
+                        if cell is None:
+                            cell = cells[char] = make(Char, (char, *attrs))
+                    else:
+                        cell = make(Char, (self._take_lead(line, char), *attrs))
+                    line[x] = cell
+                    if width == 2 and x + 1 < columns:
+                        line[x + 1] = stub
+                    x += width
+                    cursor.x = x if x < columns else columns
+                elif width == 0:
+                    self._join(char)
+                # width < 0: a C0/C1 control or DEL reached as text; not text, so not kept
+            except Exception:
+                self._term._lost()
+        self.dirty.add(cursor.y)
+
+    def _draw_ascii(self, data: str) -> None:
+        """``draw`` for printable ASCII with autowrap: a row's worth of cells at a time."""
+        cursor = self.cursor
+        columns = self.columns
+        attrs = tuple(cursor.attrs)[1:]
+        make = tuple.__new__
+        cell = {ch: make(Char, (ch, *attrs)) for ch in set(data)}.__getitem__
+        i, n = 0, len(data)
+        while i < n:
+            if cursor.x >= columns:
+                self.carriage_return()
+                self.linefeed()
+            x = cursor.x
+            k = min(n - i, columns - x)
+            cells = map(cell, data[i:i + k])
+            self.buffer[cursor.y].update(zip(range(x, x + k), cells, strict=True))
+            cursor.x = x + k
+            i += k
+        self.dirty.add(cursor.y)
+
+    def _join(self, char: str) -> None:
+        """A zero-width code point joins the cell before the cursor, as written (no NFC)."""
+        c = self.cursor
+        if c.x > 0:
+            self._append(self.buffer[c.y], min(c.x, self.columns) - 1, char)
+            return
+        if self._lead is not None and self._lead_y != c.y:
+            self._term.dropped += 1
+            self._lead = None
+        if self._lead is None:
+            self._lead = _Grown("")
+            self._lead_y = c.y
+        self._lead.add(char)
+
+    def _take_lead(self, line: Any, char: str) -> str | _Grown:
+        """The text of a character drawn while code points wait at column 0."""
+        lead, self._lead = self._lead, None
+        assert lead is not None
+        if self.cursor.x != 0 or self.cursor.y != self._lead_y:
+            self._term.dropped += 1
+            return char
+        text = lead.text() + char
+        if len(text) <= GROW_AT:
+            return text
+        line.grown = True
+        return _Grown(text)
+
+    @staticmethod
+    def _append(line: Any, x: int, s: str) -> None:
+        old = line[x]
+        d = old.data
+        if d.__class__ is _Grown:
+            d.add(s)
+            return
+        d += s
+        if len(d) > GROW_AT:
+            line.grown = True
+            line[x] = old._replace(data=_Grown(d))
+        else:
+            line[x] = old._replace(data=d)
+
+    # -- rows -------------------------------------------------------------------------
+    def index(self) -> None:
+        term = self._term
+        bottom = self.lines - 1
+        if (not term.alternate and self.cursor.y == bottom
+                and (self.margins is None or (self.margins.top == 0
+                                              and self.margins.bottom == bottom))):
+            term._push_history(row_text(self.buffer[0], self.columns))
+        top, bottom = self.margins or (0, self.lines - 1)
+        if self.cursor.y != bottom:
+            self.cursor_down()
+            return
+        buf = self.buffer
+        pop = buf.pop
+        for y in range(top, bottom):
+            line = pop(y + 1, None)
+            if line is None:
+                pop(y, None)
+            else:
+                buf[y] = line
+        pop(bottom, None)
+
+    def reverse_index(self) -> None:
+        top, bottom = self.margins or (0, self.lines - 1)
+        if self.cursor.y != top:
+            self.cursor_up()
+            return
+        buf = self.buffer
+        pop = buf.pop
+        for y in range(bottom, top, -1):
+            line = pop(y - 1, None)
+            if line is None:
+                pop(y, None)
+            else:
+                buf[y] = line
+        pop(top, None)
+
+    def erase_in_line(self, how: int = 0, private: bool = False) -> None:
+        if how not in (0, 1, 2):
+            return  # xterm ignores other values; pyte raised
+        y, x = self.cursor.y, self.cursor.x
+        self.dirty.add(y)
+        line = self.buffer[y]
+        if line.default.data != " ":
+            super().erase_in_line(how)  # a DECALN line: erased cells must be written blank
+        elif how == 2:
+            del self.buffer[y]
+        elif how == 0:
+            for k in [k for k in line if k >= x]:
+                del line[k]
+        else:
+            for k in [k for k in line if k <= x]:
+                del line[k]
+
+    def erase_in_display(self, how: int = 0, *args: Any, **kwargs: Any) -> None:
+        if how == 3:
+            # xterm: ED 3 erases saved lines only, the screen stays.
+            self._term._erase_scrollback()
+            return
+        if how not in (0, 1, 2):
+            return  # xterm ignores other values; pyte raised
+        y = self.cursor.y
+        rows = range(y + 1, self.lines) if how == 0 else range(y) if how == 1 else None
+        if rows is None:
+            self.dirty.update(range(self.lines))
+            self.buffer.clear()
+            return
+        self.dirty.update(rows)
+        for r in rows:
+            self.buffer.pop(r, None)
+        self.erase_in_line(how)
+
+    def alignment_display(self) -> None:
+        # DECALN: every row becomes E's without writing a cell (pyte wrote rows x cols)
+        self.dirty.update(range(self.lines))
+        e = Char("E")
+        for y in range(self.lines):
+            self.buffer[y] = _Line(e)
+
+    def _solid(self, line: Any) -> None:
+        """Write out a DECALN line's E's, so cells moved or added past them are blank."""
+        if line.default.data != " ":
+            for x in range(self.columns):
+                if x not in line:
+                    line[x] = line.default
+            line.default = self.default_char
+
+    def insert_characters(self, count: int | None = None) -> None:
+        self._solid(self.buffer[self.cursor.y])
+        super().insert_characters(count)
+
+    def delete_characters(self, count: int | None = None) -> None:
+        self._solid(self.buffer[self.cursor.y])
+        super().delete_characters(count)
+
+    def resize(self, lines: int | None = None, columns: int | None = None) -> None:
+        if columns is not None and columns > self.columns:
+            for line in self.buffer.values():
+                self._solid(line)
+        super().resize(lines, columns)
+
+    # -- modes ------------------------------------------------------------------------
+    def set_mode(self, *modes: int, **kwargs: Any) -> None:
+        if kwargs.get("private"):
+            if any((m << 5) in ALT_MODES for m in modes):
+                self._term._enter_alternate(save_cursor=1049 in modes)
+            modes = self._own_modes(modes, on=True)
+        super().set_mode(*modes, **kwargs)
+
+    def reset_mode(self, *modes: int, **kwargs: Any) -> None:
+        if kwargs.get("private"):
+            if any((m << 5) in ALT_MODES for m in modes):
+                self._term._leave_alternate(restore_cursor=1049 in modes)
+            modes = self._own_modes(modes, on=False)
+        super().reset_mode(*modes, **kwargs)
+
+    def _own_modes(self, modes: tuple[int, ...], on: bool) -> tuple[int, ...]:
+        """Apply DECCOLM and DECSCNM here; the private modes left are pyte's to apply.
+
+        DECCOLM clears the screen and homes the cursor like tmux, without changing the
+        width (that is the pane's, set by resize). DECSCNM (reverse video) changes no text,
+        so no cell is rewritten: pyte rewrote every written cell per toggle.
+        """
+        if mo.DECCOLM >> 5 in modes:
+            self.erase_in_display(2)
+            self.cursor_position()
+        if mo.DECSCNM >> 5 in modes:
+            if on:
+                self.mode.add(mo.DECSCNM)
+            else:
+                self.mode.discard(mo.DECSCNM)
+            self.select_graphic_rendition(7 if on else 27)
+        return tuple(m for m in modes if m != mo.DECCOLM >> 5 and m != mo.DECSCNM >> 5)
+
+    # -- cursor -----------------------------------------------------------------------
+    def tab(self) -> None:
+        stops = self._stops
+        if stops is None:
+            stops = self._stops = sorted(self.tabstops)
+        i = bisect_right(stops, self.cursor.x)
+        self.cursor.x = min(stops[i], self.columns - 1) if i < len(stops) else self.columns - 1
+
+    def set_tab_stop(self) -> None:
+        super().set_tab_stop()
+        self._stops = None
+
+    def clear_tab_stop(self, how: int = 0) -> None:
+        super().clear_tab_stop(how)
+        self._stops = None
+
+    def save_cursor(self) -> None:
+        super().save_cursor()
+        if len(self.savepoints) > SAVEPOINTS_MAX:
+            del self.savepoints[0]
+
+    def reset(self) -> None:
+        if self._ready:
+            self._term._full_reset()
+        super().reset()
+        self._stops = None
+        self._lead = None
+
+    def repair(self) -> None:
+        """Bring the cursor and margins back in bounds after a handler failed midway."""
+        c = self.cursor
+        c.x = min(max(0, c.x), self.columns)
+        c.y = min(max(0, c.y), self.lines - 1)
+        m = self.margins
+        if m is not None and not 0 <= m.top < m.bottom < self.lines:
+            self.margins = None
+
+
+class _Buffer(dict[int, _Line]):
+    """pyte's screen buffer (a defaultdict of lines) with a factory ``fresh_buffer`` reuses."""
+
+    def __init__(self, default_factory: Callable[[], _Line]) -> None:
+        super().__init__()
+        self.default_factory = default_factory
+
+    def __missing__(self, y: int) -> _Line:
+        line = self[y] = self.default_factory()
+        return line
+
+
+_STRING_RUN = re.compile("[^\x00-\x1f\x7f\x9c]+")  # OSC/DCS body characters, sent as one run
+_STRING_INTRO = frozenset("PX^_")  # DCS, SOS, PM, APC: parsed to their end, never drawn
+
+
+class ByteStream(pyte.ByteStream):
+    """pyte's byte stream with a parser that never raises, drops text or stalls.
+
+    The parser is pyte's state machine rewritten after ECMA-48 and xterm: a CSI takes
+    parameter and intermediate bytes and ends at its final byte (pyte ended it at any
+    unknown byte and drew the rest as text), parameters are bounded as they are read
+    (pyte built a string of every digit), an OSC keeps at most ``STRING_MAX`` characters,
+    DCS/SOS/PM/APC strings are consumed, and ESC or a non-ASCII character inside a
+    sequence ends it and is processed afresh. Input is always UTF-8: ``ESC % @`` (Latin-1,
+    which pyte applied from the next read on) is ignored like tmux does. A handler that
+    raises has its sequence dropped and counted through ``lost``; anything else that
+    raises resets the parser to ground and the rest of the chunk goes on.
+    """
+
+    def __init__(self, screen: Screen, lost: Callable[[], None]) -> None:
+        self._lost = lost
+        super().__init__(screen)
+
+    def feed(self, data: bytes) -> None:  # type: ignore[override]
+        self.feed_text(self.utf8_decoder.decode(data) if self.use_utf8
+                       else data.decode("latin-1"))
+
+    def feed_text(self, data: str) -> None:
+        """Parse decoded text; the one place the parser is driven."""
+        assert self.listener is not None and self._parser is not None
+        draw = self.listener.draw
+        match_text = self._text_pattern.match
+        match_string = _STRING_RUN.match
+        send = self._parser.send
+        taking = self._taking_plain_text
+        offset, length = 0, len(data)
+        while True:
+            try:
+                while offset < length:
+                    if taking:
+                        m = match_text(data, offset)
+                        if m is not None:
+                            start, offset = m.span()
+                            draw(data[start:offset])
+                            continue
+                    elif taking is False:  # inside an OSC/DCS body: the run in one send
+                        m = match_string(data, offset)
+                        if m is not None:
+                            start, offset = m.span()
+                            taking = send(data[start:offset])
+                            continue
+                    offset += 1
+                    taking = send(data[offset - 1])
+                break
+            except Exception:
+                self._lost()
+                self._initialize_parser()
+                send = self._parser.send
+                taking = self._taking_plain_text
+        self._taking_plain_text = taking
+
+    def _parser_fsm(self) -> Generator[bool | None, str, None]:
+        """Yields True in ground (plain text may be drawn directly), None for one more
+        character, False inside a string body (a run of body characters may be sent)."""
+        listener = self.listener
+        assert listener is not None
+        draw = listener.draw
+        debug = listener.debug
+        lost = self._lost
+
+        def table(mapping: dict[str, str]) -> dict[str, Callable[..., None]]:
+            return {k: getattr(listener, v) for k, v in mapping.items()}
+
+        basic, escape = table(self.basic), table(self.escape)
+        sharp, csi = table(self.sharp), table(self.csi)
+        ESC, CSI_C1, OSC_C1, ST_C1 = ctrl.ESC, ctrl.CSI_C1, ctrl.OSC_C1, ctrl.ST_C1
+        BEL, CAN, SUB, DEL = ctrl.BEL, ctrl.CAN, ctrl.SUB, ctrl.DEL
+        SHIFTS = ctrl.SI + ctrl.SO
+        IN_CSI = frozenset(ctrl.BEL + ctrl.BS + ctrl.HT + ctrl.LF + ctrl.VT + ctrl.FF + ctrl.CR)
+
+        def call(fn: Callable[..., None], *args: Any, **kwargs: Any) -> None:
+            try:
+                fn(*args, **kwargs)
+            except Exception:
+                lost()
+
+        def control(c: str) -> None:
+            if c in basic and not (c in SHIFTS and self.use_utf8):
+                call(basic[c])
+
+        char: str | None = None
+        while True:
+            if char is None:
+                char = yield True
+            c, char = char, None
+            if c == ESC:
+                c = yield None
+                if c == "[":
+                    c = CSI_C1
+                elif c == "]":
+                    c = OSC_C1
+                elif c in _STRING_INTRO:
+                    while True:
+                        c = yield False
+                        if c == ST_C1 or c == CAN or c == SUB:
+                            break
+                        if c == ESC:  # ST or a new sequence: either way the string ends
+                            char = c
+                            break
+                    continue
+                elif "\x20" <= c <= "\x2f":  # intermediates, then a final byte
+                    first = c
+                    c = yield None
+                    while "\x20" <= c <= "\x2f":
+                        c = yield None
+                    if not "\x30" <= c <= "\x7e":
+                        char = c
+                    elif first == "#":
+                        call(sharp.get(c, debug))
+                    elif first in "()" and not self.use_utf8:
+                        call(listener.define_charset, c, mode=first)
+                    continue
+                elif "\x30" <= c <= "\x7e":
+                    call(escape.get(c, debug))
+                    continue
+                elif c == ESC or c > DEL:  # a new sequence, or text: processed afresh
+                    char = c
+                    continue
+                else:  # a control inside an escape is executed; the escape goes on
+                    control(c)
+                    char = ESC
+                    continue
+            if c == CSI_C1:
+                params: list[int] = []
+                current = ""
+                private = odd = False
+                while True:
+                    c = yield None
+                    if "0" <= c <= "9":
+                        if len(current) < 5 and (current or c != "0"):
+                            current += c  # 5 digits already exceed pyte's cap of 9999
+                    elif c == ";":
+                        if len(params) < CSI_MAX_PARAMS:
+                            params.append(min(int(current or 0), 9999))
+                        current = ""
+                    elif c == "?":
+                        private = True
+                    elif "\x40" <= c <= "\x7e":
+                        if len(params) < CSI_MAX_PARAMS:
+                            params.append(min(int(current or 0), 9999))
+                        if not odd:
+                            if private:
+                                call(csi.get(c, debug), *params, private=True)
+                            else:
+                                call(csi.get(c, debug), *params)
+                        break
+                    elif "\x20" <= c <= "\x3f":  # ":" "<" "=" ">" or an intermediate
+                        odd = True  # a sequence pyte has no handler for: parsed, not applied
+                    elif c in IN_CSI:
+                        control(c)
+                    elif c == CAN or c == SUB:
+                        break
+                    elif c == ESC or c > DEL:
+                        char = c
+                        break
+                    # other C0 controls and DEL are ignored inside a CSI
+            elif c == OSC_C1:
+                code = yield None
+                if code == "R":  # Linux: reset the palette
+                    continue
+                if code == "P":  # Linux: set a palette entry, seven hex digits
+                    for _ in range(7):
+                        c = yield None
+                        if c not in "0123456789abcdefABCDEF":
+                            char = c
+                            break
+                    continue
+                kept: list[str] | None = []
+                size = 0
+                c = code
+                while True:
+                    if c == BEL or c == ST_C1:
+                        break
+                    if c == ESC:
+                        char = c
+                        break
+                    if c == CAN or c == SUB:
+                        kept = None
+                        break
+                    if size < STRING_MAX and not (c < " " or c == DEL):
+                        kept.append(c)  # type: ignore[union-attr]
+                        size += len(c)
+                    c = yield False
+                if kept:
+                    name, _, param = "".join(kept)[:STRING_MAX].partition(";")
+                    if name in ("0", "1"):
+                        call(listener.set_icon_name, param)
+                    if name in ("0", "2"):
+                        call(listener.set_title, param)
+            elif c in basic:
+                if not (c in SHIFTS and self.use_utf8):
+                    try:
+                        basic[c]()
+                    except Exception:
+                        lost()
+            elif c != ctrl.NUL and c != DEL:
+                draw(c)

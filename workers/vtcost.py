@@ -1,0 +1,69 @@
+"""The cost of hostile output to a pane's terminal, measured by scripts/bench."""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from typing import Any
+
+from workers.vt import Terminal
+
+
+def _rep(unit: bytes, n: int, head: bytes = b"") -> bytes:
+    return head + unit * max(1, (n - len(head)) // len(unit))
+
+
+def _noise(n: int) -> bytes:
+    import random
+
+    return random.Random(14).randbytes(n)
+
+
+COST_PATTERNS: dict[str, Callable[[int], bytes]] = {
+    "seq": lambda n: b"".join(b"%d\r\n" % i for i in range(n // 6))[:n],
+    "random": _noise,
+    "combining": lambda n: _rep("\u0301".encode(), n, b"a"),
+    "combining_nul": lambda n: _rep("\u0301\x00".encode(), n, b"a"),
+    "zero_width": lambda n: _rep("\u200b".encode(), n, b"a"),
+    "zero_width_col0": lambda n: _rep("\u200b".encode(), n),
+    "c0_in_text": lambda n: _rep(b"a\x01\x02", n),
+    "csi_4300_digits": lambda n: _rep(b"\x1b[" + b"9" * 4300 + b"m", n),
+    "csi_many_params": lambda n: _rep(b"1;", n, b"\x1b["),
+    "osc_endless": lambda n: _rep(b"t", n, b"\x1b]0;"),
+    "erase_crashers": lambda n: _rep(b"\x1b[3K\x1b[4J", n),
+    "scroll_region_lf": lambda n: _rep(b"\n", n, b"\x1b[2;23r\x1b[23H"),
+    "reverse_index": lambda n: _rep(b"\x1bM", n, b"\x1b[2;23r\x1b[2H"),
+    "insert_lines": lambda n: _rep(b"\x1b[9999L", n),
+    "insert_chars": lambda n: _rep(b"\x1b[9999@", n),
+    "cursor_moves": lambda n: _rep(b"\x1b[9999B\x1b[9999C\x1b[9999A\x1b[9999D", n),
+    "tab_stops_everywhere": lambda n: _rep(b"\t", n, b"\x1b[H" + b"\x1bH\x1b[C" * 80),
+    "decaln_ed2": lambda n: _rep(b"\x1b#8\x1b[2J", n),
+    "reverse_video": lambda n: _rep(b"\x1b[?5h\x1b[?5l", n, b"x" * 1920),
+    "wide": lambda n: _rep("宽".encode(), n),
+}
+
+
+def vt_costs(n: int = 200_000, cols: int = 80, rows: int = 24,
+             tries: int = 3) -> list[dict[str, Any]]:
+    """CPU time to feed each hostile pattern of about ``n`` and ``2n`` bytes, best of
+    ``tries``, in a sentinel's 128 KiB reads; a ``ratio`` near 2 means linear cost."""
+    import time
+
+    out: list[dict[str, Any]] = []
+    for name, make in COST_PATTERNS.items():
+        result: dict[str, Any] = {"pattern": name}
+        for label, size in (("n", n), ("2n", 2 * n)):
+            data = make(size)
+            best = float("inf")
+            for _ in range(tries):
+                term = Terminal(cols, rows)
+                t0 = time.process_time()
+                for i in range(0, len(data), 131072):
+                    term.feed(data[i:i + 131072])
+                term.snapshot()
+                best = min(best, time.process_time() - t0)
+            result[f"bytes_{label}"] = len(data)
+            result[f"seconds_{label}"] = best
+        result["ratio"] = result["seconds_2n"] / max(result["seconds_n"], 1e-9)
+        result["mb_per_s"] = result["bytes_2n"] / max(result["seconds_2n"], 1e-9) / 1e6
+        out.append(result)
+    return out
