@@ -31,7 +31,7 @@ from venomx.daemon.sentinels import SENTINEL_BOUND, ForkServer, PaneGone, waitst
 from venomx.wire import VenomxError
 from workers import prctl
 from workers import protocol as P
-from workers.vt import Snapshot
+from workers.rows import Snapshot
 
 log = logging.getLogger(__name__)
 SHUTDOWN_GRACE_MS = 2000

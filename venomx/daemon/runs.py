@@ -196,7 +196,7 @@ class RunTable:
 
     def complete(self, run_id: str, pane: Pane) -> None:
         """The leader was reaped: fix the outcome (same turn as pane.exited)."""
-        from workers.vt import tail
+        from workers.rows import tail
 
         run = self.runs.get(run_id)
         if run is None or run.state == "completed":

@@ -26,7 +26,7 @@ from venomx.verbs.keys import encode_keys
 from venomx.verbs.session import spawn_result
 from venomx.wire import VenomxError
 from workers import protocol as P
-from workers.vt import EpochConflict, capture, repaint
+from workers.rows import EpochConflict, capture, repaint
 
 # Input a program does not read within this bound is dropped, and the request says how
 # much of it reached the terminal (timeout.input), so nothing is ever typed late.
@@ -203,7 +203,7 @@ async def attach(ctx: Context, pane: str) -> dict[str, Any]:
             await asyncio.shield(p.exited)
         snap = p.final
         if snap is not None:
-            from workers.vt import Snapshot
+            from workers.rows import Snapshot
 
             assert isinstance(snap, Snapshot)
             ctx.item({"screen": {"cols": snap.cols, "rows": snap.rows, "offset": snap.offset,
