@@ -133,117 +133,149 @@ async def unresponsive(d: Daemon) -> list[str]:
     return [p for p in await asyncio.gather(*map(ping, panes)) if p is not None]
 
 
-async def report(d: Daemon) -> dict[str, Any]:
-    facts, silent = await asyncio.gather(asyncio.to_thread(gather), unresponsive(d))
-    reg = d.registry
-    me = os.getpid()
-    checks: list[dict[str, str]] = []
+Section = tuple[dict[str, str], Any]  # a check, and what the report shows for it
 
-    forkserver_ok = d.forkserver.pid in facts.children and \
+
+def fork_server(d: Daemon, facts: ProcFacts) -> dict[str, str]:
+    ok = d.forkserver.pid in facts.children and \
         facts.children[d.forkserver.pid][1] != psutil.STATUS_ZOMBIE
-    checks.append(check("fork_server", "ok" if forkserver_ok else "fail",
-                        f"pid {d.forkserver.pid}" if forkserver_ok else "fork server not running"))
+    return check("fork_server", "ok" if ok else "fail",
+                 f"pid {d.forkserver.pid}" if ok else "fork server not running")
 
+
+def sentinel_panes(d: Daemon, facts: ProcFacts) -> dict[int, str]:
+    """Our live, titled sentinels (spares aside), by pid: the pane each serves."""
+    reg = d.registry
     ours = set(reg.sentinels) | {p.sentinel_pid for p in reg.panes.values()}
-    sentinel_of = {pid: (t[len(SENTINEL_TITLE):].split() or ["?"])[0]
-                   for pid, (t, st) in facts.children.items()
-                   if pid in ours and t.startswith(SENTINEL_TITLE) and t != SPARE_TITLE
-                   and st != psutil.STATUS_ZOMBIE}
+    return {pid: (t[len(SENTINEL_TITLE):].split() or ["?"])[0]
+            for pid, (t, st) in facts.children.items()
+            if pid in ours and t.startswith(SENTINEL_TITLE) and t != SPARE_TITLE
+            and st != psutil.STATUS_ZOMBIE}
+
+
+def sentinels(d: Daemon, facts: ProcFacts, sentinel_of: dict[int, str],
+              silent: list[str]) -> Section:
+    """Each live pane has exactly one live, running, answering sentinel; none outlives its
+    pane by more than its drain; and the losses since start."""
+    reg = d.registry
     live = [p for p in reg.panes.values() if p.live]
     missing = [p.id for p in live if sentinel_of.get(p.sentinel_pid) != p.id]
     alive = len(live) - len(missing)
-    now_mono = time.monotonic()
+    now = time.monotonic()
     orphaned = [pid for pid, pane in sentinel_of.items()
                 if (pane in reg.panes and not reg.panes[pane].live
-                    and now_mono - reg.panes[pane].exited_mono > ORPHAN_AFTER)
+                    and now - reg.panes[pane].exited_mono > ORPHAN_AFTER)
                 or (pane not in reg.panes and pane not in d.preparing)]
     # A stopped sentinel reads no output and answers nothing: its pane is wedged.
     stopped = [p.id for p in live if p.id not in missing and facts.children.get(
         p.sentinel_pid, ("", ""))[1] in (psutil.STATUS_STOPPED, psutil.STATUS_TRACING_STOP)]
-    sentinels = {"expected": len(live), "alive": alive, "missing": missing,
-                 "orphaned": len(orphaned), "spares": len(d.forkserver.spares),
-                 "stopped": stopped, "unresponsive": silent,
-                 "lost": {"count": d.losses.count, "recent": list(d.losses.recent)}}
-    s_status = "fail" if missing or stopped or silent else ("warn" if orphaned else "ok")
-    checks.append(check("sentinels", s_status,
-                        f"{alive}/{len(live)} alive, {len(missing)} missing, "
-                        f"{len(stopped)} stopped, {len(silent)} unresponsive, "
-                        f"{len(orphaned)} orphaned, {d.losses.count} lost since start"))
+    section = {"expected": len(live), "alive": alive, "missing": missing,
+               "orphaned": len(orphaned), "spares": len(d.forkserver.spares),
+               "stopped": stopped, "unresponsive": silent,
+               "lost": {"count": d.losses.count, "recent": list(d.losses.recent)}}
+    status = "fail" if missing or stopped or silent else ("warn" if orphaned else "ok")
+    return check("sentinels", status,
+                 f"{alive}/{len(live)} alive, {len(missing)} missing, {len(stopped)} stopped, "
+                 f"{len(silent)} unresponsive, {len(orphaned)} orphaned, "
+                 f"{d.losses.count} lost since start"), section
 
+
+def escapees(d: Daemon, facts: ProcFacts, sentinel_of: dict[int, str]) -> Section:
+    """Live processes that left their pane's group: re-parented to the daemon, or still
+    carrying VENOMX_PANE of a pane that exited or of another group."""
+    reg = d.registry
     # every sentinel is titled SPARE_TITLE from birth until SPAWN: ours, not escapees
     spares = {pid for pid, (title, _) in facts.children.items() if title == SPARE_TITLE}
     known = {d.forkserver.pid, *d.forkserver.spare_pids, *reg.sentinels, *sentinel_of, *spares}
-    leaders = {p.pid: p for p in live}
-    per_pane: dict[str, int] = {}
-    escapee_pids: set[int] = set()
-    for pid, (_title, st) in facts.children.items():
-        if pid in known or st == psutil.STATUS_ZOMBIE or pid in leaders:
-            continue
-        escapee_pids.add(pid)
+    leaders = {p.pid for p in reg.panes.values() if p.live}
+    found = {pid for pid, (_title, st) in facts.children.items()
+             if pid not in known and pid not in leaders and st != psutil.STATUS_ZOMBIE}
     for pid, pane_id in facts.pane_env.items():
-        pane = reg.panes.get(pane_id)
         if pid in leaders or pid in known:
             continue
-        if pane is None or not pane.live:
-            escapee_pids.add(pid)
-        elif facts.group.get(pid) != pane.pid:
-            escapee_pids.add(pid)
-    for pid in escapee_pids:
+        pane = reg.panes.get(pane_id)
+        if pane is None or not pane.live or facts.group.get(pid) != pane.pid:
+            found.add(pid)
+    per_pane: dict[str, int] = {}
+    for pid in found:
         pane_id = facts.pane_env.get(pid, "unknown")
         if pane_id not in reg.panes:
             pane_id = "unknown"  # a process's own environment is not ours to echo
         per_pane[pane_id] = per_pane.get(pane_id, 0) + 1
-    checks.append(check("escapees", "warn" if escapee_pids else "ok",
-                        f"{len(escapee_pids)} processes left their pane's process group"))
-    zombies = sum(1 for _, st in facts.children.values() if st == psutil.STATUS_ZOMBIE)
-    checks.append(check("zombies", "warn" if zombies else "ok", f"{zombies} unreaped children"))
-    fds_limit = resource.getrlimit(resource.RLIMIT_NOFILE)[0]
-    fds_result, fds = fds_check(facts, fds_limit)
-    checks.append(fds_result)
+    return (check("escapees", "warn" if found else "ok",
+                  f"{len(found)} processes left their pane's process group"),
+            {"count": len(found), "panes": per_pane, "reaped": d.reaper.reaped_escapees})
 
-    runs = d.runs
+
+def zombies(facts: ProcFacts) -> Section:
+    n = sum(1 for _, st in facts.children.values() if st == psutil.STATUS_ZOMBIE)
+    return check("zombies", "warn" if n else "ok", f"{n} unreaped children"), n
+
+
+def run_active(d: Daemon) -> Section:
     max_active = d.config["run.max_active"]
-    active = runs.active
-    checks.append(check("run.active", "warn" if active >= 0.9 * max_active else "ok",
-                        f"{active} of {max_active}"))
+    active = d.runs.active
+    return (check("run.active", "warn" if active >= 0.9 * max_active else "ok",
+                  f"{active} of {max_active}"),
+            {"count": active, "max_active": max_active})
+
+
+def run_stuck(d: Daemon) -> Section:
     now = time.monotonic()
-    stuck = [p.run for p in reg.panes.values()
+    stuck = [p.run for p in d.registry.panes.values()
              if p.run and p.termination is not None and p.live
              and p.termination.killed_at is not None
              and now > p.termination.killed_at + KILL_WAIT]
-    checks.append(check("run.stuck", "warn" if stuck else "ok",
-                        f"{len(stuck)} runs terminating past their kill-wait"))
+    return (check("run.stuck", "warn" if stuck else "ok",
+                  f"{len(stuck)} runs terminating past their kill-wait"), stuck)
 
-    exited, exited_check = d.exited.report(d)
-    checks.append(exited_check)
 
-    statuses = {c["status"] for c in checks}
-    overall = "fail" if "fail" in statuses else ("warn" if "warn" in statuses else "ok")
+def run_section(d: Daemon, active: Any, stuck: Any) -> dict[str, Any]:
+    runs = d.runs
+    return {
+        "active": active,
+        "retained": {"count": len(runs.completed_order), "bytes": runs.retained_bytes,
+                     "evictions": dict(runs.evictions)},
+        "stuck": stuck, "outcomes": dict(runs.outcomes), "causes": dict(runs.causes),
+        "key_bindings": len(runs.bindings), "joined": runs.joined, "reused": runs.reused,
+        "waiters": runs.waiters,
+    }
+
+
+def counters(d: Daemon) -> dict[str, Any]:
+    reg = d.registry
     states: dict[str, int] = {"running": 0, "terminating": 0, "exited": 0}
     for p in reg.panes.values():
         states[p.state] += 1
     return {
-        "source": d.source, "version": __version__, "pid": me,
-        "uptime_ms": int((now - d.started) * 1000), "status": overall, "checks": checks,
-        "sentinels": sentinels,
-        "escapees": {"count": len(escapee_pids), "panes": per_pane,
-                     "reaped": d.reaper.reaped_escapees},
-        "exited_panes": exited,
-        "zombies": zombies, "fds": fds, "fds_limit": fds_limit,
-        "run": {
-            "active": {"count": active, "max_active": max_active},
-            "retained": {"count": len(runs.completed_order), "bytes": runs.retained_bytes,
-                         "evictions": dict(runs.evictions)},
-            "stuck": stuck, "outcomes": dict(runs.outcomes), "causes": dict(runs.causes),
-            "key_bindings": len(runs.bindings), "joined": runs.joined, "reused": runs.reused,
-            "waiters": runs.waiters,
-        },
-        "counters": {
-            "panes": states, "sessions": len(reg.sessions), "windows": len(reg.windows),
-            "principals": sum(1 for p in reg.principals.values() if not p.revoked),
-            "events": len(d.events.events), "audit": len(d.audit.records),
-            "observations_coalesced": d.events.coalesced,
-            "vt_dropped": d.exited.vt_dropped,
-            "connections": len(d.connections), "subreaper": d.subreaper,
-        },
+        "panes": states, "sessions": len(reg.sessions), "windows": len(reg.windows),
+        "principals": sum(1 for p in reg.principals.values() if not p.revoked),
+        "events": len(d.events.events), "audit": len(d.audit.records),
+        "observations_coalesced": d.events.coalesced, "vt_dropped": d.exited.vt_dropped,
+        "connections": len(d.connections), "subreaper": d.subreaper,
+    }
+
+
+async def report(d: Daemon) -> dict[str, Any]:
+    """Every check, each with its section, and the worst status over them."""
+    facts, silent = await asyncio.gather(asyncio.to_thread(gather), unresponsive(d))
+    sentinel_of = sentinel_panes(d, facts)
+    fds_limit = resource.getrlimit(resource.RLIMIT_NOFILE)[0]
+    s_check, s_section = sentinels(d, facts, sentinel_of, silent)
+    e_check, e_section = escapees(d, facts, sentinel_of)
+    z_check, z_count = zombies(facts)
+    f_check, fds = fds_check(facts, fds_limit)
+    a_check, active = run_active(d)
+    r_check, stuck = run_stuck(d)
+    x_section, x_check = d.exited.report(d)
+    checks = [fork_server(d, facts), s_check, e_check, z_check, f_check, a_check, r_check,
+              x_check]
+    statuses = {c["status"] for c in checks}
+    overall = "fail" if "fail" in statuses else ("warn" if "warn" in statuses else "ok")
+    return {
+        "source": d.source, "version": __version__, "pid": os.getpid(),
+        "uptime_ms": int((time.monotonic() - d.started) * 1000), "status": overall,
+        "checks": checks, "sentinels": s_section, "escapees": e_section,
+        "exited_panes": x_section, "zombies": z_count, "fds": fds, "fds_limit": fds_limit,
+        "run": run_section(d, active, stuck), "counters": counters(d),
     }
