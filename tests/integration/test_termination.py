@@ -122,8 +122,8 @@ def test_kill_wait_timeout(daemon: Daemon) -> None:
     assert daemon.call("pane.list")["panes"][0]["state"] == "terminating"
     assert daemon.error("pane.send", {"pane": w["pane"], "text": "x"}).code == \
         "conflict.pane_terminating"
-    doc = daemon.call("doctor")
-    assert doc["status"] in ("ok", "warn")
+    doc = daemon.call("doctor")  # a pane (no run) stuck terminating is not a doctor warning
+    assert doc["status"] == "ok", doc["checks"]
     daemon.call("seam.set", {"name": "terminate.unkillable", "state": "release"})
     wait_for(lambda: daemon.call("pane.list")["panes"][0]["state"] == "exited", 10, "exit")
 
@@ -177,10 +177,10 @@ def test_shutdown_with_live_panes_and_a_waiter(daemon: Daemon) -> None:
     c = daemon.client()
     rid = c.start("run.wait", {"run": r["run"]})
     daemon.call("shutdown")
-    try:
-        assert c.response(rid)["cause"] == "shutdown"
-    except VenomxError as exc:
-        assert exc.code in ("cancelled", "transport")
+    # the run's `sleep` dies of SIGHUP at once, long before the trapping pane's kill-wait
+    # ends and the transport is torn down, so its waiter gets the record, not cancelled
+    rec = c.response(rid)
+    assert (rec["outcome"], rec["cause"], rec["signal"]) == ("terminated", "shutdown", "SIGHUP")
     assert daemon.proc.wait(2 + 1 + 1 + 2) == 0
     for pid in pids:
         wait_for(lambda pid=pid: not running(pid), 5, "pane gone")
