@@ -332,18 +332,11 @@ class Daemon:
         self.exited.enforce(self)
 
     def signal_pane(self, pane: Pane, sigs: list[int]) -> None:
-        """Deliver signals to the pane's pinned group (withheld while the seam holds)."""
-        if self.seams.is_held("terminate.unkillable"):
-            ev = self.seams.release_event("terminate.unkillable")
-            self.seams.arrived("terminate.unkillable").set()
+        """Deliver signals to the pane's pinned group (the ``terminate.unkillable`` seam
+        withholds them until released)."""
+        self.seams.call("terminate.unkillable", lambda: self._signal_group(pane, sigs))
 
-            async def later() -> None:
-                await ev.wait()
-                self.signal_pane(pane, sigs)
-            task = asyncio.ensure_future(later())
-            self.background.add(task)
-            task.add_done_callback(self.background.discard)
-            return
+    def _signal_group(self, pane: Pane, sigs: list[int]) -> None:
         if not pane.live:
             return
         # Directly, never through the sentinel (which may be busy, stopped or dead): only

@@ -1,11 +1,14 @@
 """Test seams (§12): named points where a request can be held, only with --test-seams.
 
 Without the flag every gate is a no-op and the seam verbs fail ``unsupported.seams``.
+A seam is a hook its owner calls at a named point (``gate``, ``hook``, ``call``); what
+holding it means lives here, not in the barrier protocol or the signalling path.
 """
 
 from __future__ import annotations
 
 import asyncio
+from collections.abc import Awaitable, Callable
 
 
 class Seams:
@@ -15,6 +18,7 @@ class Seams:
         self.waiting: dict[str, int] = {}
         self._release: dict[str, asyncio.Event] = {}
         self._arrived: dict[str, asyncio.Event] = {}
+        self.deferred: set[asyncio.Task[None]] = set()
 
     def is_held(self, name: str) -> bool:
         return self.enabled and name in self.held
@@ -34,6 +38,26 @@ class Seams:
 
     def arrived(self, name: str) -> asyncio.Event:
         return self._arrived.setdefault(name, asyncio.Event())
+
+    def hook(self, name: str) -> Callable[[], Awaitable[None]] | None:
+        """The pause at ``name`` if it is held now (for callers that can skip a step when
+        nothing will pause them, like the release that travels with SPAWN), else None."""
+        return (lambda: self.gate(name)) if self.is_held(name) else None
+
+    def call(self, name: str, action: Callable[[], None]) -> None:
+        """Run ``action`` now, or, while ``name`` is held, once it is released."""
+        if not self.is_held(name):
+            action()
+            return
+        released = self.release_event(name)
+        self.arrived(name).set()
+
+        async def later() -> None:
+            await released.wait()
+            action()
+        task = asyncio.ensure_future(later())
+        self.deferred.add(task)
+        task.add_done_callback(self.deferred.discard)
 
     async def gate(self, name: str) -> None:
         """Pause here while ``name`` is held (no-op without --test-seams)."""

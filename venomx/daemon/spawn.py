@@ -201,8 +201,9 @@ async def spawn(d: Daemon, req: SpawnRequest,
             reg.leaders.pop(pid, None)
             reg.early_exits.pop(pid, None)
     try:
-        # With nothing that could hold the barrier, the release travels with SPAWN.
-        release_now = not (req.run is not None and d.seams.is_held("run.before_barrier"))
+        # With nothing to pause at the barrier, the release travels with SPAWN.
+        pause = d.seams.hook("run.before_barrier") if req.run is not None else None
+        release_now = pause is None
         spawn_msg = P.Spawn(pane_id, req.argv, env, req.cwd or d.cwd, req.cols, req.rows,
                             int(d.config["vt.scrollback"]), release_now)
         chan = d.forkserver.take()  # a spare said HELLO long ago
@@ -231,8 +232,8 @@ async def spawn(d: Daemon, req: SpawnRequest,
             give_back(d, chan)
             chan = None
             raise _spawn_failed(ready.errno)
-        if not release_now:
-            await d.seams.gate("run.before_barrier")
+        if pause is not None:
+            await pause()
     except BaseException as exc:
         if chan is not None:
             chan.send(P.Abort())
