@@ -392,7 +392,7 @@ def _rep(unit: bytes, n: int, head: bytes = b"") -> bytes:
     return head + unit * max(1, (n - len(head)) // len(unit))
 
 
-# Used only when workers.vt has no vt_costs() of its own (it measures more patterns).
+# Used only when workers.vtcost has no vt_costs() of its own (it measures more patterns).
 VT_PATTERNS: dict[str, Callable[[int], bytes]] = {
     "seq": lambda n: b"".join(b"%d\r\n" % i for i in range(1, n // 6))[:n],
     "random": lambda n: random.Random(14).randbytes(n),
@@ -432,7 +432,7 @@ def bench_vt(quick: bool) -> None:
     n, tries = (50_000, 1) if quick else (200_000, 3)
     own = getattr(vt, "vt_costs", None)
     print(f"\n== VT worst cases: CPU to feed ~{n} and ~{2 * n} bytes in 128 KiB reads, best of "
-          f"{tries} ({'workers.vt.vt_costs' if own else 'bench patterns'}) ==")
+          f"{tries} ({'workers.vtcost.vt_costs' if own else 'bench patterns'}) ==")
     results = own(n=n, tries=tries) if own is not None else _vt_costs(n, tries)
     for r in results:
         ratio = r["ratio"]

@@ -2,7 +2,7 @@
 
 An exited pane keeps its final rows until it is removed (foundation §7): that is the
 history a run's ``complete: false`` points at. The rows are stored compactly
-(``workers.vt.Snapshot``); this module counts them, for doctor, and, only when
+(``workers.rows.Snapshot``); this module counts them, for doctor, and, only when
 ``panes.exited_max_bytes`` is set, removes the oldest exited panes past it. It never
 removes the pane of a run whose record is still retained.
 """

@@ -19,7 +19,7 @@ from typing import TYPE_CHECKING, Any
 if TYPE_CHECKING:
     from venomx.daemon.sentinels import Channel
     from venomx.daemon.termination import Termination
-    from workers.vt import Snapshot
+    from workers.rows import Snapshot
 
 
 def now_iso() -> str:
