@@ -23,12 +23,12 @@ from venomx.daemon.events import EventLog
 from venomx.daemon.exited import ExitedPanes
 from venomx.daemon.fdreserve import reserve
 from venomx.daemon.layout import remove_from_layout
+from venomx.daemon.panes import Panes
 from venomx.daemon.reaper import Reaper
 from venomx.daemon.registry import Pane, Principal, Registry, now_iso
 from venomx.daemon.runs import RunTable
 from venomx.daemon.seams import Seams
-from venomx.daemon.sentinels import SENTINEL_BOUND, ForkServer, PaneGone, waitstatus_fields
-from venomx.wire import VenomxError
+from venomx.daemon.sentinels import ForkServer, waitstatus_fields
 from workers import prctl
 from workers import protocol as P
 from workers.rows import Snapshot
@@ -72,9 +72,8 @@ class Daemon:
         self.background: set[asyncio.Task[None]] = set()  # tasks the reactor owns
         self.subreaper = False
         self.losses = watch.Losses()
+        self.panes = Panes()
         self.exited = ExitedPanes()
-        self._req = 0
-        self._sentinel_reqs: dict[int, asyncio.Future[P.Message]] = {}
         self.owner = self.registry.new_principal(None, list(auth.OWNER_GRANTS), name="owner",
                                                  with_token=False)
         config.listeners.append(self.on_config_changed)
@@ -212,7 +211,7 @@ class Daemon:
             if m.error is None:
                 pane.told_epoch = m.result.get("epoch", pane.told_epoch)
                 pane.told_offset = m.result.get("offset", pane.told_offset)
-            self.answered(m.req, m)
+            self.panes.answered(m.req, m)
         elif isinstance(m, P.Resized):
             pane.told_epoch = m.epoch
             if (m.cols, m.rows) != (pane.cols, pane.rows):
@@ -220,9 +219,9 @@ class Daemon:
                 pane.cols, pane.rows = m.cols, m.rows
                 self.events.emit("pane.resized", f"pane:{pane.id}",
                                  {"pane": pane.id, "cols": m.cols, "rows": m.rows}, pane.node)
-            self.answered(m.req, m)
+            self.panes.answered(m.req, m)
         elif isinstance(m, (P.Wrote, P.Pong)):
-            self.answered(m.req, m)
+            self.panes.answered(m.req, m)
         elif isinstance(m, P.Exit):
             if pane.live and pane.fault is None and not pane.exit_seen:
                 pane.exit_seen = True
@@ -250,44 +249,6 @@ class Daemon:
             pane.status_set = m.state is not None
             self.events.observe(pane.id, "program.status_changed", res,
                                 {"pane": pane.id, "state": m.state}, pane.node, rate, burst)
-
-    def answered(self, req: int, m: P.Message) -> None:
-        fut = self._sentinel_reqs.pop(req, None)
-        if fut is not None and not fut.done():
-            fut.set_result(m)
-
-    def next_req(self) -> int:
-        """A tag for a request to a sentinel, matched by its answer (ROWS, SCREEN)."""
-        self._req += 1
-        return self._req
-
-    async def ask_sentinel(self, pane: Pane, make: Any,
-                           bound: float = SENTINEL_BOUND) -> P.Message:
-        """Send a request to the pane's sentinel and await its tagged answer.
-
-        ``PaneGone`` if the pane exits or loses its sentinel meanwhile; a sentinel that
-        does not answer within ``bound`` seconds (busy, stopped) fails the request
-        ``unavailable.sentinel`` instead of hanging it.
-        """
-        if pane.channel is None or pane.sentinel_lost:
-            raise VenomxError("unavailable.sentinel", f"pane {pane.id} has no sentinel",
-                              {"pane": pane.id, "reason": "lost"})
-        req = self.next_req()
-        fut: asyncio.Future[P.Message] = asyncio.get_running_loop().create_future()
-        self._sentinel_reqs[req] = fut
-        pane.channel.send(make(req))
-        try:
-            await asyncio.wait([fut, pane.channel.closed, pane.exited], timeout=bound,
-                               return_when=asyncio.FIRST_COMPLETED)
-        finally:
-            self._sentinel_reqs.pop(req, None)
-        if fut.done():
-            return fut.result()
-        if pane.live and not pane.sentinel_lost and not pane.channel.closed.done():
-            raise VenomxError("unavailable.sentinel",
-                              f"the sentinel of pane {pane.id} did not answer within "
-                              f"{bound:g} s", {"pane": pane.id, "reason": "timeout"})
-        raise PaneGone(pane)
 
     # -- exit, signals, removal ------------------------------------------------------------
     def pane_exited(self, pane: Pane, status: int, final: Snapshot | None) -> None:

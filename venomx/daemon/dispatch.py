@@ -20,6 +20,7 @@ from venomx.wire import VenomxError, dumps
 
 if TYPE_CHECKING:
     from venomx.daemon.core import Daemon
+    from venomx.daemon.panes import Panes
 
 log = logging.getLogger(__name__)
 Handler = Callable[..., Awaitable[dict[str, Any]]]
@@ -55,6 +56,11 @@ class Context:
         self.conn = conn
         self.verb = verb
         self.rid = rid
+
+    @property
+    def panes(self) -> Panes:
+        """Requests to panes' sentinels (input, resize, capture, stream)."""
+        return self.d.panes
 
     @property
     def principal(self) -> Principal:

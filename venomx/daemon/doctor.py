@@ -20,18 +20,13 @@ import psutil
 
 from venomx import __version__
 from venomx.daemon.fdreserve import reserve
-from venomx.daemon.sentinels import PaneGone
 from venomx.daemon.termination import KILL_WAIT
-from venomx.wire import VenomxError
-from workers import protocol as P
 from workers.protocol import SENTINEL_TITLE, SPARE_TITLE
 
 if TYPE_CHECKING:
     from venomx.daemon.core import Daemon
-    from venomx.daemon.registry import Pane
 
 ORPHAN_AFTER = 2.0  # the sentinel's drain (1 s) plus time to deliver EXIT and exit
-PING_BOUND = 1.0  # a sentinel that does not answer doctor's ping within this is a fail
 FDS_WARN, FDS_FAIL = 0.80, 0.95  # of the soft RLIMIT_NOFILE
 FD_ERRNOS = frozenset({errno.EMFILE, errno.ENFILE})
 
@@ -119,18 +114,11 @@ def check(name: str, status: str, detail: str) -> dict[str, str]:
 
 
 async def unresponsive(d: Daemon) -> list[str]:
-    """Panes whose sentinel does not answer a ping within PING_BOUND (all at once)."""
-    async def ping(pane: Pane) -> str | None:
-        try:
-            await d.ask_sentinel(pane, P.Ping, PING_BOUND)
-        except VenomxError:
-            return pane.id
-        except PaneGone:
-            pass
-        return None
+    """Panes whose sentinel does not answer a ping in time (all pinged at once)."""
     panes = [p for p in d.registry.panes.values()
              if p.live and p.channel is not None and not p.sentinel_lost]
-    return [p for p in await asyncio.gather(*map(ping, panes)) if p is not None]
+    answers = await asyncio.gather(*map(d.panes.responsive, panes))
+    return [p.id for p, ok in zip(panes, answers, strict=True) if not ok]
 
 
 Section = tuple[dict[str, str], Any]  # a check, and what the report shows for it

@@ -5,13 +5,10 @@ from __future__ import annotations
 import asyncio
 import base64
 import binascii
-import time
 from typing import Any
 
 from venomx.daemon.auth import child_grants
 from venomx.daemon.dispatch import Context, handler
-from venomx.daemon.registry import Pane
-from venomx.daemon.sentinels import SENTINEL_BOUND, PaneGone
 from venomx.daemon.spawn import SpawnRequest, check_cwd, check_size, pane_must_run, spawn
 from venomx.daemon.termination import terminate, wait_terminated
 from venomx.verbs.common import (
@@ -27,18 +24,6 @@ from venomx.verbs.session import spawn_result
 from venomx.wire import VenomxError
 from workers import protocol as P
 from workers.rows import EpochConflict, capture, repaint
-
-# Input a program does not read within this bound is dropped, and the request says how
-# much of it reached the terminal (timeout.input), so nothing is ever typed late.
-INPUT_BOUND = 5.0
-
-
-def gone(p: Pane) -> VenomxError:
-    """The error for a request whose pane exited, or lost its sentinel, before it answered."""
-    if p.live:
-        return VenomxError("unavailable.sentinel", f"pane {p.id} lost its sentinel",
-                           {"pane": p.id, "reason": "lost"})
-    return VenomxError("conflict.pane_exited", f"pane {p.id} has exited", {})
 
 
 @handler("pane.split")
@@ -101,19 +86,7 @@ async def send(ctx: Context, pane: str, text: str | None = None, keys: list[str]
     pane_must_run(p)
     if not payload:
         return {"pane": p.id, "bytes": 0}
-    until_ms = int((time.monotonic() + INPUT_BOUND) * 1000)
-    try:
-        m = await ctx.d.ask_sentinel(p, lambda req: P.Input(payload, req, until_ms),
-                                     INPUT_BOUND + 1.0)
-    except PaneGone:
-        raise gone(p) from None
-    assert isinstance(m, P.Wrote)
-    if m.written < len(payload):
-        # only what reached the terminal counts; the rest was dropped, never sent late
-        raise VenomxError("timeout.input", f"pane {p.id} took {m.written} of "
-                          f"{len(payload)} bytes within {INPUT_BOUND:g} s",
-                          {"pane": p.id, "bytes": m.written})
-    return {"pane": p.id, "bytes": m.written}
+    return {"pane": p.id, "bytes": await ctx.panes.send_input(p, payload)}
 
 
 @handler("pane.resize")
@@ -123,11 +96,7 @@ async def resize(ctx: Context, pane: str, cols: int, rows: int) -> dict[str, Any
     if not p.live:
         raise VenomxError("conflict.pane_exited", f"pane {p.id} has exited", {})
     if (cols, rows) != (p.cols, p.rows):
-        # the size, its epoch and pane.resized change when the sentinel has applied it
-        try:
-            await ctx.d.ask_sentinel(p, lambda req: P.Resize(cols, rows, req))
-        except PaneGone:
-            raise gone(p) from None
+        await ctx.panes.resize(p, cols, rows)
     return p.record()
 
 
@@ -157,15 +126,7 @@ async def capture_rows(ctx: Context, pane: str, limit: int, epoch: int | None = 
     p = get_pane(ctx, pane)
     res: dict[str, Any] | None = None
     if p.live and not p.sentinel_lost:
-        try:
-            m = await ctx.d.ask_sentinel(p, lambda req: P.Capture(req, epoch, start, end, limit))
-        except PaneGone:
-            m = None
-        if isinstance(m, P.Rows):
-            if m.error is not None:
-                raise VenomxError("conflict.epoch", "the row epoch changed",
-                                  {"epoch": m.error.get("epoch")})
-            res = m.result
+        res = await ctx.panes.capture(p, epoch, start, end, limit)
     if res is None:
         if p.final is None:
             raise VenomxError("unavailable.sentinel", f"pane {p.id} has no terminal state", {})
@@ -209,39 +170,17 @@ async def attach(ctx: Context, pane: str) -> dict[str, Any]:
             ctx.item({"screen": {"cols": snap.cols, "rows": snap.rows, "offset": snap.offset,
                                  "data": b64(repaint(snap))}})
         return {"exit": _exit_info(p)}
-    d = ctx.d
-    req = d.next_req()
-    ready = False
-    screen: asyncio.Future[None] = asyncio.get_running_loop().create_future()
-    key = id(ctx)
 
-    def on_message(m: P.Message) -> None:
-        nonlocal ready
-        if isinstance(m, P.Screen) and m.req == req:
-            ready = True
-            if not screen.done():
-                screen.set_result(None)
-            ctx.item({"screen": {"cols": m.cols, "rows": m.rows, "offset": m.offset,
-                                 "data": b64(m.data)}})
-        elif isinstance(m, P.Output) and ready:
-            data, end = m.data, m.offset
-            start = end - len(data)
-            for i in range(0, len(data), chunk):
-                piece = data[i:i + chunk]
-                ctx.item({"data": b64(piece), "offset": start + i + len(piece)})
+    def on_screen(m: P.Screen) -> None:
+        ctx.item({"screen": {"cols": m.cols, "rows": m.rows, "offset": m.offset,
+                             "data": b64(m.data)}})
 
-    p.attachers[key] = on_message
-    p.channel.send(P.Stream(True, req))
-    try:
-        await asyncio.wait([screen, p.exited], timeout=SENTINEL_BOUND,
-                           return_when=asyncio.FIRST_COMPLETED)
-        if not screen.done() and not p.exited.done():
-            raise VenomxError("unavailable.sentinel",
-                              f"the sentinel of pane {p.id} did not answer within "
-                              f"{SENTINEL_BOUND:g} s", {"pane": p.id, "reason": "timeout"})
-        await asyncio.shield(p.exited)
-    finally:
-        p.attachers.pop(key, None)
-        if not p.attachers and p.live and p.channel is not None:
-            p.channel.send(P.Stream(False))
+    def on_output(m: P.Output) -> None:
+        data, end = m.data, m.offset
+        start = end - len(data)
+        for i in range(0, len(data), chunk):
+            piece = data[i:i + chunk]
+            ctx.item({"data": b64(piece), "offset": start + i + len(piece)})
+
+    await ctx.panes.stream(p, on_screen, on_output)
     return {"exit": _exit_info(p)}

@@ -1,0 +1,157 @@
+"""Requests to a pane's sentinel: the only place that builds them and awaits the answers.
+
+Input, resize, capture, the attach stream and doctor's ping are tagged requests; each
+has a bound, so a busy, stopped or lost sentinel fails the request
+(``unavailable.sentinel``) instead of hanging it, and nothing is reported done that the
+sentinel did not confirm (issue 14 §5).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import time
+from collections.abc import Callable
+from typing import TYPE_CHECKING, Any
+
+from venomx.daemon.sentinels import SENTINEL_BOUND, PaneGone
+from venomx.wire import VenomxError
+from workers import protocol as P
+
+if TYPE_CHECKING:
+    from venomx.daemon.registry import Pane
+
+# Input a program does not read within this bound is dropped, and the request says how
+# much of it reached the terminal (timeout.input), so nothing is ever typed late.
+INPUT_BOUND = 5.0
+PING_BOUND = 1.0  # doctor: a sentinel silent this long is a fail
+
+
+def gone(p: Pane) -> VenomxError:
+    """The error for a request whose pane exited, or lost its sentinel, before it answered."""
+    if p.live:
+        return VenomxError("unavailable.sentinel", f"pane {p.id} lost its sentinel",
+                           {"pane": p.id, "reason": "lost"})
+    return VenomxError("conflict.pane_exited", f"pane {p.id} has exited", {})
+
+
+def silent(p: Pane, bound: float) -> VenomxError:
+    return VenomxError("unavailable.sentinel",
+                       f"the sentinel of pane {p.id} did not answer within {bound:g} s",
+                       {"pane": p.id, "reason": "timeout"})
+
+
+class Panes:
+    """Tags requests, routes the sentinels' tagged answers back, and bounds every wait."""
+
+    def __init__(self) -> None:
+        self._req = 0
+        self._waiting: dict[int, asyncio.Future[P.Message]] = {}
+
+    def next_req(self) -> int:
+        self._req += 1
+        return self._req
+
+    def answered(self, req: int, m: P.Message) -> None:
+        """A tagged answer (ROWS, RESIZED, WROTE, PONG) from some pane's sentinel."""
+        fut = self._waiting.pop(req, None)
+        if fut is not None and not fut.done():
+            fut.set_result(m)
+
+    async def ask(self, pane: Pane, make: Callable[[int], P.Message],
+                  bound: float = SENTINEL_BOUND) -> P.Message:
+        """Send a request and await its answer; ``PaneGone`` if the pane exits or loses
+        its sentinel meanwhile, ``unavailable.sentinel`` after ``bound`` seconds."""
+        if pane.channel is None or pane.sentinel_lost:
+            raise VenomxError("unavailable.sentinel", f"pane {pane.id} has no sentinel",
+                              {"pane": pane.id, "reason": "lost"})
+        req = self.next_req()
+        fut: asyncio.Future[P.Message] = asyncio.get_running_loop().create_future()
+        self._waiting[req] = fut
+        pane.channel.send(make(req))
+        try:
+            await asyncio.wait([fut, pane.channel.closed, pane.exited], timeout=bound,
+                               return_when=asyncio.FIRST_COMPLETED)
+        finally:
+            self._waiting.pop(req, None)
+        if fut.done():
+            return fut.result()
+        if pane.live and not pane.sentinel_lost and not pane.channel.closed.done():
+            raise silent(pane, bound)
+        raise PaneGone(pane)
+
+    async def send_input(self, pane: Pane, payload: bytes) -> int:
+        """Write to the pane's terminal; the bytes written, all of them or an error."""
+        until_ms = int((time.monotonic() + INPUT_BOUND) * 1000)
+        try:
+            m = await self.ask(pane, lambda req: P.Input(payload, req, until_ms),
+                               INPUT_BOUND + 1.0)
+        except PaneGone:
+            raise gone(pane) from None
+        assert isinstance(m, P.Wrote)
+        if m.written < len(payload):
+            # only what reached the terminal counts; the rest was dropped, never sent late
+            raise VenomxError("timeout.input", f"pane {pane.id} took {m.written} of "
+                              f"{len(payload)} bytes within {INPUT_BOUND:g} s",
+                              {"pane": pane.id, "bytes": m.written})
+        return m.written
+
+    async def resize(self, pane: Pane, cols: int, rows: int) -> None:
+        """Resize; the size, its epoch and pane.resized change when the sentinel applied
+        it (``Daemon.on_sentinel``), even if this request stopped waiting."""
+        try:
+            await self.ask(pane, lambda req: P.Resize(cols, rows, req))
+        except PaneGone:
+            raise gone(pane) from None
+
+    async def capture(self, pane: Pane, epoch: int | None, start: int | None,
+                      end: int | None, limit: int) -> dict[str, Any] | None:
+        """Rows from the live terminal; None when the pane ended first (read its final
+        state instead)."""
+        try:
+            m = await self.ask(pane, lambda req: P.Capture(req, epoch, start, end, limit))
+        except PaneGone:
+            return None
+        assert isinstance(m, P.Rows)
+        if m.error is not None:
+            raise VenomxError("conflict.epoch", "the row epoch changed",
+                              {"epoch": m.error.get("epoch")})
+        return m.result
+
+    async def responsive(self, pane: Pane) -> bool:
+        """Doctor's ping; a pane that ends meanwhile counts as responsive."""
+        try:
+            await self.ask(pane, P.Ping, PING_BOUND)
+        except VenomxError:
+            return False
+        except PaneGone:
+            pass
+        return True
+
+    async def stream(self, pane: Pane, on_screen: Callable[[P.Screen], None],
+                     on_output: Callable[[P.Output], None]) -> None:
+        """A repaint, then every output byte in order, until the pane exits."""
+        assert pane.channel is not None
+        req = self.next_req()
+        screen: asyncio.Future[None] = asyncio.get_running_loop().create_future()
+        key = object()
+
+        def on_message(m: P.Message) -> None:
+            if isinstance(m, P.Screen) and m.req == req:
+                if not screen.done():
+                    screen.set_result(None)
+                on_screen(m)
+            elif isinstance(m, P.Output) and screen.done():
+                on_output(m)
+
+        pane.attachers[id(key)] = on_message
+        pane.channel.send(P.Stream(True, req))
+        try:
+            await asyncio.wait([screen, pane.exited], timeout=SENTINEL_BOUND,
+                               return_when=asyncio.FIRST_COMPLETED)
+            if not screen.done() and not pane.exited.done():
+                raise silent(pane, SENTINEL_BOUND)
+            await asyncio.shield(pane.exited)
+        finally:
+            pane.attachers.pop(id(key), None)
+            if not pane.attachers and pane.live and pane.channel is not None:
+                pane.channel.send(P.Stream(False))
