@@ -3,11 +3,11 @@
 from __future__ import annotations
 
 import threading
+from pathlib import Path
 from typing import Any
 
 from tests.helpers import Daemon, wait_for
 from venomx.client import Client
-from venomx.wire import VenomxError
 
 
 def test_snapshot_then_live_without_gap_or_duplicate(daemon: Daemon) -> None:
@@ -105,18 +105,25 @@ def test_slow_subscriber_is_dropped(daemon: Daemon) -> None:
     sk.close()
 
 
-FORGE = r'printf "\033]133;C\007"; printf "\033]7501;state=busy\007"; sleep 0.2; exit 4'
+FORGE = r'printf "\033]133;C\007"; printf "\033]7501;state=busy\007"; ' \
+    'while [ ! -e "$1" ]; do sleep 0.01; done; exit 4'
 
 
-def test_osc_observation_and_pane_exit_sequence(daemon: Daemon) -> None:
+def test_osc_observation_and_pane_exit_sequence(daemon: Daemon, tmp_path: Path) -> None:
+    go = tmp_path / "go"
     s = daemon.call("session.create")["session"]
-    w = daemon.call("window.create", {"session": s, "argv": ["sh", "-c", FORGE]})
+    w = daemon.call("window.create", {"session": s, "argv": ["sh", "-c", FORGE, "sh", str(go)]})
+    # the program exits only once both observations are events, never racing them
+    wait_for(lambda: "program.status_changed" in [
+        e["type"] for e in daemon.call("events.read", {"limit": 1024})["events"]], 10, "busy")
+    go.touch()
     wait_for(lambda: daemon.call("pane.list")["panes"][0]["state"] == "exited", 10, "exit")
     evs = [e for e in daemon.call("events.read", {"limit": 1024})["events"]
            if e["resource"] == f"pane:{w['pane']}"]
     types = [e["type"] for e in evs]
     assert types == ["pane.created", "command.started", "program.status_changed",
                      "command.finished", "program.status_changed", "pane.exited"]
+    assert evs[2]["data"] == {"pane": w["pane"], "state": "busy"}
     assert evs[3]["data"] == {"pane": w["pane"], "reason": "pane_exit"}
     assert evs[4]["data"] == {"pane": w["pane"], "state": None}
     assert evs[5]["data"] == {"pane": w["pane"], "exit_code": 4}
@@ -130,7 +137,6 @@ def test_events_cli(daemon: Daemon) -> None:
     j = daemon.cli("events", "--json")
     assert j.code == 0 and '"type":"session.created"' in j.out
     assert daemon.cli("events", "--after", "999999").out == ""
-    try:
-        daemon.call("events.read", {"after": -1})
-    except VenomxError as e:
-        assert e.code == "invalid_params.range"
+    e = daemon.error("events.read", {"after": -1})
+    assert (e.code, e.data) == ("invalid_params.range", {"param": "after", "min": 0,
+                                                         "max": 2**62})
