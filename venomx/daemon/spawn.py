@@ -12,16 +12,18 @@ from __future__ import annotations
 import asyncio
 import errno
 import os
-import re
 import secrets
 from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Any, TypeVar
+from typing import TYPE_CHECKING, TypeVar
 
 from venomx.daemon.layout import split_layout
 from venomx.daemon.registry import AuthNode, Grant, Pane, Principal, Window, token_key
 from venomx.daemon.sentinels import Channel
 from venomx.daemon.watch import watch
+from venomx.manifest.rules import check_cwd_form, value_error
+from venomx.manifest.rules import check_size as check_size  # pane.resize
+from venomx.manifest.verbs import CWD
 from venomx.wire import VenomxError
 from workers import protocol as P
 
@@ -29,78 +31,6 @@ if TYPE_CHECKING:
     from venomx.daemon.core import Daemon
 
 T = TypeVar("T")
-ENV_NAME = re.compile(r"[A-Za-z_][A-Za-z0-9_]*")
-NAME = re.compile(r"[A-Za-z0-9._:-]{1,64}")
-MAX_ARGV = 262144
-MAX_CELLS = 1048576
-MAX_ENV_VALUE = 32768
-
-
-def check_name(name: str | None, param: str = "name") -> None:
-    if name is not None and not NAME.fullmatch(name):
-        raise VenomxError("invalid_params.name", f"{param} must be 1-64 of [A-Za-z0-9._:-]",
-                          {"param": param})
-
-
-def utf8_ok(text: str) -> bool:
-    try:
-        text.encode("utf-8")
-    except UnicodeEncodeError:
-        return False
-    return True
-
-
-def check_argv(argv: list[str]) -> None:
-    def bad(reason: str) -> VenomxError:
-        return VenomxError("invalid_params.argv", f"argv is invalid: {reason}",
-                           {"param": "argv", "reason": reason})
-    if not argv or not argv[0]:
-        raise bad("empty")
-    if any("\0" in a for a in argv):
-        raise bad("nul")
-    if not all(utf8_ok(a) for a in argv):
-        raise bad("encoding")
-    if sum(len(a.encode("utf-8", "surrogatepass")) + 1 for a in argv) > MAX_ARGV:
-        raise bad("size")
-
-
-def check_size(cols: int, rows: int) -> None:
-    if cols * rows > MAX_CELLS:
-        raise VenomxError("invalid_params.size", f"cols x rows must be at most {MAX_CELLS}",
-                          {"param": "cols", "cells": cols * rows, "max": MAX_CELLS})
-
-
-def check_env(env: dict[str, Any] | None, unset: list[str] | None) -> None:
-    def bad(reason: str, name: str | None = None) -> VenomxError:
-        data: dict[str, Any] = {"param": "env", "reason": reason}
-        if name is not None and "\0" not in name and len(name) <= 256:
-            data["name"] = name
-        return VenomxError("invalid_params.env", f"env is invalid: {reason}", data)
-    for name, value in (env or {}).items():
-        if not ENV_NAME.fullmatch(name):
-            raise bad("name", name)
-        if not isinstance(value, str):
-            raise bad("type", name)
-        if "\0" in value:
-            raise bad("nul", name)
-        if not utf8_ok(value):
-            raise bad("encoding", name)
-        if len(value.encode("utf-8", "surrogatepass")) > MAX_ENV_VALUE:
-            raise bad("size", name)
-    for name in unset or []:
-        if not ENV_NAME.fullmatch(name):
-            raise bad("name", name)
-
-
-def _bad_cwd(reason: str) -> VenomxError:
-    return VenomxError("invalid_params.cwd", f"cwd is invalid: {reason}",
-                       {"param": "cwd", "reason": reason})
-
-
-def check_cwd_form(cwd: str | None) -> None:
-    """The syntax rule: an absolute path (run checks this before the key lookup)."""
-    if cwd is not None and (not cwd.startswith("/") or "\0" in cwd or not utf8_ok(cwd)):
-        raise _bad_cwd("relative")
 
 
 def check_cwd(cwd: str | None) -> None:
@@ -109,9 +39,9 @@ def check_cwd(cwd: str | None) -> None:
     if cwd is None:
         return
     if not os.path.exists(cwd):
-        raise _bad_cwd("missing")
+        raise value_error(CWD, "missing")
     if not os.path.isdir(cwd):
-        raise _bad_cwd("not_directory")
+        raise value_error(CWD, "not_directory")
 
 
 def pane_must_run(pane: Pane) -> None:

@@ -7,7 +7,7 @@ this table; a test fails when a verb has no handler or a handler no entry.
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from typing import Any
 
 FORMAT = 1
@@ -17,9 +17,29 @@ SIGNAL_NAMES = ("SIGHUP", "SIGINT", "SIGQUIT", "SIGTERM", "SIGKILL", "SIGUSR1", 
                 "SIGABRT", "SIGALRM", "SIGCONT", "SIGSTOP", "SIGTSTP", "SIGWINCH", "SIGPIPE")
 SEAMS = ("run.before_barrier", "run.after_barrier", "terminate.unkillable")
 
+# The value rules every surface shares (RFC-0007 §5, RFC-0013, RFC-0015 §4 and §8).
+NAME_PATTERN = r"[A-Za-z0-9._:-]{1,64}"
+NAME_HINT = "1-64 of [A-Za-z0-9._:-]"
+KEY_PATTERN = r"[A-Za-z0-9._:-]{1,128}"
+ENV_NAME_PATTERN = r"[A-Za-z_][A-Za-z0-9_]*"
+ABSOLUTE_PATTERN = r"/[^\x00]*"
+MAX_ARGV = 262144  # bytes of argv as exec passes it: each argument and its NUL
+MAX_ENV_VALUE = 32768
+MAX_SHELL = 65536
+MAX_CELLS = 1048576
+
 
 @dataclass(frozen=True)
 class Param:
+    """One parameter: its type and bounds (schema rules, checked before authorization)
+    and its value rules (``pattern`` … ``code``, checked where the spec puts them: when
+    the handler calls ``venomx.manifest.rules.check_rules``).
+
+    Value rules apply to a string, to each item of an array and to each key (``pattern``)
+    or value (the rest) of an object. Lengths are UTF-8 bytes, as exec and the spec count
+    them; an array's ``max_length`` counts all items, each with its terminating NUL.
+    """
+
     name: str
     kind: str  # string | integer | boolean | array | object
     summary: str = ""
@@ -29,10 +49,49 @@ class Param:
     min: int | None = None
     max: int | None = None
     items: str | None = None
+    values: str | None = None  # the kind of an object's values
+    pattern: str | None = None  # a regex the whole string must match
+    hint: str | None = None  # the pattern in words: "<param> must be <hint>"
+    min_length: int | None = None
+    max_length: int | None = None
+    nonempty: bool = False  # an array needs a first item, and it must not be empty
+    text: bool = False  # no NUL, valid UTF-8 (no lone surrogates)
+    code: str | None = None  # the error of a value rule, e.g. invalid_params.name
+    reason: str | None = None  # one reason for every value rule (cwd: relative)
 
     @property
     def has_default(self) -> bool:
         return self.default is not MISSING
+
+    @property
+    def has_rules(self) -> bool:
+        return self.code is not None
+
+
+@dataclass(frozen=True)
+class Group:
+    """A rule across params, checked in the verb's ``rules`` order.
+
+    ``exactly_one``: exactly one of ``params`` (missing: the first; exclusive: the second
+    given). ``requires``: with ``params[0]``, ``params[1]`` is required (missing).
+    ``forbids``: with ``params[0]``, ``params[1]`` is not allowed (misplaced).
+    ``max_product``: the product of ``params`` is at most ``limit``.
+    """
+
+    kind: str
+    params: tuple[str, ...]
+    code: str
+    limit: int | None = None
+
+    def describe(self) -> str:
+        a = self.params
+        if self.kind == "exactly_one":
+            return "exactly one of " + ", ".join(a[:-1]) + f" or {a[-1]}"
+        if self.kind == "requires":
+            return f"{a[1]} is required with {a[0]}"
+        if self.kind == "forbids":
+            return f"{a[1]} is not allowed with {a[0]}"
+        return " x ".join(a) + f" at most {self.limit}"
 
 
 @dataclass(frozen=True)
@@ -71,9 +130,23 @@ class Verb:
     errors: tuple[str, ...] = ()
     mcp: str = ""
     internal: bool = False  # protocol verbs (hello, cancel): no CLI command or MCP tool
+    # The value rules after authorization, in the spec's order: a param name runs that
+    # param's value rules, a Group its cross-param rule (RFC-0015 §11 step 6).
+    rules: tuple[str | Group, ...] = ()
+    trailing_argv: bool = False  # the CLI takes argv after --
+    render: str = "fields"  # the CLI's human renderer (venomx.cli.app.RENDERERS)
+    fail_field: str | None = None  # the CLI exits 1 when this result field is "fail"
 
     def param(self, name: str) -> Param | None:
         return next((p for p in self.params if p.name == name), None)
+
+    def groups(self) -> list[Group]:
+        """Every cross-param rule, the resource check's target form included."""
+        out = [r for r in self.rules if isinstance(r, Group)]
+        c = self.check
+        if c is not None and c.exactly_one is not None:
+            out.insert(0, Group("exactly_one", c.params, c.exactly_one))
+        return out
 
 
 def S(name: str, summary: str = "", **kw: Any) -> Param:
@@ -92,18 +165,34 @@ def F(name: str, kind: str = "string", required: bool = True) -> Field:
     return Field(name, kind, required)
 
 
+
+
+def name_param(summary: str) -> Param:
+    return S("name", summary, pattern=NAME_PATTERN, hint=NAME_HINT, code="invalid_params.name")
+
+
+CWD = S("cwd", "Working directory: an absolute path of an existing directory",
+        pattern=ABSOLUTE_PATTERN, text=True, code="invalid_params.cwd", reason="relative")
 GRANTS = Param("grants", "array", "Grants of the new principal ({right, scope}); default "
                "read/write/spawn on self, narrowed to yours", items="object")
 SPAWN_PARAMS = (
     I("cols", "Pane columns", default=80, min=1, max=65535),
     I("rows", "Pane rows", default=24, min=1, max=65535),
     GRANTS,
-    S("cwd", "Working directory: an absolute path of an existing directory"),
-    Param("env", "object", "Environment variables set on top of the base environment"),
-    Param("env_unset", "array", "Environment variable names removed", items="string"),
+    CWD,
+    Param("env", "object", "Environment variables set on top of the base environment",
+          values="string", pattern=ENV_NAME_PATTERN, max_length=MAX_ENV_VALUE, text=True,
+          code="invalid_params.env"),
+    Param("env_unset", "array", "Environment variable names removed", items="string",
+          pattern=ENV_NAME_PATTERN, code="invalid_params.env"),
 )
 ARGV = Param("argv", "array", "Program and arguments, executed directly with no shell",
-             items="string")
+             items="string", nonempty=True, text=True, max_length=MAX_ARGV,
+             code="invalid_params.argv")
+CELLS = Group("max_product", ("cols", "rows"), "invalid_params.size", MAX_CELLS)
+# RFC-0015 §11 step 6's order, which window.create and pane.split share from argv on
+SPAWN_RULES: tuple[str | Group, ...] = ("argv", "name", CELLS, "env", "env_unset", "cwd")
+SPLIT_RULES = tuple(r for r in SPAWN_RULES if r != "name")
 SPAWN_RESULT = (F("window"), F("pane"), F("session"), F("principal"), F("pid", "integer"))
 PANE_RECORD = (F("pane"), F("window"), F("session"), F("principal"), F("pid", "integer"),
                F("argv0"), F("cols", "integer"), F("rows", "integer"), F("state"),
@@ -148,9 +237,10 @@ VERBS: tuple[Verb, ...] = (
     Verb("whoami", "Show the principal this connection acts as, its grants and the source.",
          (), (F("principal"), F("grants", "array"), F("source"))),
     Verb("session.create", "Create a session (a named container of windows).",
-         (S("name", "Session name: 1-64 of [A-Za-z0-9._:-]"),),
+         (name_param("Session name: " + NAME_HINT),),
          (F("session"), F("name", "string", False)), "spawn", Check("spawn", scope="session:*"),
-         errors=("invalid_params.name", "denied.spawn", "unavailable.shutdown")),
+         errors=("invalid_params.name", "denied.spawn", "unavailable.shutdown"),
+         rules=("name",)),
     Verb("session.list", "List sessions you can read.", (),
          (F("source"), F("sessions", "array")), "read"),
     Verb("session.get", "Show a session and its windows.", (S("session", required=True),),
@@ -165,9 +255,9 @@ VERBS: tuple[Verb, ...] = (
                  "conflict.removing", "timeout.terminate")),
     Verb("window.create", "Create a window with one pane running argv (default: the "
          "configured shell). Starts a process.",
-         (S("session", required=True), S("name", "Window name"), ARGV, *SPAWN_PARAMS),
+         (S("session", required=True), name_param("Window name"), ARGV, *SPAWN_PARAMS),
          SPAWN_RESULT, "spawn", Check("spawn", ("session",)),
-         errors=("not_found.session", *SPAWN_ERRORS)),
+         errors=("not_found.session", *SPAWN_ERRORS), rules=SPAWN_RULES, trailing_argv=True),
     Verb("window.get", "Show a window: its layout and pane records.",
          (S("window", required=True),),
          (F("window"), F("session"), F("name", "string", False), F("layout", "object"),
@@ -185,7 +275,7 @@ VERBS: tuple[Verb, ...] = (
                                       choices=("cols", "rows")), ARGV, *SPAWN_PARAMS),
          SPAWN_RESULT, "spawn", Check("spawn", ("pane",)),
          errors=("not_found.pane", "conflict.pane_exited", "conflict.pane_terminating",
-                 *SPAWN_ERRORS)),
+                 *SPAWN_ERRORS), rules=SPLIT_RULES, trailing_argv=True),
     Verb("pane.list", "List panes you can read, optionally of one session or window.",
          (S("session"), S("window")), (F("source"), F("panes", "array")), "read",
          Check("read", ("session", "window")),
@@ -198,7 +288,8 @@ VERBS: tuple[Verb, ...] = (
          (F("pane"), F("bytes", "integer")), "write", Check("write", ("pane",)),
          errors=("invalid_params.input", "not_found.pane", "denied.write",
                  "conflict.pane_exited", "conflict.pane_terminating", "timeout.input",
-                 "unavailable.sentinel")),
+                 "unavailable.sentinel"),
+         rules=(Group("exactly_one", ("text", "keys", "data"), "invalid_params.input"),)),
     Verb("pane.resize", "Resize a pane's PTY (renumbers rows: the epoch changes).",
          (S("pane", required=True), I("cols", required=True, min=1, max=65535),
           I("rows", required=True, min=1, max=65535)),
@@ -236,18 +327,20 @@ VERBS: tuple[Verb, ...] = (
          "return the same run instead of starting the command again. argv uses no shell; "
          "shell runs /bin/sh -c explicitly.",
          (S("key", "Idempotency key: a retry with the same key and parameters returns the "
-            "same run instead of starting the command again", required=True),
+            "same run instead of starting the command again", required=True,
+            pattern=KEY_PATTERN, hint="1-128 of [A-Za-z0-9._:-]", code="invalid_params.key"),
           S("session", "Run in a new window of this session; give exactly one of session "
             "or pane"),
           S("pane", "Run in a new pane split from this live pane; give exactly one of "
             "session or pane"),
           S("axis", "Split axis; required with pane, not allowed with session",
             choices=("cols", "rows")),
-          Param("argv", "array", "Program and arguments, executed directly with no shell; "
-                "give exactly one of argv or shell", items="string"),
+          replace(ARGV, summary="Program and arguments, executed directly with no shell; "
+                  "give exactly one of argv or shell"),
           S("shell", "Command line run explicitly as /bin/sh -c; give exactly one of argv "
-            "or shell"),
-          S("name", "Window name; only with session"),
+            "or shell", text=True, min_length=1, max_length=MAX_SHELL,
+            code="invalid_params.command"),
+          name_param("Window name; only with session"),
           I("cols", "Pane columns", default=80, min=1, max=65535),
           I("rows", "Pane rows", default=24, min=1, max=65535),
           I("deadline_ms", "Terminate the command this many milliseconds after it starts; "
@@ -267,7 +360,13 @@ VERBS: tuple[Verb, ...] = (
                  "not_found.session", "not_found.pane", "denied.spawn", "denied.delegation",
                  "conflict.pane_exited", "conflict.pane_terminating", "conflict.removing",
                  "conflict.run_key", "conflict.source", "unavailable.run_limit",
-                 "unavailable.spawn", "unavailable.shutdown")),
+                 "unavailable.spawn", "unavailable.shutdown"),
+         rules=(Group("forbids", ("session", "axis"), "invalid_params.target"),
+                Group("forbids", ("pane", "name"), "invalid_params.target"),
+                Group("requires", ("pane", "axis"), "invalid_params.target"),
+                Group("exactly_one", ("argv", "shell"), "invalid_params.command"),
+                "shell", "key", *SPAWN_RULES),
+         trailing_argv=True),
     Verb("run.wait", "Wait for a run to complete and return its record: outcome, exit code "
          "or signal, status, and the tail of its output. Waiting never stops the run.",
          (S("run", required=True),
@@ -314,10 +413,10 @@ VERBS: tuple[Verb, ...] = (
          errors=("not_found.cursor",)),
     Verb("principal.create", "Mint a child principal with narrower grants and a token.",
          (GRANTS.__class__("grants", "array", GRANTS.summary, required=True, items="object"),
-          S("name", "A label for the principal")),
+          name_param("A label for the principal")),
          (F("principal"), F("token"), F("grants", "array")), None,
          errors=("denied.anonymous", "denied.delegation", "invalid_params.grants",
-                 "invalid_params.name")),
+                 "invalid_params.name"), rules=("name",)),
     Verb("principal.revoke", "Revoke a descendant principal (and its descendants): its token "
          "stops working at once. Destructive.",
          (S("principal", required=True),), (F("principal"), F("revoked", "array")), None,
@@ -340,7 +439,7 @@ VERBS: tuple[Verb, ...] = (
     Verb("doctor", "Check the daemon's health: sentinels, escaped processes, zombies, fds, "
          "runs and counters.", (),
          (F("source"), F("version"), F("pid", "integer"), F("uptime_ms", "integer"),
-          F("status"), F("checks", "array")), "read"),
+          F("status"), F("checks", "array")), "read", render="doctor", fail_field="status"),
     Verb("shutdown", "Stop the daemon: terminate every pane, answer waiters, remove the "
          "socket. Destructive.", (), (F("shutdown", "boolean"),), "admin",
          Check("admin", scope="*"), errors=("denied.admin",)),
@@ -367,5 +466,5 @@ def defaults_of(verb: Verb) -> dict[str, Any]:
     return {p.name: p.default for p in verb.params if p.has_default}
 
 
-__all__ = ["FORMAT", "MISSING", "SIGNAL_NAMES", "VERBS", "Check", "Field", "Param", "Verb",
-           "defaults_of", "field", "verb_by_name"]
+__all__ = ["FORMAT", "MISSING", "SIGNAL_NAMES", "VERBS", "Check", "Field", "Group", "Param",
+           "Verb", "defaults_of", "field", "verb_by_name"]

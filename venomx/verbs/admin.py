@@ -9,7 +9,7 @@ from venomx.daemon import doctor as _doctor
 from venomx.daemon.auth import child_grants, parse_grants
 from venomx.daemon.config import bad as config_error
 from venomx.daemon.dispatch import Context, handler
-from venomx.daemon.spawn import check_name
+from venomx.verbs.common import check_params
 from venomx.wire import VALUE_MAX_DEPTH, JsonError, VenomxError, loads
 
 
@@ -31,7 +31,7 @@ async def principal_create(ctx: Context, grants: list[Any], name: str | None = N
     _not_anonymous(ctx)
     wanted = parse_grants(grants)
     granted = child_grants(ctx.d.registry, ctx.principal, wanted)
-    check_name(name)
+    check_params(ctx, name=name)
     p = ctx.d.registry.new_principal(ctx.principal.id, granted, name=name)
     return {"principal": p.id, "token": p.token, "grants": [g.to_dict() for g in granted]}
 

@@ -7,14 +7,18 @@ from typing import Any
 from venomx.daemon.auth import parse_grants
 from venomx.daemon.dispatch import Context
 from venomx.daemon.registry import Grant, Pane, Session, Window
-from venomx.daemon.spawn import (
-    check_argv,
-    check_cwd_form,
-    check_env,
-    check_name,
-    check_size,
-)
+from venomx.manifest.rules import check_rules
+from venomx.manifest.verbs import Verb, verb_by_name
 from venomx.wire import VenomxError
+
+
+def _verb(name: str) -> Verb:
+    v = verb_by_name(name)
+    assert v is not None
+    return v
+
+
+_SPLIT = _verb("pane.split")
 
 
 def not_found(kind: str, rid: str) -> VenomxError:
@@ -47,16 +51,19 @@ def refuse_if_shutting_down(ctx: Context) -> None:
         raise VenomxError("unavailable.shutdown", "the daemon is shutting down", {})
 
 
+def check_params(ctx: Context, **params: Any) -> None:
+    """The verb's value rules (its manifest ``rules``, in order), where the handler calls
+    this: after authorization, as RFC-0015 §11 step 6 puts them. Whether cwd exists is
+    resolution (``check_cwd``), which each verb does in its place."""
+    check_rules(ctx.verb, params)
+
+
 def check_spawn_params(argv: list[str], cols: int, rows: int, cwd: str | None,
-                       env: dict[str, Any] | None, env_unset: list[str] | None,
-                       name: str | None = None) -> None:
-    """The parameter rules of every spawn, in the order RFC-0015 §11 step 6 lists them;
-    whether cwd exists is resolution (``check_cwd``), which each verb does in its place."""
-    check_argv(argv)
-    check_name(name)
-    check_size(cols, rows)
-    check_env(env, env_unset)
-    check_cwd_form(cwd)
+                       env: dict[str, Any] | None, env_unset: list[str] | None) -> None:
+    """pane.split's value rules (the spawn rules without a name), for a caller without
+    its verb at hand."""
+    check_rules(_SPLIT, {"argv": argv, "cols": cols, "rows": rows, "cwd": cwd, "env": env,
+                         "env_unset": env_unset})
 
 
 def parse_optional_grants(value: Any) -> list[Grant] | None:

@@ -12,6 +12,7 @@ from venomx.daemon.dispatch import Context, handler
 from venomx.daemon.spawn import SpawnRequest, check_cwd, check_size, pane_must_run, spawn
 from venomx.daemon.termination import terminate, wait_terminated
 from venomx.verbs.common import (
+    check_params,
     check_spawn_params,
     get_pane,
     get_session,
@@ -67,11 +68,7 @@ async def pane_list(ctx: Context, session: str | None = None,
 @handler("pane.send")
 async def send(ctx: Context, pane: str, text: str | None = None, keys: list[str] | None = None,
                data: str | None = None) -> dict[str, Any]:
-    given = [n for n, v in (("text", text), ("keys", keys), ("data", data)) if v is not None]
-    if len(given) != 1:
-        raise VenomxError("invalid_params.input", "give exactly one of text, keys or data",
-                          {"param": given[1] if given else "text",
-                           "reason": "exclusive" if given else "missing"})
+    check_params(ctx, text=text, keys=keys, data=data)
     if text is not None:
         payload = text.encode("utf-8", "surrogatepass")
     elif keys is not None:

@@ -7,23 +7,21 @@ gate, target form, spawn check before lookup) are the dispatcher's, from the man
 from __future__ import annotations
 
 import asyncio
-import re
 from typing import Any
 
 from venomx.daemon.auth import child_grants
 from venomx.daemon.dispatch import Context, handler
-from venomx.daemon.runs import KEY_SYNTAX, Pending, Run
+from venomx.daemon.runs import Pending, Run
 from venomx.daemon.spawn import (
     CancelledAfter,
     SpawnRequest,
     check_cwd,
     pane_must_run,
     spawn,
-    utf8_ok,
 )
 from venomx.daemon.termination import terminate, wait_terminated
 from venomx.verbs.common import (
-    check_spawn_params,
+    check_params,
     get_pane,
     get_session,
     not_found,
@@ -32,18 +30,7 @@ from venomx.verbs.common import (
 )
 from venomx.wire import VenomxError, id_number
 
-KEY = re.compile(KEY_SYNTAX)
 SHELL = "/bin/sh"
-
-
-def _target(reason: str, param: str) -> VenomxError:
-    return VenomxError("invalid_params.target", f"{param}: {reason}",
-                       {"param": param, "reason": reason})
-
-
-def _command(reason: str, param: str) -> VenomxError:
-    return VenomxError("invalid_params.command", f"{param}: {reason}",
-                       {"param": param, "reason": reason})
 
 
 @handler("run")
@@ -72,29 +59,9 @@ async def run(ctx: Context, key: str, cols: int, rows: int, output_rows: int,
     refuse_if_shutting_down(ctx)
     # 5. grants coverage
     new_grants = child_grants(d.registry, ctx.principal, parse_optional_grants(grants))
-    # 6. remaining parameter rules
-    if session is not None and axis is not None:
-        raise _target("misplaced", "axis")
-    if pane is not None and name is not None:
-        raise _target("misplaced", "name")
-    if pane is not None and axis is None:
-        raise _target("missing", "axis")
-    if argv is None and shell is None:
-        raise _command("missing", "argv")
-    if argv is not None and shell is not None:
-        raise _command("exclusive", "shell")
-    if shell is not None:
-        if "\0" in shell:
-            raise _command("nul", "shell")
-        if not utf8_ok(shell):
-            raise _command("encoding", "shell")
-        if not 1 <= len(shell.encode("utf-8", "surrogatepass")) <= 65536:
-            raise _command("size", "shell")
-    if not KEY.fullmatch(key):
-        raise VenomxError("invalid_params.key", "key must be 1-128 of [A-Za-z0-9._:-]",
-                          {"param": "key", "reason": "syntax"})
+    # 6. remaining parameter rules, in the manifest's order
+    check_params(ctx, **params)
     command = argv if argv is not None else [SHELL, "-c", shell or ""]
-    check_spawn_params(command, cols, rows, cwd, env, env_unset, name)
     # 7. key lookup
     runs = d.runs
     owner = ctx.principal.id

@@ -8,10 +8,10 @@ from typing import Any
 from venomx.daemon.auth import child_grants
 from venomx.daemon.dispatch import Context, handler
 from venomx.daemon.registry import AuthNode, Pane, Session
-from venomx.daemon.spawn import SpawnRequest, check_cwd, check_name, spawn
+from venomx.daemon.spawn import SpawnRequest, check_cwd, spawn
 from venomx.daemon.termination import terminate, wait_terminated
 from venomx.verbs.common import (
-    check_spawn_params,
+    check_params,
     get_session,
     get_window,
     parse_optional_grants,
@@ -24,7 +24,7 @@ from venomx.wire import VenomxError
 @handler("session.create")
 async def session_create(ctx: Context, name: str | None = None) -> dict[str, Any]:
     refuse_if_shutting_down(ctx)
-    check_name(name)
+    check_params(ctx, name=name)
     reg = ctx.d.registry
     sid = reg.next_id("s")
     s = Session(sid, name, AuthNode(f"session:{sid}", ctx.principal.id))
@@ -69,7 +69,8 @@ async def window_create(ctx: Context, session: str, cols: int, rows: int,
     refuse_if_shutting_down(ctx)
     argv = argv if argv is not None else [d.config["spawn.default_shell"]]
     new_grants = child_grants(d.registry, ctx.principal, parse_optional_grants(grants))
-    check_spawn_params(argv, cols, rows, cwd, env, env_unset, name)
+    check_params(ctx, argv=argv, name=name, cols=cols, rows=rows, env=env,
+                 env_unset=env_unset, cwd=cwd)
     check_cwd(cwd)
     s = get_session(ctx, session)
     if s.removing:
