@@ -716,8 +716,9 @@ def bench_soak(quick: bool) -> None:
     counts = Counts()
     gate_fd, gate = tempfile.mkstemp(prefix="vxb-gate", dir="/tmp")
     fcntl.flock(gate_fd, fcntl.LOCK_EX)
-    # max_active above the run count, so all of them are live at once (not in waves)
-    d = Daemon(config="[run]\nmax_active = 512\n", log_level="info")
+    # max_active above the run count, so all of them are live at once (not in waves), and
+    # retain_count too: a record evicted before its wait is read is not a lost outcome
+    d = Daemon(config="[run]\nmax_active = 512\nretain_count = 1024\n", log_level="info")
     idlers: list[socket.socket] = []
     try:
         c = d.client()
