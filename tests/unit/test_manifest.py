@@ -100,3 +100,59 @@ def test_validate_only_raises_schema_errors(params: dict[str, object]) -> None:
             validate(v, params)
         except VenomxError as exc:
             assert exc.code.startswith("invalid_params.") and "param" in exc.data
+
+
+def test_every_handler_signature_matches_its_verbs_params() -> None:
+    """Dispatch calls ``handler(ctx, **params)`` with defaults inserted: a param the
+    manifest requires or defaults must be a parameter without a default, any other a
+    parameter defaulting to None, and nothing else."""
+    import inspect
+
+    for name, fn in HANDLERS.items():
+        v = verb_by_name(name)
+        assert v is not None
+        sig = list(inspect.signature(fn).parameters.values())
+        assert sig[0].name == "ctx", name
+        got = {p.name: p.default is inspect.Parameter.empty for p in sig[1:]}
+        want = {p.name: p.required or p.has_default for p in v.params}
+        assert got == want, name
+        for p in sig[1:]:
+            assert p.kind is inspect.Parameter.POSITIONAL_OR_KEYWORD, (name, p.name)
+            assert p.default in (inspect.Parameter.empty, None), (name, p.name)
+
+
+def test_input_schemas_show_the_rules_without_top_level_unions() -> None:
+    for v in VERBS:
+        schema = input_schema(v)
+        assert not {"oneOf", "anyOf", "allOf"} & set(schema), v.name
+    run = verb_by_name("run")
+    assert run is not None
+    props = input_schema(run)["properties"]
+    assert props["key"]["pattern"] == "^(?:[A-Za-z0-9._:-]{1,128})$"
+    assert props["name"]["pattern"] == "^(?:[A-Za-z0-9._:-]{1,64})$"
+    assert props["env"]["propertyNames"] == {"pattern": "^(?:[A-Za-z_][A-Za-z0-9_]*)$"}
+    assert props["env_unset"]["items"]["pattern"] == "^(?:[A-Za-z_][A-Za-z0-9_]*)$"
+    assert "65536 UTF-8 bytes" in props["shell"]["description"]
+    from venomx.manifest.generate import tool_description
+    assert "exactly one of session or pane (else invalid_params.target)" in \
+        tool_description(run)
+    assert "exactly one of argv or shell" in tool_description(run)
+    send = verb_by_name("pane.send")
+    assert send is not None and "exactly one of text, keys or data" in tool_description(send)
+
+
+def test_every_rule_names_a_param_with_rules() -> None:
+    from venomx.manifest.verbs import Group
+
+    for v in VERBS:
+        names = {p.name for p in v.params}
+        for r in v.rules:
+            if isinstance(r, Group):
+                assert set(r.params) <= names, (v.name, r)
+            else:
+                p = v.param(r)
+                assert p is not None and p.has_rules, (v.name, r)
+        for p in v.params:
+            if p.has_rules:
+                assert p.name in v.rules, (v.name, p.name)
+                assert p.code in v.errors, (v.name, p.code)

@@ -9,7 +9,7 @@ from __future__ import annotations
 import json
 from typing import Any
 
-from venomx.manifest.verbs import FORMAT, VERBS, Param, Verb
+from venomx.manifest.verbs import FORMAT, VERBS, Group, Param, Verb
 
 
 def mcp_name(verb: str) -> str:
@@ -20,12 +20,53 @@ def cli_name(verb: str) -> str:
     return "venomx " + " ".join(verb.replace("_", "-").split("."))
 
 
+def rule_text(p: Param) -> str:
+    """A param's value rules in words (help, docs, and JSON Schema descriptions)."""
+    out: list[str] = []
+    if p.pattern is not None:
+        what = p.hint or f"matching {p.pattern}"
+        out.append({"array": f"items {what}", "object": f"names {what}"}.get(p.kind, what))
+    if p.nonempty:
+        out.append("a nonempty first item")
+    if p.min_length is not None or p.max_length is not None:
+        lo = "" if p.min_length is None else f"{p.min_length}-"
+        hi = f"{lo}{p.max_length}" if p.max_length is not None else f"at least {p.min_length}"
+        hi = hi if lo else f"at most {hi}"
+        out.append({"array": f"{hi} bytes in all (each with its NUL)",
+                    "object": f"values of {hi} UTF-8 bytes"}.get(p.kind, f"{hi} UTF-8 bytes"))
+    if p.values:
+        out.append(f"{p.values} values")
+    if p.text:
+        out.append("no NUL, valid UTF-8")
+    if out and p.code:
+        out.append(f"else {p.code}")
+    return "; ".join(out)
+
+
+def group_text(verb: Verb) -> str:
+    """The verb's cross-param rules in words, each with its error."""
+    return "; ".join(f"{g.describe()} (else {g.code})" for g in verb.groups())
+
+
 def param_schema(p: Param) -> dict[str, Any]:
     s: dict[str, Any] = {"type": p.kind}
-    if p.summary:
-        s["description"] = p.summary
+    rules = rule_text(p)
+    if p.summary or rules:
+        s["description"] = p.summary + (f" ({rules})" if rules and p.summary else rules)
     if p.kind == "array" and p.items:
         s["items"] = {"type": p.items}
+    if p.pattern is not None:
+        anchored = f"^(?:{p.pattern})$"
+        if p.kind == "string":
+            s["pattern"] = anchored
+        elif p.kind == "array":
+            s["items"] = {**s.get("items", {}), "pattern": anchored}
+        elif p.kind == "object":
+            s["propertyNames"] = {"pattern": anchored}
+    if p.kind == "object" and p.values:
+        s["additionalProperties"] = {"type": p.values}
+    if p.nonempty:
+        s["minItems"] = 1
     if p.min is not None:
         s["minimum"] = p.min
     if p.max is not None:
@@ -53,7 +94,11 @@ def output_schema(verb: Verb) -> dict[str, Any]:
 
 
 def tool_description(verb: Verb) -> str:
-    return verb.summary + (" " + verb.mcp if verb.mcp else "")
+    """The summary, the MCP note and the cross-param rules: format 1 (and many MCP hosts)
+    have no top-level oneOf, so "exactly one of" is said in words."""
+    groups = group_text(verb)
+    return (verb.summary + (" " + verb.mcp if verb.mcp else "")
+            + (f" Rules: {groups}." if groups else ""))
 
 
 def verbs_md() -> str:
@@ -73,15 +118,23 @@ def verbs_md() -> str:
         if v.check is not None:
             target = v.check.scope or " / ".join(v.check.params)
             out.append(f"- resource check: {v.check.right} on {target}, before lookup")
+            if v.check.exactly_one is not None:
+                out.append(f"- target form, before the resource check: exactly one of "
+                           f"{' or '.join(v.check.params)} (`{v.check.exactly_one}`)")
         if v.exit_field:
             out.append(f"- CLI exit status: the result's `{v.exit_field}`")
+        if v.rules:
+            order = ", ".join(f"{r.describe()} (`{r.code}`)" if isinstance(r, Group)
+                              else f"`{r}`" for r in v.rules)
+            out.append(f"- value rules, after authorization, in this order: {order}")
         if v.params:
-            out += ["", "| param | type | required | default | range / choices | summary |",
-                    "|---|---|---|---|---|---|"]
+            out += ["", "| param | type | required | default | range / choices / rules | "
+                    "summary |", "|---|---|---|---|---|---|"]
             for p in v.params:
                 kind = p.kind + (f" of {p.items}" if p.items else "")
                 rng = ", ".join(p.choices) if p.choices else (
                     f"{p.min}–{p.max}" if p.min is not None else "")
+                rng = "; ".join(x for x in (rng, rule_text(p).replace("|", "\\|")) if x)
                 default = json.dumps(p.default) if p.has_default else ""
                 out.append(f"| `{p.name}` | {kind} | {'yes' if p.required else ''} | "
                            f"{default} | {rng} | {p.summary} |")

@@ -172,7 +172,8 @@ def name_param(summary: str) -> Param:
 
 
 CWD = S("cwd", "Working directory: an absolute path of an existing directory",
-        pattern=ABSOLUTE_PATTERN, text=True, code="invalid_params.cwd", reason="relative")
+        pattern=ABSOLUTE_PATTERN, hint="an absolute path", text=True, code="invalid_params.cwd",
+        reason="relative")
 GRANTS = Param("grants", "array", "Grants of the new principal ({right, scope}); default "
                "read/write/spawn on self, narrowed to yours", items="object")
 SPAWN_PARAMS = (
