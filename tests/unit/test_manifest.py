@@ -156,3 +156,17 @@ def test_every_rule_names_a_param_with_rules() -> None:
             if p.has_rules:
                 assert p.name in v.rules, (v.name, p.name)
                 assert p.code in v.errors, (v.name, p.code)
+
+
+def test_the_cli_reads_verb_facts_from_the_entry() -> None:
+    from venomx.cli.app import RENDERERS
+
+    trailing = {v.name for v in VERBS if v.trailing_argv}
+    assert trailing == {"run", "window.create", "pane.split"}
+    for v in VERBS:
+        assert v.render in RENDERERS, v.name
+        if v.trailing_argv:
+            argv = v.param("argv")
+            assert argv is not None and argv.kind == "array"
+        if v.fail_field is not None:
+            assert v.fail_field in {f.name for f in v.result}, v.name

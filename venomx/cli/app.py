@@ -12,15 +12,16 @@ import json
 import os
 import re
 import sys
+from collections.abc import Callable
 from typing import Any, NoReturn
 
 import click
 
+from venomx.manifest.generate import group_text, rule_text
 from venomx.manifest.schema import type_error
 from venomx.manifest.verbs import VERBS, Param, Verb, verb_by_name
 from venomx.wire import VALUE_MAX_DEPTH, VenomxError, dumps, loads, parse_int
 
-SPAWN_VERBS = {"run", "window.create", "pane.split"}
 INT = re.compile(r"-?[0-9]+")
 
 
@@ -78,12 +79,15 @@ def table(rows: list[dict[str, Any]]) -> str:
                      for row in cells)
 
 
-def readable(verb: Verb, result: dict[str, Any]) -> str:
-    if verb.name == "doctor":
-        out = [f"venomx doctor: {result.get('status')} (pid {result.get('pid')}, "
-               f"uptime {result.get('uptime_ms')} ms)"]
-        out += [f"  {c['status']:<5} {c['name']:<12} {c['detail']}" for c in result["checks"]]
-        return "\n".join(out)
+def render_doctor(result: dict[str, Any]) -> str:
+    out = [f"venomx doctor: {result.get('status')} (pid {result.get('pid')}, "
+           f"uptime {result.get('uptime_ms')} ms)"]
+    out += [f"  {c['status']:<5} {c['name']:<12} {c['detail']}" for c in result["checks"]]
+    return "\n".join(out)
+
+
+def render_fields(result: dict[str, Any]) -> str:
+    """Scalars as ``key: value``, lists of records as tables, rows and output as text."""
     if "lines" in result and isinstance(result["lines"], list):
         return "\n".join(result["lines"])
     lists = [(k, v) for k, v in result.items()
@@ -101,6 +105,14 @@ def readable(verb: Verb, result: dict[str, Any]) -> str:
         out.append("output:")
         out += ["  " + ln.rstrip() for ln in result["output"].get("lines", [])]
     return "\n".join(out)
+
+
+RENDERERS: dict[str, Callable[[dict[str, Any]], str]] = {
+    "fields": render_fields, "doctor": render_doctor}
+
+
+def readable(verb: Verb, result: dict[str, Any]) -> str:
+    return RENDERERS[verb.render](result)
 
 
 def call_verb(verb: Verb, params: dict[str, Any], sock: str | None, token: str | None,
@@ -121,7 +133,7 @@ def call_verb(verb: Verb, params: dict[str, Any], sock: str | None, token: str |
     click.echo(dumps(result).decode() if as_json else readable(verb, result))
     if verb.exit_field is not None:
         sys.exit(int(result.get(verb.exit_field, 0)))
-    if verb.name == "doctor" and result.get("status") == "fail":
+    if verb.fail_field is not None and result.get(verb.fail_field) == "fail":
         sys.exit(1)
     sys.exit(0)
 
@@ -138,7 +150,7 @@ def verb_callback(verb: Verb) -> Any:
                 text = raw.get(p.name)
                 if text is not None:
                     params[p.name] = convert(p, text)
-            if verb.name in SPAWN_VERBS and ctx.args:
+            if verb.trailing_argv and ctx.args:
                 if "argv" in params:
                     raise VenomxError("invalid_params.command", "give argv once",
                                       {"param": "argv", "reason": "exclusive"})
@@ -155,6 +167,8 @@ def add_params(cmd: click.Command, verb: Verb) -> None:
         help_text = p.summary + (f" [default: {json.dumps(p.default)}]" if p.has_default else "")
         if p.choices:
             help_text += f" [one of: {', '.join(p.choices)}]"
+        if p.has_rules:
+            help_text += f" [{rule_text(p)}]"
         if p.kind == "boolean":
             opt = click.Option([option_name(p.name), p.name], is_flag=False,
                                flag_value="true", default=None, help=help_text)
@@ -173,8 +187,12 @@ class VerbGroup(click.Group):
 
 
 def make_command(verb: Verb, name: str, group: bool = False) -> click.Command:
-    settings = {"allow_extra_args": verb.name in SPAWN_VERBS, "allow_interspersed_args": False}
+    settings = {"allow_extra_args": verb.trailing_argv, "allow_interspersed_args": False}
     help_text = verb.summary + (f"\n\n{verb.mcp}" if verb.mcp else "")
+    if verb.groups():
+        help_text += f"\n\nRules: {group_text(verb)}."
+    if verb.trailing_argv:
+        help_text += "\n\nargv may also follow --: venomx ... -- prog arg"
     cmd: click.Command
     if group:
         cmd = VerbGroup(name, callback=verb_callback(verb), help=help_text,
@@ -203,10 +221,10 @@ def build() -> click.Group:
             continue
         parts = verb.name.split(".")
         if len(parts) == 1:
-            if verb.name == "run":
-                g = make_command(verb, "run", group=True)
+            if any(v.name.startswith(verb.name + ".") for v in VERBS):  # run and run.*
+                g = make_command(verb, verb.name, group=True)
                 assert isinstance(g, click.Group)
-                groups["run"] = g
+                groups[verb.name] = g
                 root.add_command(g)
             else:
                 root.add_command(make_command(verb, verb.name.replace("_", "-")))
