@@ -115,3 +115,25 @@ def test_names_of_sessions_and_principals() -> None:
         check_rules(verb(name), {"name": "a.b:c-d_" + "x" * 55})
         check_rules(verb(name), {"name": None})
         assert error(name, {"name": ""}) == ("invalid_params.name", {"param": "name"})
+
+
+def test_config_keys_are_params_checked_at_their_edges() -> None:
+    from venomx.daemon.config import SCHEMA
+
+    for name, key in SCHEMA.items():
+        p = key.param
+        assert p.name == name
+        if p.kind != "integer":
+            continue
+        assert p.min is not None and p.max is not None
+        assert key.check(p.max) is None and key.check(p.min) is None, name
+        assert key.check(p.max + 1) == f"must be {p.hint or f'between {p.min} and {p.max}'}"
+        assert key.check(str(p.min)) == "must be an integer"
+        assert key.check(True) == "must be an integer"
+    shell = SCHEMA["spawn.default_shell"]
+    assert shell.check("/bin/sh") is None
+    for bad in ("sh", "/a\0", 1):
+        assert shell.check(bad) == "must be an absolute path"
+    log = SCHEMA["log.max_bytes"]
+    assert log.check(4095) == log.check(-1) == f"must be 0 (never rotate) or between 4096 and {1 << 40}"
+    assert log.check(4096) is None

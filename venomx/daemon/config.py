@@ -10,29 +10,50 @@ import json
 import os
 import tomllib
 from collections.abc import Callable
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
 from venomx.daemon.paths import read_config
+from venomx.manifest.schema import problem
+from venomx.manifest.verbs import ABSOLUTE_PATTERN, Param
 from venomx.wire import VenomxError
 
 Validator = Callable[[Any], str | None]
+ARTICLE = {"integer": "an integer", "array": "an array", "object": "an object"}
 
 
-def _int_range(lo: int, hi: int) -> Validator:
-    def check(v: Any) -> str | None:
-        if not isinstance(v, int) or isinstance(v, bool):
-            return "must be an integer"
-        if not lo <= v <= hi:
-            return f"must be between {lo} and {hi}"
-        return None
-    return check
+@dataclass(frozen=True)
+class Key:
+    """A config key: its type and bounds as a verb param declares them (the same
+    ``Param`` and schema code), a rule ``Param`` cannot state, and a default computed at
+    start when the default depends on the environment."""
+
+    param: Param
+    extra: Validator | None = None  # checked after the type, before the bounds
+    make: Callable[[], Any] | None = None
+
+    def default(self) -> Any:
+        return self.make() if self.make is not None else self.param.default
+
+    def check(self, value: Any) -> str | None:
+        """The reason ``value`` is refused, or None."""
+        p = self.param
+        found = problem(p, value, pattern=True)
+        if found == "type" and not (p.hint and p.kind == "string"):
+            return f"must be {ARTICLE.get(p.kind, 'a ' + p.kind)}"
+        if found is None and self.extra is not None:
+            return self.extra(value)
+        if found is not None and p.hint:
+            return f"must be {p.hint}"
+        if found == "range":
+            return f"must be between {p.min} and {p.max}"
+        return None if found is None else f"must be {found}"
 
 
-def _abs_path(v: Any) -> str | None:
-    if not isinstance(v, str) or not v.startswith("/") or "\0" in v:
-        return "must be an absolute path"
-    return None
+def _int(name: str, default: int, lo: int, hi: int, extra: Validator | None = None,
+         hint: str | None = None) -> Key:
+    return Key(Param(name, "integer", default=default, min=lo, max=hi, hint=hint), extra)
 
 
 def _grants(v: Any) -> str | None:
@@ -45,12 +66,11 @@ def _grants(v: Any) -> str | None:
     return None
 
 
-def _log_bytes(v: Any) -> str | None:
-    if not isinstance(v, int) or isinstance(v, bool):
-        return "must be an integer"
-    if v != 0 and not 4096 <= v <= 1 << 40:
-        return f"must be 0 (never rotate) or between 4096 and {1 << 40}"
-    return None
+LOG_BYTES = f"0 (never rotate) or between 4096 and {1 << 40}"
+
+
+def _log_bytes(v: int) -> str | None:
+    return None if v == 0 or 4096 <= v else f"must be {LOG_BYTES}"
 
 
 def default_shell() -> str:
@@ -58,25 +78,28 @@ def default_shell() -> str:
     return shell if shell.startswith("/") else "/bin/sh"
 
 
-SCHEMA: dict[str, tuple[Callable[[], Any], Validator]] = {
-    "run.max_active": (lambda: 64, _int_range(1, 4096)),
-    "run.retain_count": (lambda: 256, _int_range(0, 65536)),
-    "run.retain_ms": (lambda: 3600000, _int_range(0, 604800000)),
-    "run.retain_bytes": (lambda: 16777216, _int_range(0, 1073741824)),
-    "vt.scrollback": (lambda: 10000, _int_range(0, 1000000)),
-    "events.retain_count": (lambda: 65536, _int_range(1, 1048576)),
+_KEYS = (
+    _int("run.max_active", 64, 1, 4096),
+    _int("run.retain_count", 256, 0, 65536),
+    _int("run.retain_ms", 3600000, 0, 604800000),
+    _int("run.retain_bytes", 16777216, 0, 1073741824),
+    _int("vt.scrollback", 10000, 0, 1000000),
+    _int("events.retain_count", 65536, 1, 1048576),
     # observation events (OSC markers) per pane: a token bucket, the excess coalesced
-    "events.observe_rate": (lambda: 100, _int_range(1, 1000000)),
-    "events.observe_burst": (lambda: 200, _int_range(1, 1000000)),
-    "audit.retain_count": (lambda: 10000, _int_range(1, 1048576)),
-    "protocol.max_frame": (lambda: 1048576, _int_range(4096, 16777216)),
-    "auth.default_grants": (lambda: [{"right": "read", "scope": "*"}], _grants),
-    "spawn.default_shell": (default_shell, _abs_path),
-    "panes.exited_warn_bytes": (lambda: 256 * 1024 * 1024, _int_range(0, 1 << 40)),
-    "panes.exited_max_bytes": (lambda: 0, _int_range(0, 1 << 40)),
-    "log.max_bytes": (lambda: 10 * 1024 * 1024, _log_bytes),
-    "log.keep": (lambda: 3, _int_range(0, 100)),
-}
+    _int("events.observe_rate", 100, 1, 1000000),
+    _int("events.observe_burst", 200, 1, 1000000),
+    _int("audit.retain_count", 10000, 1, 1048576),
+    _int("protocol.max_frame", 1048576, 4096, 16777216),
+    Key(Param("auth.default_grants", "any"), _grants,
+        lambda: [{"right": "read", "scope": "*"}]),
+    Key(Param("spawn.default_shell", "string", pattern=ABSOLUTE_PATTERN,
+              hint="an absolute path"), make=default_shell),
+    _int("panes.exited_warn_bytes", 256 * 1024 * 1024, 0, 1 << 40),
+    _int("panes.exited_max_bytes", 0, 0, 1 << 40),
+    _int("log.max_bytes", 10 * 1024 * 1024, 0, 1 << 40, _log_bytes, LOG_BYTES),
+    _int("log.keep", 3, 0, 100),
+)
+SCHEMA: dict[str, Key] = {k.param.name: k for k in _KEYS}
 
 
 def config_path(explicit: str | None) -> Path:
@@ -108,7 +131,7 @@ class Config:
     def __init__(self, path: Path, explicit: bool = False) -> None:
         self.path = path
         self.explicit = explicit  # named by --config: missing or unreadable is an error
-        self.values = {k: make() for k, (make, _) in SCHEMA.items()}
+        self.values = {k: key.default() for k, key in SCHEMA.items()}
         self.listeners: list[Callable[[list[str]], None]] = []
 
     def __getitem__(self, key: str) -> Any:
@@ -120,7 +143,7 @@ class Config:
         The file must be owned by our uid or root and not writable by others
         (``venomx.daemon.paths.read_config``); it may be a symlink.
         """
-        values = {k: make() for k, (make, _) in SCHEMA.items()}
+        values = {k: key.default() for k, key in SCHEMA.items()}
         text = read_config(str(self.path), self.explicit)
         if text is None:
             return values
@@ -136,7 +159,7 @@ class Config:
         entry = SCHEMA.get(key)
         if entry is None:
             raise bad(key, "unknown key")
-        reason = entry[1](value)
+        reason = entry.check(value)
         if reason:
             raise bad(key, reason)
         return value

@@ -6,6 +6,7 @@ param. Defaults are inserted after validation.
 
 from __future__ import annotations
 
+import re
 from typing import Any
 
 from venomx.manifest.verbs import Param, Verb
@@ -30,19 +31,36 @@ def is_kind(value: Any, kind: str) -> bool:
     return isinstance(value, KIND_TYPES[kind])
 
 
-def check_param(p: Param, value: Any) -> None:
+def problem(p: Param, value: Any, *, pattern: bool = False) -> str | None:
+    """The first of ``p``'s schema rules ``value`` breaks: ``type``, ``items``, ``range``
+    or ``choice`` (and ``pattern`` when asked: config keys check theirs at once)."""
     if not is_kind(value, p.kind):
-        raise type_error(p.name, p.kind)
-    if p.kind == "array" and p.items:
-        for item in value:
-            if not is_kind(item, p.items):
-                raise type_error(p.name, f"array of {p.items}")
+        return "type"
+    if p.kind == "array" and p.items and not all(is_kind(i, p.items) for i in value):
+        return "items"
     if p.kind == "integer" and ((p.min is not None and value < p.min)
                                 or (p.max is not None and value > p.max)):
+        return "range"
+    if p.choices is not None and value not in p.choices:
+        return "choice"
+    if pattern and p.pattern is not None and isinstance(value, str) and not re.fullmatch(
+            p.pattern, value):
+        return "pattern"
+    return None
+
+
+def check_param(p: Param, value: Any) -> None:
+    found = problem(p, value)
+    if found == "type":
+        raise type_error(p.name, p.kind)
+    if found == "items":
+        raise type_error(p.name, f"array of {p.items}")
+    if found == "range":
         raise VenomxError("invalid_params.range",
                           f"{p.name} must be between {p.min} and {p.max}",
                           {"param": p.name, "min": p.min, "max": p.max})
-    if p.choices is not None and value not in p.choices:
+    if found == "choice":
+        assert p.choices is not None
         raise VenomxError("invalid_params.choice",
                           f"{p.name} must be one of {', '.join(p.choices)}",
                           {"param": p.name, "choices": list(p.choices)})
