@@ -99,7 +99,7 @@ def test_no_input_reaches_internal(shared_daemon: Daemon) -> None:
     """Issue 15.2's inputs, through the CLI: each a specified error with its exit code."""
     d = shared_daemon
     s = d.call("session.create")["session"]
-    cases: list[tuple[list[str], int, str, dict[str, object] | None]] = [
+    cases: list[tuple[list[str], int, str, dict[str, object]]] = [
         (["config", "set", "--path", "run.max_active", "--value", "[" * 5000], 2,
          "invalid_params.config", {"path": "run.max_active",
                                    "reason": "value is nested deeper than 62 arrays and objects"}),
@@ -113,7 +113,7 @@ def test_no_input_reaches_internal(shared_daemon: Daemon) -> None:
         (["window", "create", "--session", s, "--cols", "١٢"], 2, "invalid_params.type",
          {"param": "cols", "expected": "integer"}),
         (["window", "create", "--session", s, "--cols", "9" * 4400], 2, "invalid_params.range",
-         None),
+         {"param": "cols", "min": 1, "max": 65535}),
     ]
     for verb in ("get", "wait", "cancel"):
         for run in (LONG_RUN, "r²"):
@@ -123,7 +123,7 @@ def test_no_input_reaches_internal(shared_daemon: Daemon) -> None:
         r = d.cli(*args, "--json")
         assert r.code == code, (args[:4], r.out, r.err)
         got = json.loads(r.out)["error"]
-        assert got["code"] == err and (data is None or got["data"] == data), got
+        assert (got["code"], got["data"]) == (err, data), got
         human = d.cli(*args)
         assert human.code == code and human.err.startswith(f"venomx: {err}: ")
     for after in (LONG_RUN, "r" + "9" * 21):
