@@ -51,6 +51,13 @@ def test_venomx_attach_in_tmux(daemon: Daemon) -> None:
     def screen() -> str:
         return subprocess.run([*tmux, "capture-pane", "-p", "-t", name], capture_output=True,
                               text=True).stdout
+    # keep the pane after `venomx attach` exits, so its last words and status can be read
+    subprocess.run([*tmux, "set-option", "-t", name, "remain-on-exit", "on"], check=True)
+
+    def dead_status() -> str:
+        return subprocess.run([*tmux, "display-message", "-p", "-t", name,
+                               "#{pane_dead}:#{pane_dead_status}"], capture_output=True,
+                              text=True).stdout.strip()
     try:
         wait_for(lambda: "before-attach" in screen(), 20, "repaint in tmux")
         subprocess.run([*tmux, "send-keys", "-t", name, "typed-in-tmux", "Enter"], check=True)
@@ -58,8 +65,8 @@ def test_venomx_attach_in_tmux(daemon: Daemon) -> None:
         wait_for(lambda: any("typed-in-tmux" in ln for ln in daemon.call(
             "pane.capture_rows", {"pane": w["pane"]})["lines"]), 10, "input reached the pane")
         subprocess.run([*tmux, "send-keys", "-t", name, "C-\\"], check=True)
-        wait_for(lambda: "[detached]" in screen() or subprocess.run(
-            [*tmux, "has-session", "-t", name], capture_output=True).returncode != 0, 20, "detach")
+        wait_for(lambda: dead_status() == "1:0", 20, "venomx attach exited 0")
+        assert "[detached]" in screen()
         assert daemon.call("pane.list")["panes"][0]["state"] == "running"  # detach stops nothing
     finally:
         subprocess.run([*tmux, "kill-server"], capture_output=True)
