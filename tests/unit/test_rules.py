@@ -6,10 +6,8 @@ from typing import Any
 
 import pytest
 
-from venomx.daemon.runs import KEY_SYNTAX
 from venomx.manifest.rules import check_rules
 from venomx.manifest.verbs import (
-    KEY_PATTERN,
     MAX_ARGV,
     MAX_CELLS,
     MAX_ENV_VALUE,
@@ -34,10 +32,6 @@ def error(name: str, params: dict[str, Any]) -> tuple[str, dict[str, Any]]:
     with pytest.raises(VenomxError) as e:
         check_rules(verb(name), params)
     return e.value.code, e.value.data
-
-
-def test_the_run_key_pattern_is_the_run_tables() -> None:
-    assert KEY_PATTERN == KEY_SYNTAX
 
 
 @pytest.mark.parametrize(("change", "code", "data"), [

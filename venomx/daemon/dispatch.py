@@ -14,8 +14,9 @@ from typing import TYPE_CHECKING, Any, Protocol
 
 from venomx.daemon import auth
 from venomx.daemon.registry import AuthNode, Principal
+from venomx.manifest.rules import check_group
 from venomx.manifest.schema import validate
-from venomx.manifest.verbs import Verb
+from venomx.manifest.verbs import Group, Verb
 from venomx.wire import VenomxError, dumps
 
 if TYPE_CHECKING:
@@ -101,13 +102,9 @@ def resource_check(ctx: Context, params: dict[str, Any]) -> str | None:
         if not ctx.can(c.right, c.scope, None):
             raise denied(c.right, c.scope)
         return c.scope
+    if c.exactly_one is not None:
+        check_group(Group("exactly_one", c.params, c.exactly_one), params)
     present = [n for n in c.params if params.get(n) is not None]
-    if c.exactly_one is not None and len(present) != 1:
-        both = len(present) > 1
-        raise VenomxError(c.exactly_one,
-                          f"give exactly one of {' or '.join(c.params)}",
-                          {"param": c.params[-1] if both else c.params[0],
-                           "reason": "exclusive" if both else "missing"})
     checked = None
     for name in present:
         resource = f"{name}:{params[name]}"

@@ -24,9 +24,6 @@ if TYPE_CHECKING:
     from venomx.daemon.core import Daemon
     from venomx.daemon.registry import Pane
 
-KEY_SYNTAX = r"[A-Za-z0-9._:-]{1,128}"
-
-
 @dataclass
 class Run:
     id: str

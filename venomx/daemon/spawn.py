@@ -22,7 +22,6 @@ from venomx.daemon.registry import AuthNode, Grant, Pane, Principal, Window, tok
 from venomx.daemon.sentinels import Channel
 from venomx.daemon.watch import watch
 from venomx.manifest.rules import check_cwd_form, value_error
-from venomx.manifest.rules import check_size as check_size  # pane.resize
 from venomx.manifest.verbs import CWD
 from venomx.wire import VenomxError
 from workers import protocol as P

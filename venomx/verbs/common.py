@@ -8,17 +8,7 @@ from venomx.daemon.auth import parse_grants
 from venomx.daemon.dispatch import Context
 from venomx.daemon.registry import Grant, Pane, Session, Window
 from venomx.manifest.rules import check_rules
-from venomx.manifest.verbs import Verb, verb_by_name
 from venomx.wire import VenomxError
-
-
-def _verb(name: str) -> Verb:
-    v = verb_by_name(name)
-    assert v is not None
-    return v
-
-
-_SPLIT = _verb("pane.split")
 
 
 def not_found(kind: str, rid: str) -> VenomxError:
@@ -56,14 +46,6 @@ def check_params(ctx: Context, **params: Any) -> None:
     this: after authorization, as RFC-0015 §11 step 6 puts them. Whether cwd exists is
     resolution (``check_cwd``), which each verb does in its place."""
     check_rules(ctx.verb, params)
-
-
-def check_spawn_params(argv: list[str], cols: int, rows: int, cwd: str | None,
-                       env: dict[str, Any] | None, env_unset: list[str] | None) -> None:
-    """pane.split's value rules (the spawn rules without a name), for a caller without
-    its verb at hand."""
-    check_rules(_SPLIT, {"argv": argv, "cols": cols, "rows": rows, "cwd": cwd, "env": env,
-                         "env_unset": env_unset})
 
 
 def parse_optional_grants(value: Any) -> list[Grant] | None:

@@ -9,11 +9,11 @@ from typing import Any
 
 from venomx.daemon.auth import child_grants
 from venomx.daemon.dispatch import Context, handler
-from venomx.daemon.spawn import SpawnRequest, check_cwd, check_size, pane_must_run, spawn
+from venomx.daemon.spawn import SpawnRequest, check_cwd, pane_must_run, spawn
 from venomx.daemon.termination import terminate, wait_terminated
+from venomx.manifest.rules import check_size
 from venomx.verbs.common import (
     check_params,
-    check_spawn_params,
     get_pane,
     get_session,
     get_window,
@@ -36,7 +36,7 @@ async def split(ctx: Context, pane: str, axis: str, cols: int, rows: int,
     refuse_if_shutting_down(ctx)
     argv = argv if argv is not None else [d.config["spawn.default_shell"]]
     new_grants = child_grants(d.registry, ctx.principal, parse_optional_grants(grants))
-    check_spawn_params(argv, cols, rows, cwd, env, env_unset)
+    check_params(ctx, argv=argv, cols=cols, rows=rows, env=env, env_unset=env_unset, cwd=cwd)
     check_cwd(cwd)
     target = get_pane(ctx, pane)
     pane_must_run(target)
