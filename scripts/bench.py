@@ -388,53 +388,13 @@ def bench_runs(n: int) -> None:
 
 # -- issue 14: worst-case VT cost, deadline with a busy or stopped sentinel ---------------
 
-def _rep(unit: bytes, n: int, head: bytes = b"") -> bytes:
-    return head + unit * max(1, (n - len(head)) // len(unit))
-
-
-# Used only when workers.vtcost has no vt_costs() of its own (it measures more patterns).
-VT_PATTERNS: dict[str, Callable[[int], bytes]] = {
-    "seq": lambda n: b"".join(b"%d\r\n" % i for i in range(1, n // 6))[:n],
-    "random": lambda n: random.Random(14).randbytes(n),
-    "combining": lambda n: _rep("\u0301".encode(), n, b"a"),
-    "zero_width": lambda n: _rep("\u200b".encode(), n, b"a"),
-    "csi_huge_params": lambda n: _rep(b"\x1b[" + b"9" * 4300 + b"m", n),
-    "osc_endless": lambda n: _rep(b"t", n, b"\x1b]0;"),
-}
-
-
-def _vt_costs(n: int, tries: int) -> list[dict[str, Any]]:
-    from workers.vt import Terminal
-
-    out: list[dict[str, Any]] = []
-    for name, make in VT_PATTERNS.items():
-        result: dict[str, Any] = {"pattern": name}
-        for label, size in (("n", n), ("2n", 2 * n)):
-            data = make(size)
-            best = float("inf")
-            for _ in range(tries):
-                term = Terminal(80, 24, 10000)
-                t0 = time.process_time()
-                for i in range(0, len(data), 131072):  # a sentinel's reads
-                    term.feed(data[i:i + 131072])
-                best = min(best, time.process_time() - t0)
-            result[f"bytes_{label}"] = len(data)
-            result[f"seconds_{label}"] = best
-        result["ratio"] = result["seconds_2n"] / max(result["seconds_n"], 1e-9)
-        result["mb_per_s"] = result["bytes_2n"] / max(result["seconds_2n"], 1e-9) / 1e6
-        out.append(result)
-    return out
-
-
 def bench_vt(quick: bool) -> None:
-    import workers.vtcost as vt
+    from workers.vtcost import vt_costs
 
     n, tries = (50_000, 1) if quick else (200_000, 3)
-    own = getattr(vt, "vt_costs", None)
     print(f"\n== VT worst cases: CPU to feed ~{n} and ~{2 * n} bytes in 128 KiB reads, best of "
-          f"{tries} ({'workers.vtcost.vt_costs' if own else 'bench patterns'}) ==")
-    results = own(n=n, tries=tries) if own is not None else _vt_costs(n, tries)
-    for r in results:
+          f"{tries} (workers.vtcost.vt_costs) ==")
+    for r in vt_costs(n=n, tries=tries):
         ratio = r["ratio"]
         verdict = "linear" if ratio < 2.6 else ("SUPERLINEAR" if ratio < 3.5 else "QUADRATIC")
         if r["seconds_n"] < 0.05:  # a few ms: scheduler noise, not the VT
