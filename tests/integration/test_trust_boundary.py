@@ -381,3 +381,20 @@ def test_send_reports_only_bytes_that_reached_the_terminal(daemon: Daemon) -> No
     assert err.code == "timeout.input" and 0 < err.data["bytes"] < len(big)
     for p in (w, w2):
         daemon.call("pane.kill", {"pane": p["pane"], "grace_ms": 0})
+
+
+def test_each_sentinel_holds_its_own_channel_and_no_other(daemon: Daemon) -> None:
+    s = session(daemon)
+    panes = [daemon.call("window.create", {"session": s, "argv": ["sleep", "60"]})
+             for _ in range(3)]
+    seen: set[str] = set()
+    for w in panes:
+        sentinel = sentinel_of(w["pid"])
+        fd_dir = f"/proc/{sentinel}/fd"
+        sockets = [os.readlink(f"{fd_dir}/{fd}") for fd in os.listdir(fd_dir)]
+        sockets = [t for t in sockets if t.startswith("socket:")]
+        assert len(sockets) == 1, sockets  # its channel: no spare's, no fork server's
+        seen.add(sockets[0])
+    assert len(seen) == 3
+    for w in panes:
+        daemon.call("pane.kill", {"pane": w["pane"], "grace_ms": 0})
