@@ -87,8 +87,9 @@ class Context:
 
 
 def denied(right: str, resource: str | None) -> VenomxError:
-    what = f" on {resource}" if resource else ""
-    err = VenomxError(f"denied.{right}", f"{right}{what} denied", {})
+    """The same error for every caller and target (RFC-0015 row 20: identical for all);
+    the resource goes only to the audit record."""
+    err = VenomxError(f"denied.{right}", f"{right} denied", {})
     err.resource = resource  # type: ignore[attr-defined]
     return err
 
