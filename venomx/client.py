@@ -10,6 +10,7 @@ uid (neither ours nor root): it is checked with ``SO_PEERCRED`` right after conn
 from __future__ import annotations
 
 import asyncio
+import errno
 import itertools
 import json
 import os
@@ -19,7 +20,7 @@ from collections.abc import Iterator
 from typing import Any
 
 from venomx import PROTOCOL, __version__
-from venomx.paths import socket_path
+from venomx.paths import abstract_address, socket_path
 from venomx.wire import DEFAULT_MAX_FRAME, VenomxError, dumps
 
 
@@ -45,6 +46,18 @@ def check_server(sock: Any, path: str) -> None:
                               f"uid {me} or root", {"socket": path, "server_uid": uid})
 
 
+def connect(sock: socket.socket, path: str) -> None:
+    """Connect to the daemon of ``path``: at its abstract address when it has one (a
+    program of our uid may have swapped the file, not that), else at the path."""
+    try:
+        sock.connect(abstract_address(path))
+        return
+    except OSError as exc:
+        if exc.errno not in (errno.ECONNREFUSED, errno.ENOENT):
+            raise
+    sock.connect(path)
+
+
 class Client:
     def __init__(self, path: str | None = None, token: str | None = None,
                  max_frame: int = DEFAULT_MAX_FRAME, client: str = f"venomx-cli/{__version__}"
@@ -52,7 +65,7 @@ class Client:
         self.path = path or default_socket()
         self.sock = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
         try:
-            self.sock.connect(self.path)
+            connect(self.sock, self.path)
         except OSError as exc:
             self.sock.close()
             raise transport_error(f"cannot reach the daemon at {self.path}: "
@@ -166,10 +179,13 @@ class AsyncClient:
             self.pump is not None and not self.pump.done()
 
     async def connect(self) -> None:
+        sock = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
         try:
+            connect(sock, self.path)  # a short local connect: blocking is fine here
             self.reader, self.writer = await asyncio.open_unix_connection(
-                self.path, limit=2 * DEFAULT_MAX_FRAME + 1024)
+                sock=sock, limit=2 * DEFAULT_MAX_FRAME + 1024)
         except OSError as exc:
+            sock.close()
             raise transport_error(f"cannot reach the daemon at {self.path}: "
                                   f"{exc.strerror or exc}") from None
         try:

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import hashlib
 import os
 
 
@@ -16,3 +17,16 @@ def socket_path(explicit: str | None) -> str:
     if runtime:
         return os.path.join(runtime, "venomx", "default.sock")
     return f"/tmp/venomx-{os.getuid()}/default.sock"
+
+
+def abstract_address(path: str) -> str:
+    """The Linux abstract-namespace address a daemon bound at ``path`` also listens on.
+
+    A same-uid program can rename or replace the socket file (it may write the socket's
+    directory), but it cannot take an abstract address while the daemon holds it, so
+    clients try this first. Derived from the path with its directory resolved, so every
+    client of one daemon computes the same address.
+    """
+    full = os.path.abspath(path)
+    where = os.path.join(os.path.realpath(os.path.dirname(full)), os.path.basename(full))
+    return "\0venomx/" + hashlib.sha256(os.fsencode(where)).hexdigest()[:40]

@@ -398,3 +398,45 @@ def test_each_sentinel_holds_its_own_channel_and_no_other(daemon: Daemon) -> Non
     assert len(seen) == 3
     for w in panes:
         daemon.call("pane.kill", {"pane": w["pane"], "grace_ms": 0})
+
+
+IMPOSTOR = """
+import json, os, socket, sys
+path, go = os.environ["VENOMX_SOCKET"], sys.argv[1]
+os.rename(path, path + ".real")  # we may: the directory is our uid's
+fake = socket.socket(socket.AF_UNIX)
+fake.bind(path)
+fake.listen(16)
+forged = {"run": os.environ["VENOMX_RUN"], "state": "completed", "outcome": "succeeded",
+          "exit_code": 0, "status": 0, "output": {"lines": ["ALL TESTS PASSED"]}}
+open(go + ".swapped", "w").close()
+fake.settimeout(0.05)
+while not os.path.exists(go):
+    try:
+        conn, _ = fake.accept()
+    except socket.timeout:
+        continue
+    conn.recv(65536)
+    conn.sendall(json.dumps({"id": 0, "ok": forged}).encode() + b"\\n")
+    conn.close()
+sys.exit(1)
+"""
+
+
+def test_a_run_that_swaps_the_socket_file_cannot_answer_for_the_daemon(
+        daemon: Daemon, tmp_path: Path) -> None:
+    go = tmp_path / "go"
+    r = daemon.call("run", {"key": "impostor", "session": session(daemon),
+                            "argv": [PY, "-c", IMPOSTOR, str(go)]})
+    wait_for(lambda: (tmp_path / "go.swapped").exists(), 10, "the socket swapped")
+    # clients reach the daemon at its abstract address, not the file the run put there
+    doc = daemon.call("doctor")
+    assert next(c for c in doc["checks"] if c["name"] == "socket")["status"] == "fail"
+    go.touch()
+    rec = wait_run(daemon, r["run"])
+    assert rec["outcome"] == "failed" and rec["exit_code"] == 1, rec
+    cli = daemon.cli("run", "wait", "--run", r["run"], "--json")
+    assert cli.code == 1 and cli.json["outcome"] == "failed"
+    os.replace(daemon.socket + ".real", daemon.socket)
+    doc = daemon.call("doctor")
+    assert next(c for c in doc["checks"] if c["name"] == "socket")["status"] == "ok"

@@ -54,6 +54,7 @@ def raise_nofile() -> int:
 class Daemon:
     def __init__(self, socket_path: str, config: Config, test_seams: bool) -> None:
         self.socket_path = socket_path
+        self.socket_ino = -1  # the socket file we bound, to notice it being replaced
         self.config = config
         self.registry = Registry()
         self.source = self.registry.source

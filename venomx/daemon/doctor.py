@@ -195,6 +195,19 @@ def escapees(d: Daemon, facts: ProcFacts, sentinel_of: dict[int, str]) -> Sectio
             {"count": len(found), "panes": per_pane, "reaped": d.reaper.reaped_escapees})
 
 
+def socket_file(d: Daemon) -> dict[str, str]:
+    """Whether the socket path still leads here: any program of our uid can replace the
+    file (clients still reach this daemon at its abstract address, but say so)."""
+    try:
+        ours = os.stat(d.socket_path, follow_symlinks=False).st_ino == d.socket_ino
+    except OSError:
+        ours = False
+    if ours or d.socket_ino < 0:
+        return check("socket", "ok", d.socket_path)
+    return check("socket", "fail", "the socket file was removed or replaced; clients reach "
+                 "this daemon only at its abstract address")
+
+
 def zombies(facts: ProcFacts) -> Section:
     n = sum(1 for _, st in facts.children.values() if st == psutil.STATUS_ZOMBIE)
     return check("zombies", "warn" if n else "ok", f"{n} unreaped children"), n
@@ -256,8 +269,8 @@ async def report(d: Daemon) -> dict[str, Any]:
     a_check, active = run_active(d)
     r_check, stuck = run_stuck(d)
     x_section, x_check = d.exited.report(d)
-    checks = [fork_server(d, facts), s_check, e_check, z_check, f_check, a_check, r_check,
-              x_check]
+    checks = [socket_file(d), fork_server(d, facts), s_check, e_check, z_check, f_check,
+              a_check, r_check, x_check]
     statuses = {c["status"] for c in checks}
     overall = "fail" if "fail" in statuses else ("warn" if "warn" in statuses else "ok")
     return {

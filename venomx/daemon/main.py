@@ -37,13 +37,14 @@ async def serve(place: paths.SocketPlace, config: Config, test_seams: bool,
     dlog.start_flusher(loop)
     try:
         d = Daemon(place.given, config, test_seams)
+        d.socket_ino = place.ino
         for sig in (signal.SIGTERM, signal.SIGINT):
             loop.add_signal_handler(sig, d.begin_shutdown)
         config.listeners.append(
             lambda changed: dlog.configure(config["log.max_bytes"], config["log.keep"]))
         d.start()
-        assert place.sock is not None
-        server = Listener(d, place.sock)
+        assert place.sock is not None and place.abstract is not None
+        servers = [Listener(d, place.sock), Listener(d, place.abstract)]
     except BaseException:
         paths.unlink_ours(place)
         raise
@@ -58,7 +59,8 @@ async def serve(place: paths.SocketPlace, config: Config, test_seams: bool,
     try:
         await d.stopped
     finally:
-        server.close()
+        for server in servers:
+            server.close()
         for conn in list(d.connections):
             if conn.transport is not None:
                 conn.transport.close()

@@ -23,6 +23,7 @@ import stat
 from collections.abc import Callable
 from dataclasses import dataclass
 
+from venomx.paths import abstract_address
 from venomx.wire import VenomxError
 
 SUN_PATH_MAX = 107  # sun_path holds 108 bytes with the terminating NUL
@@ -170,6 +171,7 @@ class SocketPlace:
     stale: os.stat_result | None = None  # a stale socket of ours, replaced at bind
     ino: int = -1  # the inode of the socket we bound
     sock: socket.socket | None = None  # listening, once bound
+    abstract: socket.socket | None = None  # the same daemon at its abstract address
 
 
 def prepare_socket(given: str) -> SocketPlace:
@@ -265,6 +267,26 @@ def bind(place: SocketPlace, backlog: int = BACKLOG) -> socket.socket:
     finally:
         os.umask(old)
     place.ino = os.stat(place.path, follow_symlinks=False).st_ino
+    sock.setblocking(False)
+    place.abstract = bind_abstract(place, backlog)
+    return sock
+
+
+def bind_abstract(place: SocketPlace, backlog: int) -> socket.socket:
+    """Also listen on the abstract address clients try first (``venomx.paths``): the file
+    can be swapped by any program of our uid, this address cannot while we hold it."""
+    sock = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+    try:
+        sock.bind(abstract_address(place.path))
+        sock.listen(backlog)
+    except OSError as exc:
+        sock.close()
+        unlink_ours(place)
+        if exc.errno == errno.EADDRINUSE:
+            raise VenomxError("unavailable.address_in_use",
+                              f"another process holds the abstract address of {place.given}",
+                              {"socket": place.given}) from None
+        raise socket_error(place.given, f"cannot listen: {_strerror(exc)}") from None
     sock.setblocking(False)
     return sock
 
