@@ -440,3 +440,31 @@ def test_a_run_that_swaps_the_socket_file_cannot_answer_for_the_daemon(
     os.replace(daemon.socket + ".real", daemon.socket)
     doc = daemon.call("doctor")
     assert next(c for c in doc["checks"] if c["name"] == "socket")["status"] == "ok"
+
+
+OWNER_PROBE = """
+import os, sys
+from venomx.client import Client
+from venomx.wire import VenomxError
+out = []
+for token in ("@owner", os.environ["VENOMX_TOKEN"]):
+    try:
+        with Client(os.environ["VENOMX_SOCKET"], token) as c:
+            c.call("run.get", {"run": sys.argv[1]})
+            out.append("read")
+    except VenomxError as exc:
+        out.append(exc.code)
+print(" ".join(out))
+"""
+
+
+def test_a_program_in_a_pane_cannot_claim_owner(daemon: Daemon) -> None:
+    s = session(daemon)
+    victim = daemon.call("run", {"key": "victim", "session": s, "shell": "echo SECRET; sleep 60"})
+    r = daemon.call("run", {"key": "probe", "session": s, "cols": 120,
+                            "env": {"PYTHONPATH": str(ROOT)},
+                            "argv": [PY, "-c", OWNER_PROBE, victim["run"]]})
+    rec = wait_run(daemon, r["run"])
+    # @owner is refused; its own token (self) does not reach another principal's run
+    assert lines_of(rec) == ["denied.owner denied.read"], rec
+    daemon.call("run.cancel", {"run": victim["run"], "grace_ms": 0})

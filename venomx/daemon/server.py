@@ -33,12 +33,31 @@ if TYPE_CHECKING:
     from venomx.daemon.core import Daemon
 
 log = logging.getLogger(__name__)
+MAX_ANCESTRY = 256  # deeper process trees than this are treated as a pane's
 TOKEN = re.compile(r"[0-9a-f]{64}")
 BACKLOG_MIN = 8 * 1024 * 1024
 ACCEPT_BATCH = 100  # connections accepted per wake-up, as asyncio's own server does
 PAUSE_FIRST, PAUSE_MAX = 0.1, 1.0  # seconds without accepting after a failed accept
 # The pending connection stays in the backlog: trying again at once fails the same way.
 TRANSIENT = (BlockingIOError, InterruptedError, ConnectionAbortedError)
+
+
+def from_our_descendant(pid: int) -> bool:
+    """Whether ``pid`` descends from this daemon: a pane's program, or one that escaped
+    its pane (orphans re-parent to the daemon, a subreaper). Unknown counts as ours."""
+    me = os.getpid()
+    for _ in range(MAX_ANCESTRY):
+        if pid == me:
+            return True
+        if pid <= 1:
+            return False
+        try:
+            with open(f"/proc/{pid}/stat", "rb") as f:
+                stat = f.read()
+        except OSError:
+            return True  # gone before we could look: refuse rather than guess
+        pid = int(stat[stat.rfind(b")") + 2:].split()[1])
+    return True
 
 
 class Listener:
@@ -121,6 +140,7 @@ class Connection(asyncio.Protocol):
         self.max_frame: int = min(DEFAULT_MAX_FRAME, d.config["protocol.max_frame"])
         self.principal: Principal | None = None
         self.peer_uid = -1
+        self.peer_pid = 0
         self.tasks: dict[int, asyncio.Task[None]] = {}
         self.closed = False
 
@@ -132,7 +152,7 @@ class Connection(asyncio.Protocol):
         try:
             creds = sock.getsockopt(socket.SOL_SOCKET, socket.SO_PEERCRED,
                                     struct.calcsize("3i"))
-            _, self.peer_uid, _ = struct.unpack("3i", creds)
+            self.peer_pid, self.peer_uid, _ = struct.unpack("3i", creds)
         except OSError:
             self.peer_uid = -1
         self.d.connections.add(self)
@@ -294,6 +314,10 @@ class Connection(asyncio.Protocol):
         if token is None:
             return self.d.anonymous()
         if token == "@owner":
+            if from_our_descendant(self.peer_pid):
+                # a program in a pane shares our uid; it acts with its pane's token
+                raise VenomxError("denied.owner", "@owner is not accepted from a process "
+                                  "started in a pane: use the pane's VENOMX_TOKEN", {})
             return self.d.owner
         pid = reg.tokens.get(token_key(token)) if TOKEN.fullmatch(token) else None
         p = reg.principals.get(pid) if pid else None
