@@ -199,19 +199,24 @@ class Screen(pyte.Screen):
         if c.x > 0:
             self._append(self.buffer[c.y], min(c.x, self.columns) - 1, char)
             return
-        if self._lead is not None and self._lead_y != c.y:
+        if self._lead is not None and self._lead_y != self._row_number():
             self._term.dropped += 1
             self._lead = None
         if self._lead is None:
             self._lead = _Grown("")
-            self._lead_y = c.y
+            self._lead_y = self._row_number()
         self._lead.add(char)
+
+    def _row_number(self) -> int:
+        """The cursor's row in the pane's row space: a scroll moves the text, and a code
+        point waiting at column 0 must not follow the cursor to the next line's text."""
+        return self.cursor.y + (0 if self._term.alternate else self._term.scrolled)
 
     def _take_lead(self, line: Any, char: str) -> str | _Grown:
         """The text of a character drawn while code points wait at column 0."""
         lead, self._lead = self._lead, None
         assert lead is not None
-        if self.cursor.x != 0 or self.cursor.y != self._lead_y:
+        if self.cursor.x != 0 or self._row_number() != self._lead_y:
             self._term.dropped += 1
             return char
         text = lead.text() + char

@@ -393,3 +393,12 @@ def test_the_fast_path_holds_only_rows_history_can_keep() -> None:
         tracemalloc.stop()
     assert wide.fast_bytes == 131072 and len(wide.history) == 1000
     assert peak < 40 << 20  # 1000 + 24 rows of 400 cells; every row of the read was 200 MB
+
+
+def test_a_code_point_waiting_at_column_0_never_moves_to_another_row() -> None:
+    # on the bottom row a line feed scrolls: the screen row stays, the text row does not
+    term = Terminal(20, 3)
+    term.feed("a\r\nb\r\nc\r\n\u200b\r\nOK done\r\n".encode())
+    rows = [term.row(n).rstrip() for n in range(term.oldest, term.end)]
+    assert "OK done" in rows and not any("\u200b" in r and "OK" in r for r in rows)
+    assert term.dropped == 1
