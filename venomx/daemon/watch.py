@@ -26,8 +26,10 @@ if TYPE_CHECKING:
 
 log = logging.getLogger(__name__)
 # After the leader exits, the sentinel sweeps, drains (at most 1 s) and sends EXIT; past
-# this bound it is considered lost. Generous: a busy VT may still be parsing a read.
-EXIT_BOUND = 3.0
+# this bound it is considered lost. Generous: the slowest hostile output measured (~65 KB/s
+# of DECALN and deletes) takes ~2 s to parse one 128 KiB read, and the drain may hold
+# several. A stopped sentinel is found at once by its state, not by this bound.
+EXIT_BOUND = 10.0
 # After the leader is reaped (so the sentinel has exited), how long its EXIT may still
 # take to come out of the channel.
 CHANNEL_BOUND = 1.0
