@@ -114,6 +114,12 @@ def start_daemon(extra: list[str] | None = None, config: str | None = None,
         proc = subprocess.Popen(args + (extra or []), stdout=subprocess.DEVNULL, stderr=logf,
                                 start_new_session=True, env=e, cwd=d)
 
+    wait_listening(proc, sock, log)
+    return Daemon(sock, proc, log)
+
+
+def wait_listening(proc: subprocess.Popen[bytes], sock: str, log: Path) -> None:
+    """Until the daemon answers hello on ``sock``; fail with its log if it exits first."""
     def ready() -> bool:
         if proc.poll() is not None:
             raise AssertionError("daemon exited: " + log.read_text())
@@ -123,7 +129,14 @@ def start_daemon(extra: list[str] | None = None, config: str | None = None,
         except VenomxError:
             return False
     wait_for(ready, 15, "daemon socket")
-    return Daemon(sock, proc, log)
+
+
+def serves(d: Daemon) -> bool:
+    """Whether the daemon answers a request now (for waits after it was starved)."""
+    try:
+        return bool(d.call("whoami")["principal"] == "g0")
+    except VenomxError:
+        return False
 
 
 def stop_daemon(d: Daemon) -> None:

@@ -21,7 +21,7 @@ from typing import Any
 import psutil
 import pytest
 
-from tests.helpers import PY, Daemon, stop_daemon, wait_for
+from tests.helpers import PY, Daemon, serves, stop_daemon, wait_for
 from venomx.client import Client
 from venomx.daemon import doctor
 from venomx.wire import VenomxError
@@ -226,12 +226,7 @@ def test_accept_out_of_descriptors_backs_off_without_spinning(tmp: Path) -> None
             k.close()
         held.clear()
 
-        def serves() -> bool:
-            try:
-                return d.call("whoami")["principal"] == "g0"
-            except VenomxError:
-                return False
-        wait_for(serves, 15, "the daemon to accept again")
+        wait_for(lambda: serves(d), 15, "the daemon to accept again")
     finally:
         for k in held:
             k.close()

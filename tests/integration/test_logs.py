@@ -20,10 +20,8 @@ from pathlib import Path
 
 import pytest
 
-from tests.helpers import PY, Daemon, start_daemon, stop_daemon, wait_for
-from venomx.client import Client
+from tests.helpers import PY, Daemon, serves, start_daemon, stop_daemon, wait_for, wait_listening
 from venomx.daemon.logs import KeyValueFormatter, Limiter
-from venomx.wire import VenomxError
 
 
 @pytest.fixture
@@ -117,14 +115,7 @@ def test_accept_out_of_descriptors_logs_at_most_one_line_per_second(logdir: Path
     d = Daemon(sock, proc, log)
     held: list[socket.socket] = []
     try:
-        def ready() -> bool:
-            assert proc.poll() is None, log.read_text()
-            try:
-                Client(sock, "@owner").close()
-                return True
-            except VenomxError:
-                return False
-        wait_for(ready, 15, "daemon socket")
+        wait_listening(proc, sock, log)
         for _ in range(90):  # more than its descriptors: the rest wait in the backlog
             s = socket.socket(socket.AF_UNIX)
             s.connect(sock)
@@ -144,12 +135,7 @@ def test_accept_out_of_descriptors_logs_at_most_one_line_per_second(logdir: Path
             s.close()
         held.clear()
 
-        def serves() -> bool:
-            try:
-                return d.call("whoami")["principal"] == "g0"
-            except VenomxError:
-                return False
-        wait_for(serves, 15, "the daemon to accept again")
+        wait_for(lambda: serves(d), 15, "the daemon to accept again")
         stop_daemon(d)
         assert "trace=" not in log.read_text()
     finally:
