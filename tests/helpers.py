@@ -83,10 +83,8 @@ class Daemon:
         return CliResult(p.returncode, p.stdout, p.stderr)
 
     def children(self) -> list[int]:
-        import psutil
-
-        return [c.pid for c in psutil.Process(self.proc.pid).children()
-                if c.status() != psutil.STATUS_ZOMBIE]
+        """The daemon's live children (one that ends while we look is not counted)."""
+        return [c for c in child_pids(self.proc.pid) if running(c)]
 
     def fds(self) -> int:
         return len(os.listdir(f"/proc/{self.proc.pid}/fd"))
@@ -161,13 +159,22 @@ def stop_daemon(d: Daemon) -> None:
         os.unlink(d.socket)
 
 
+def child_pids(pid: int) -> list[int]:
+    import psutil
+
+    try:
+        return [c.pid for c in psutil.Process(pid).children()]
+    except (psutil.Error, OSError):
+        return []
+
+
 def running(pid: int) -> bool:
     """Alive and not a zombie; a process that ends while we look is simply not running."""
     import psutil
 
     try:
         return bool(psutil.Process(pid).status() != psutil.STATUS_ZOMBIE)
-    except psutil.NoSuchProcess:
+    except (psutil.Error, OSError):  # gone while we looked
         return False
 
 

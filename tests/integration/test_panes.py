@@ -303,11 +303,11 @@ def test_the_fork_server_reaps_its_intermediates(daemon: Daemon) -> None:
             return Path(f"/proc/{pid}/cmdline").read_text()
         except OSError:  # a sentinel that just ended
             return ""
-    server = [psutil.Process(pid) for pid in daemon.children()
-              if title(pid).startswith("venomx-forkserver")]
+    server = [pid for pid in daemon.children() if title(pid).startswith("venomx-forkserver")]
     assert len(server) == 1
+    forkserver = psutil.Process(server[0])
     wait_for(lambda: daemon.call("doctor")["sentinels"]["spares"] == SPARES, 10, "a refill")
-    wait_for(lambda: not server[0].children(), 10, "intermediates reaped")
+    wait_for(lambda: not forkserver.children(), 10, "intermediates reaped")
 
 
 def test_a_failed_exec_leaves_the_very_same_processes(daemon: Daemon) -> None:
