@@ -1,6 +1,10 @@
 from __future__ import annotations
 
+import os
+import shutil
+import tempfile
 from collections.abc import Iterator
+from pathlib import Path
 
 import pytest
 
@@ -24,3 +28,15 @@ def shared_daemon() -> Iterator[Daemon]:
         yield d
     finally:
         stop_daemon(d)
+
+
+@pytest.fixture
+def tmp() -> Iterator[Path]:
+    """A fresh directory with a short path (a socket path must fit in 107 bytes, which
+    pytest's own tmp_path may not); removed afterwards, whatever mode a test left it in."""
+    d = Path(tempfile.mkdtemp(prefix="vx", dir="/tmp"))
+    try:
+        yield d
+    finally:
+        os.chmod(d, 0o700)
+        shutil.rmtree(d, ignore_errors=True)

@@ -8,13 +8,10 @@ from __future__ import annotations
 import os
 import re
 import resource
-import shutil
 import signal
 import socket
 import subprocess
-import tempfile
 import time
-from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
@@ -25,15 +22,6 @@ from tests.helpers import PY, Daemon, serves, stop_daemon, wait_for
 from venomx.client import Client
 from venomx.daemon import doctor
 from venomx.wire import VenomxError
-
-
-@pytest.fixture
-def tmp() -> Iterator[Path]:
-    d = Path(tempfile.mkdtemp(prefix="vxd", dir="/tmp"))
-    try:
-        yield d
-    finally:
-        shutil.rmtree(d, ignore_errors=True)
 
 
 def limited_daemon(tmp: Path, soft: int, hard: int) -> Daemon:

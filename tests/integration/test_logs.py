@@ -9,42 +9,28 @@ import logging
 import os
 import re
 import resource
-import shutil
 import signal
 import socket
 import subprocess
-import tempfile
 import time
-from collections.abc import Iterator
 from pathlib import Path
-
-import pytest
 
 from tests.helpers import PY, Daemon, serves, start_daemon, stop_daemon, wait_for, wait_listening
 from venomx.daemon.logs import KeyValueFormatter, Limiter
-
-
-@pytest.fixture
-def logdir() -> Iterator[Path]:
-    d = Path(tempfile.mkdtemp(prefix="vxl", dir="/tmp"))
-    try:
-        yield d
-    finally:
-        shutil.rmtree(d, ignore_errors=True)
 
 
 def lines(path: Path) -> list[str]:
     return path.read_text().splitlines() if path.exists() else []
 
 
-def test_sighup_reopens_the_log_and_the_daemon_keeps_its_runs(logdir: Path) -> None:
-    log = logdir / "d.log"
+def test_sighup_reopens_the_log_and_the_daemon_keeps_its_runs(tmp: Path) -> None:
+    log = tmp / "d.log"
     d = start_daemon(extra=["--log-file", str(log)])
     try:
         s = d.call("session.create")["session"]
         run = d.call("run", {"key": "hup", "session": s, "argv": ["sleep", "60"]})["run"]
         assert any("listening socket=" in line for line in lines(log))
-        os.rename(log, logdir / "d.log.1")  # what logrotate does before postrotate
+        os.rename(log, tmp / "d.log.1")  # what logrotate does before postrotate
         os.kill(d.proc.pid, signal.SIGHUP)
         wait_for(lambda: any("SIGHUP: log file reopened" in line for line in lines(log)), 10,
                  "a new log file")
@@ -53,7 +39,7 @@ def test_sighup_reopens_the_log_and_the_daemon_keeps_its_runs(logdir: Path) -> N
         d.call("config.get", {"path": "log.keep"})
         wait_for(lambda: any("verb=config.get" in line for line in lines(log)), 10,
                  "the next line in the new file")
-        assert not any("verb=config.get" in line for line in lines(logdir / "d.log.1"))
+        assert not any("verb=config.get" in line for line in lines(tmp / "d.log.1"))
         assert os.stat(log).st_mode & 0o777 == 0o600
         d.proc.send_signal(signal.SIGINT)  # SIGINT and SIGTERM still shut down in order
         assert d.proc.wait(10) == 0 and not os.path.exists(d.socket)
@@ -73,8 +59,8 @@ def test_sighup_while_logging_to_stderr_stops_nothing(daemon: Daemon) -> None:
     assert daemon.call("run.get", {"run": run})["state"] == "running"
 
 
-def test_log_rotates_at_max_bytes_keeping_log_keep_files(logdir: Path) -> None:
-    log = logdir / "d.log"
+def test_log_rotates_at_max_bytes_keeping_log_keep_files(tmp: Path) -> None:
+    log = tmp / "d.log"
     d = start_daemon(extra=["--log-file", str(log)],
                      config="[log]\nmax_bytes = 4096\nkeep = 2\n")
     try:
@@ -82,13 +68,13 @@ def test_log_rotates_at_max_bytes_keeping_log_keep_files(logdir: Path) -> None:
             for _ in range(150):  # one audit line (~100 bytes) each: about 4 files' worth
                 c.call("config.get", {"path": "log.keep"})
         wait_for(lambda: "audit seq=150 " in log.read_text(), 10, "the last audit line")
-        names = sorted(os.listdir(logdir))
+        names = sorted(os.listdir(tmp))
         assert names == ["d.log", "d.log.1", "d.log.2"], names
         for name in names:
-            st = os.lstat(logdir / name)
+            st = os.lstat(tmp / name)
             assert st.st_size <= 4096 and st.st_mode & 0o777 == 0o600
         seqs = [int(m.group(1)) for name in ("d.log.2", "d.log.1", "d.log")
-                for m in re.finditer(r"audit seq=(\d+)", (logdir / name).read_text())]
+                for m in re.finditer(r"audit seq=(\d+)", (tmp / name).read_text())]
         assert seqs == list(range(seqs[0], 151))  # in order, the newest last
         d.call("config.set", {"path": "log.max_bytes", "value": "0"})  # 0: never rotate
         with d.client() as c:
@@ -101,9 +87,9 @@ def test_log_rotates_at_max_bytes_keeping_log_keep_files(logdir: Path) -> None:
         stop_daemon(d)
 
 
-def test_accept_out_of_descriptors_logs_at_most_one_line_per_second(logdir: Path) -> None:
-    sock = str(logdir / "s.sock")
-    log = logdir / "d.log"
+def test_accept_out_of_descriptors_logs_at_most_one_line_per_second(tmp: Path) -> None:
+    sock = str(tmp / "s.sock")
+    log = tmp / "d.log"
 
     def limit() -> None:
         resource.setrlimit(resource.RLIMIT_NOFILE, (64, 64))

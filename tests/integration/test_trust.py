@@ -11,8 +11,6 @@ import signal
 import socket
 import stat
 import subprocess
-import tempfile
-from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
@@ -27,16 +25,6 @@ needs_setpriv = pytest.mark.skipif(shutil.which("setpriv") is None or os.geteuid
                                    reason="needs setpriv and root to act as another uid")
 needs_root = pytest.mark.skipif(os.geteuid() != 0, reason="needs root to chown")
 TOKEN = "5e" * 32
-
-
-@pytest.fixture
-def tmp() -> Iterator[Path]:
-    d = Path(tempfile.mkdtemp(prefix="vxt", dir="/tmp"))
-    try:
-        yield d
-    finally:
-        os.chmod(d, 0o700)
-        shutil.rmtree(d, ignore_errors=True)
 
 
 def env() -> dict[str, str]:
