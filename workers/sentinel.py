@@ -3,8 +3,9 @@
 Lifecycle: HELLO -> (SPAWN) open the PTY and hold the barrier -> READY -> (RELEASE)
 posix_spawn the leader as a session leader on the PTY -> STARTED or FAILED -> read loop
 -> leader exit: waitid(WNOWAIT) while the group is still pinned, SIGKILL sweep of the
-group, drain the PTY, reap, EXIT with the final state -> exit. If the daemon's channel
-closes, the pane's group gets SIGHUP, then SIGKILL after 2 s, and the sentinel exits.
+group, drain the PTY, EXIT with the wait status and the final state, reap once the daemon
+closes the channel -> exit. If the daemon's channel closes while the leader runs, the
+pane's group gets SIGHUP, then SIGKILL after 2 s, and the sentinel exits.
 Everything that can block or burn CPU for a pane happens here, never in the daemon.
 Must not import ``venomx``.
 """
@@ -281,14 +282,12 @@ class Sentinel:
             req, data, until_ms, written = entry
             if written < len(data) and now_ms < until_ms and not self.master_eof:
                 try:
-                    n = os.write(self.master, data[written:written + 65536])
-                    entry[3] = written = written + n
+                    entry[3] = written + os.write(self.master, data[written:written + 65536])
+                    continue
                 except BlockingIOError:
                     break
                 except OSError:
                     self.master_eof = True
-            if written < len(data) and now_ms < until_ms and not self.master_eof:
-                continue
             self.input.popleft()
             self.send(P.Wrote(req, written))
         if not self.master_eof:

@@ -301,8 +301,9 @@ class Daemon:
     def _signal_group(self, pane: Pane, sigs: list[int]) -> None:
         if not pane.live:
             return
-        # Directly, never through the sentinel (which may be busy, stopped or dead): only
-        # the daemon ever reaps a leader, so while the pane is live its group ID is pinned.
+        # Directly, never through the sentinel (which may be busy, stopped or dead): a
+        # sentinel reaps its leader only once the pane has exited, so while the pane is
+        # live its group ID is pinned.
         for s in sigs:
             try:
                 os.killpg(pane.pid, s)

@@ -2,7 +2,8 @@
 
 The sentinel is trusted code in a process the pane's program can still kill or stop
 (same uid). So the daemon never depends on it to end a pane: it signals the leader's
-group itself (only the daemon ever reaps a leader, so the group ID stays pinned), it sees
+group itself (a sentinel reaps its leader only after the daemon has ended the pane, so
+the group ID stays pinned while the pane is live), it sees
 the leader's exit through a pidfd, and a sentinel that is dead, stopped, broken or silent
 when its pane must end is killed and recorded as lost (``fault: "sentinel_lost"``), so
 the record blames venomx rather than the program. The outcome then still comes from the
@@ -76,18 +77,22 @@ def watch(d: Daemon, pane: Pane) -> None:
         loop.call_soon(d.settle, pane)  # reaped before the commit: finish after the replay
         return
     try:
-        # Safe by construction: the leader is unreaped until the daemon itself reaps it.
+        # Safe: a live pane's leader is unreaped (its sentinel waits for the daemon).
         pane.pidfd = os.pidfd_open(pane.pid)
     except (OSError, AttributeError):
         return  # no watch: the sentinel's EXIT or its death still end the pane
     loop.add_reader(pane.pidfd, on_leader_exit, d, pane)
 
 
-def unwatch(pane: Pane) -> None:
+def close_pidfd(pane: Pane) -> None:
     if pane.pidfd >= 0:
         asyncio.get_running_loop().remove_reader(pane.pidfd)
         os.close(pane.pidfd)
         pane.pidfd = -1
+
+
+def unwatch(pane: Pane) -> None:
+    close_pidfd(pane)
     if pane.watchdog is not None:
         pane.watchdog.cancel()
         pane.watchdog = None
@@ -95,10 +100,7 @@ def unwatch(pane: Pane) -> None:
 
 def on_leader_exit(d: Daemon, pane: Pane) -> None:
     """The leader exited (still unreaped): its sentinel must now report, or be lost."""
-    if pane.pidfd >= 0:
-        asyncio.get_running_loop().remove_reader(pane.pidfd)
-        os.close(pane.pidfd)
-        pane.pidfd = -1
+    close_pidfd(pane)
     if not pane.live or pane.exit_seen or pane.fault is not None:
         return
     if stopped(pane.sentinel_pid):
