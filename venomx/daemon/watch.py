@@ -31,6 +31,7 @@ log = logging.getLogger(__name__)
 # of DECALN and deletes) takes ~2 s to parse one 128 KiB read, and the drain may hold
 # several. A stopped sentinel is found at once by its state, not by this bound.
 EXIT_BOUND = 10.0
+STOP_CHECK = 0.1  # after the leader's exit, when a sentinel that has not reported is looked at
 # After the leader is reaped (so the sentinel has exited), how long its EXIT may still
 # take to come out of the channel.
 CHANNEL_BOUND = 1.0
@@ -103,10 +104,21 @@ def on_leader_exit(d: Daemon, pane: Pane) -> None:
     close_pidfd(pane)
     if not pane.live or pane.exit_seen or pane.fault is not None:
         return
+    # A healthy sentinel reports within milliseconds, so the exit path reads nothing of
+    # /proc: the sentinel is looked at only if it has not reported by then.
+    pane.watchdog = asyncio.get_running_loop().call_later(STOP_CHECK, look_at_sentinel,
+                                                          d, pane)
+
+
+def look_at_sentinel(d: Daemon, pane: Pane) -> None:
+    pane.watchdog = None
+    if not pane.live or pane.exit_seen or pane.fault is not None:
+        return
     if stopped(pane.sentinel_pid):
         lose(d, pane, "stopped")
         return
-    pane.watchdog = asyncio.get_running_loop().call_later(EXIT_BOUND, overdue, d, pane)
+    pane.watchdog = asyncio.get_running_loop().call_later(EXIT_BOUND - STOP_CHECK, overdue,
+                                                          d, pane)
 
 
 def overdue(d: Daemon, pane: Pane) -> None:
