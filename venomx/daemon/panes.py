@@ -133,7 +133,6 @@ class Panes:
         assert pane.channel is not None
         req = self.next_req()
         screen: asyncio.Future[None] = asyncio.get_running_loop().create_future()
-        key = object()
 
         def on_message(m: P.Message) -> None:
             if isinstance(m, P.Screen) and m.req == req:
@@ -143,7 +142,7 @@ class Panes:
             elif isinstance(m, P.Output) and screen.done():
                 on_output(m)
 
-        pane.attachers[id(key)] = on_message
+        pane.attachers[req] = on_message  # the request tag is unique
         pane.channel.send(P.Stream(True, req))
         try:
             await asyncio.wait([screen, pane.exited], timeout=SENTINEL_BOUND,
@@ -152,6 +151,6 @@ class Panes:
                 raise silent(pane, SENTINEL_BOUND)
             await asyncio.shield(pane.exited)
         finally:
-            pane.attachers.pop(id(key), None)
+            pane.attachers.pop(req, None)
             if not pane.attachers and pane.live and pane.channel is not None:
                 pane.channel.send(P.Stream(False))
