@@ -21,6 +21,8 @@ SEAMS = ("run.before_barrier", "run.after_barrier", "terminate.unkillable")
 NAME_PATTERN = r"[A-Za-z0-9._:-]{1,64}"
 NAME_HINT = "1-64 of [A-Za-z0-9._:-]"
 KEY_PATTERN = r"[A-Za-z0-9._:-]{1,128}"
+GRANT_RIGHTS = ("read", "write", "spawn", "admin")
+GRANT_SCOPE_PATTERN = r"\*|self|(?:session|window|pane|run):(?:\*|[A-Za-z0-9._-]{1,64})"
 ENV_NAME_PATTERN = r"[A-Za-z_][A-Za-z0-9_]*"
 ABSOLUTE_PATTERN = r"/[^\x00]*"
 MAX_ARGV = 262144  # bytes of argv as exec passes it: each argument and its NUL
@@ -136,6 +138,11 @@ class Verb:
     trailing_argv: bool = False  # the CLI takes argv after --
     render: str = "fields"  # the CLI's human renderer (venomx.cli.app.RENDERERS)
     fail_field: str | None = None  # the CLI exits 1 when this result field is "fail"
+    title: str = ""  # a short human title (the MCP tool's title)
+    # What a call does to the world (the MCP tool's annotations): read (changes nothing),
+    # write (changes state, destroys nothing), destructive (ends, removes or replaces
+    # something), spawn (starts or drives arbitrary programs: destructive, open world).
+    effect: str = "destructive"
 
     def param(self, name: str) -> Param | None:
         return next((p for p in self.params if p.name == name), None)
@@ -149,8 +156,13 @@ class Verb:
         return out
 
 
+# The summary of a param that names an entity, when its verb gives none.
+ID_SUMMARIES = {"session": "Session ID", "window": "Window ID", "pane": "Pane ID",
+                "run": "Run ID, as run or run.list returns it", "principal": "Principal ID"}
+
+
 def S(name: str, summary: str = "", **kw: Any) -> Param:
-    return Param(name, "string", summary, **kw)
+    return Param(name, "string", summary or ID_SUMMARIES.get(name, ""), **kw)
 
 
 def I(name: str, summary: str = "", **kw: Any) -> Param:  # noqa: E743
@@ -231,56 +243,69 @@ VERBS: tuple[Verb, ...] = (
           I("max_frame", "Largest frame in bytes, both directions", min=4096, max=16777216)),
          (F("protocol", "integer"), F("server"), F("source"), F("principal"),
           F("max_frame", "integer")),
-         errors=("invalid_request.hello", "denied.owner", "denied.token"), internal=True),
+         errors=("invalid_request.hello", "denied.owner", "denied.token"), internal=True,
+         title="Open conversation", effect="read"),
     Verb("cancel", "Cancel a request in flight on this connection.",
          (I("id", "The request to cancel", required=True, min=-2**63, max=2**63 - 1),),
-         (F("cancelled", "boolean"),), internal=True),
+         (F("cancelled", "boolean"),), internal=True,
+         title="Cancel request", effect="write"),
     Verb("whoami", "Show the principal this connection acts as, its grants and the source.",
-         (), (F("principal"), F("grants", "array"), F("source"))),
+         (), (F("principal"), F("grants", "array"), F("source")),
+         title="Who am I", effect="read"),
     Verb("session.create", "Create a session (a named container of windows).",
          (name_param("Session name: " + NAME_HINT),),
          (F("session"), F("name", "string", False)), "spawn", Check("spawn", scope="session:*"),
          errors=("invalid_params.name", "denied.spawn", "unavailable.shutdown"),
-         rules=("name",)),
+         rules=("name",),
+         title="Create session", effect="write"),
     Verb("session.list", "List sessions you can read.", (),
-         (F("source"), F("sessions", "array")), "read"),
+         (F("source"), F("sessions", "array")), "read",
+         title="List sessions", effect="read"),
     Verb("session.get", "Show a session and its windows.", (S("session", required=True),),
          (F("session"), F("name", "string", False), F("windows", "array")), "read",
-         Check("read", ("session",)), errors=("not_found.session", "denied.read")),
+         Check("read", ("session",)), errors=("not_found.session", "denied.read"),
+         title="Get session", effect="read"),
     Verb("session.remove", "Remove a session; with recursive, terminate its live panes "
          "first. Destructive.",
          (S("session", required=True), B("recursive", "Terminate live panes first",
                                          default=False)),
          (F("session"), F("removed", "array")), "write", Check("write", ("session",)),
          errors=("not_found.session", "denied.write", "conflict.live_panes",
-                 "conflict.removing", "timeout.terminate")),
+                 "conflict.removing", "timeout.terminate"),
+         title="Remove session"),
     Verb("window.create", "Create a window with one pane running argv (default: the "
          "configured shell). Starts a process.",
          (S("session", required=True), name_param("Window name"), ARGV, *SPAWN_PARAMS),
          SPAWN_RESULT, "spawn", Check("spawn", ("session",)),
-         errors=("not_found.session", *SPAWN_ERRORS), rules=SPAWN_RULES, trailing_argv=True),
+         errors=("not_found.session", *SPAWN_ERRORS), rules=SPAWN_RULES, trailing_argv=True,
+         title="Create window", effect="spawn"),
     Verb("window.get", "Show a window: its layout and pane records.",
          (S("window", required=True),),
          (F("window"), F("session"), F("name", "string", False), F("layout", "object"),
           F("panes", "array")), "read", Check("read", ("window",)),
-         errors=("not_found.window", "denied.read")),
+         errors=("not_found.window", "denied.read"),
+         title="Get window", effect="read"),
     Verb("window.remove", "Remove a window; with recursive, terminate its live panes first. "
          "Destructive.",
          (S("window", required=True), B("recursive", "Terminate live panes first",
                                         default=False)),
          (F("window"), F("removed", "array")), "write", Check("write", ("window",)),
          errors=("not_found.window", "denied.write", "conflict.live_panes",
-                 "conflict.removing", "timeout.terminate")),
+                 "conflict.removing", "timeout.terminate"),
+         title="Remove window"),
     Verb("pane.split", "Split a live pane and run argv in the new pane. Starts a process.",
          (S("pane", required=True), S("axis", "Split axis", required=True,
                                       choices=("cols", "rows")), ARGV, *SPAWN_PARAMS),
          SPAWN_RESULT, "spawn", Check("spawn", ("pane",)),
          errors=("not_found.pane", "conflict.pane_exited", "conflict.pane_terminating",
-                 *SPAWN_ERRORS), rules=SPLIT_RULES, trailing_argv=True),
+                 *SPAWN_ERRORS), rules=SPLIT_RULES, trailing_argv=True,
+         title="Split pane", effect="spawn"),
     Verb("pane.list", "List panes you can read, optionally of one session or window.",
-         (S("session"), S("window")), (F("source"), F("panes", "array")), "read",
+         (S("session", "Only panes of this session"), S("window", "Only panes of this window")),
+         (F("source"), F("panes", "array")), "read",
          Check("read", ("session", "window")),
-         errors=("not_found.session", "not_found.window", "denied.read")),
+         errors=("not_found.session", "not_found.window", "denied.read"),
+         title="List panes", effect="read"),
     Verb("pane.send", "Send input to a pane: exactly one of text, keys or data (base64).",
          (S("pane", required=True), S("text", "Text, sent as UTF-8"),
           Param("keys", "array", "Key names: Enter, Tab, Escape, Up, C-c, F5, ...",
@@ -290,13 +315,15 @@ VERBS: tuple[Verb, ...] = (
          errors=("invalid_params.input", "not_found.pane", "denied.write",
                  "conflict.pane_exited", "conflict.pane_terminating", "timeout.input",
                  "unavailable.sentinel"),
-         rules=(Group("exactly_one", ("text", "keys", "data"), "invalid_params.input"),)),
+         rules=(Group("exactly_one", ("text", "keys", "data"), "invalid_params.input"),),
+         title="Send input to pane", effect="spawn"),
     Verb("pane.resize", "Resize a pane's PTY (renumbers rows: the epoch changes).",
-         (S("pane", required=True), I("cols", required=True, min=1, max=65535),
-          I("rows", required=True, min=1, max=65535)),
+         (S("pane", required=True), I("cols", "New columns", required=True, min=1, max=65535),
+          I("rows", "New rows", required=True, min=1, max=65535)),
          PANE_RECORD, "write", Check("write", ("pane",)),
          errors=("invalid_params.size", "not_found.pane", "denied.write",
-                 "conflict.pane_exited", "unavailable.sentinel")),
+                 "conflict.pane_exited", "unavailable.sentinel"),
+         title="Resize pane", effect="write"),
     Verb("pane.kill", "Stop a pane's process group: signal, grace, then SIGKILL. "
          "Destructive.",
          (S("pane", required=True),
@@ -304,12 +331,14 @@ VERBS: tuple[Verb, ...] = (
           I("grace_ms", "Milliseconds before SIGKILL", default=2000, min=0, max=3600000)),
          PANE_RECORD, "write", Check("write", ("pane",)),
          errors=("not_found.pane", "denied.write", "timeout.terminate",
-                 "unavailable.shutdown")),
+                 "unavailable.shutdown"),
+         title="Kill pane"),
     Verb("pane.remove", "Remove an exited pane (and its window when it was the last). "
          "Destructive.",
          (S("pane", required=True),), (F("pane"), F("removed", "array")), "write",
          Check("write", ("pane",)),
-         errors=("not_found.pane", "denied.write", "conflict.pane_live")),
+         errors=("not_found.pane", "denied.write", "conflict.pane_live"),
+         title="Remove pane"),
     Verb("pane.capture_rows", "Read rows of a pane's screen and history as text.",
          (S("pane", required=True), I("epoch", "Fail unless the row epoch is this", min=1,
                                       max=2**62),
@@ -318,11 +347,13 @@ VERBS: tuple[Verb, ...] = (
           I("limit", "Most rows", default=1000, min=1, max=10000)),
          ROWS_RESULT, "read", Check("read", ("pane",)),
          errors=("not_found.pane", "denied.read", "conflict.epoch",
-                 "unavailable.sentinel", "unsupported.result_size")),
+                 "unavailable.sentinel", "unsupported.result_size"),
+         title="Read pane rows", effect="read"),
     Verb("pane.attach", "Stream a pane's output: a repaint, then every byte in order.",
          (S("pane", required=True),), (F("exit", "object"),), "read",
          Check("read", ("pane",)), streams=True,
-         errors=("not_found.pane", "denied.read", "unavailable.sentinel")),
+         errors=("not_found.pane", "denied.read", "unavailable.sentinel"),
+         title="Attach to pane", effect="read"),
     Verb("run", "Start a process (a trusted run) in a new pane and return its run ID once "
          "it has been exec'd. The key makes retries safe: the same key and parameters "
          "return the same run instead of starting the command again. argv uses no shell; "
@@ -367,7 +398,8 @@ VERBS: tuple[Verb, ...] = (
                 Group("requires", ("pane", "axis"), "invalid_params.target"),
                 Group("exactly_one", ("argv", "shell"), "invalid_params.command"),
                 "shell", "key", *SPAWN_RULES),
-         trailing_argv=True),
+         trailing_argv=True,
+         title="Run a command", effect="spawn"),
     Verb("run.wait", "Wait for a run to complete and return its record: outcome, exit code "
          "or signal, status, and the tail of its output. Waiting never stops the run.",
          (S("run", required=True),
@@ -376,20 +408,25 @@ VERBS: tuple[Verb, ...] = (
           B("output", "Include the output tail", default=True)),
          run_record(True), "read", READ_RUN, exit_field="status",
          errors=("not_found.run", "denied.read", "timeout.wait", "unsupported.result_size"),
-         mcp="A wait blocks this tool call until the run completes. Pass timeout_ms of at "
-             "most 60000 and call again in a loop while it fails timeout.wait; the run "
-             "keeps running either way."),
+         mcp="A wait blocks this tool call until the run completes, reporting progress "
+             "(state, elapsed time, output size) every few seconds when the call asks for "
+             "it. Pass timeout_ms of at most 25000 (hosts often give up on a call after "
+             "30-60 s; up to 60000 only if yours allows it) and call again in a loop while "
+             "it fails timeout.wait; the run keeps running either way.",
+         title="Wait for run", effect="read"),
     Verb("run.get", "Show a run's record without waiting.",
          (S("run", required=True), B("output", "Include the output tail", default=True)),
          run_record(False), "read", READ_RUN,
-         errors=("not_found.run", "denied.read", "unsupported.result_size")),
+         errors=("not_found.run", "denied.read", "unsupported.result_size"),
+         title="Get run", effect="read"),
     Verb("run.list", "List runs you can read, ordered by run ID, a page at a time.",
          (S("pane", "Only runs of this pane"), S("key", "Only your run with this key"),
           S("after", "List runs after this run ID"),
           I("limit", "Most runs in one page", default=256, min=1, max=1024)),
          (F("source"), F("runs", "array"), F("next", "string", False)), "read",
          Check("read", ("pane",)),
-         errors=("not_found.pane", "denied.read", "unsupported.result_size")),
+         errors=("not_found.pane", "denied.read", "unsupported.result_size"),
+         title="List runs", effect="read"),
     Verb("run.cancel", "Stop a run: signal its pane's process group, grace, then SIGKILL. "
          "Destructive. Returns the completed record.",
          (S("run", required=True),
@@ -397,63 +434,79 @@ VERBS: tuple[Verb, ...] = (
           I("grace_ms", "Milliseconds before SIGKILL", default=2000, min=0, max=3600000)),
          run_record(False), "write", Check("write", ("run",)),
          errors=("not_found.run", "denied.write", "timeout.terminate",
-                 "unavailable.shutdown")),
+                 "unavailable.shutdown"),
+         title="Cancel run"),
     Verb("events.subscribe", "Stream events: a snapshot of entities, then every later event "
          "you may read, live.",
          (I("after", "Resume after this seq (no snapshot unless asked)", min=0, max=2**62),
           B("snapshot", "Send a snapshot first (default: only when after is absent)"),
           S("source", "Fail unless the daemon's source is this one")),
          (F("seq", "integer"),), "read", streams=True,
-         errors=("not_found.cursor", "conflict.source", "unavailable.backlog")),
+         errors=("not_found.cursor", "conflict.source", "unavailable.backlog"),
+         title="Subscribe to events", effect="read"),
     Verb("events.read", "Read events after a seq, waiting up to timeout_ms for the first.",
          (I("after", "Read events after this seq", min=0, max=2**62),
           I("limit", "Most events", default=256, min=1, max=1024),
           I("timeout_ms", "Wait this long for a first event", default=0, min=0,
             max=60000)),
          (F("source"), F("events", "array"), F("next", "integer")), "read",
-         errors=("not_found.cursor",)),
+         errors=("not_found.cursor",),
+         title="Read events", effect="read"),
     Verb("principal.create", "Mint a child principal with narrower grants and a token.",
          (GRANTS.__class__("grants", "array", GRANTS.summary, required=True, items="object"),
           name_param("A label for the principal")),
          (F("principal"), F("token"), F("grants", "array")), None,
          errors=("denied.anonymous", "denied.delegation", "invalid_params.grants",
-                 "invalid_params.name"), rules=("name",)),
+                 "invalid_params.name"), rules=("name",),
+         title="Create principal", effect="write"),
     Verb("principal.revoke", "Revoke a descendant principal (and its descendants): its token "
          "stops working at once. Destructive.",
          (S("principal", required=True),), (F("principal"), F("revoked", "array")), None,
-         errors=("denied.anonymous", "denied.revoke", "not_found.principal")),
+         errors=("denied.anonymous", "denied.revoke", "not_found.principal"),
+         title="Revoke principal"),
     Verb("config.get", "Read the configuration, or one key of it.", (S("path", "A key such "
          "as run.max_active"),), (F("config", "object"),), "admin", Check("admin", scope="*"),
-         errors=("denied.admin", "invalid_params.config")),
+         errors=("denied.admin", "invalid_params.config"),
+         title="Get configuration", effect="read"),
     Verb("config.set", "Set one configuration key; value is JSON text. Applies at once.",
-         (S("path", required=True), S("value", "JSON text of the new value", required=True)),
+         (S("path", "The key, such as run.max_active", required=True),
+          S("value", "JSON text of the new value", required=True)),
          (F("path"), F("value", "any")), "admin", Check("admin", scope="*"),
-         errors=("denied.admin", "invalid_params.config")),
+         errors=("denied.admin", "invalid_params.config"),
+         title="Set configuration key"),
     Verb("config.reload", "Reload the configuration file. Applies at once.", (),
          (F("config", "object"), F("changed", "array")), "admin", Check("admin", scope="*"),
-         errors=("denied.admin", "invalid_params.config")),
+         errors=("denied.admin", "invalid_params.config"),
+         title="Reload configuration"),
     Verb("audit.list", "List audit records: denials and admin actions.",
          (I("after", "Records after this seq", min=0, max=2**62),
           I("limit", "Most records", default=256, min=1, max=10000)),
          (F("records", "array"), F("next", "integer")), "admin", Check("admin", scope="*"),
-         errors=("denied.admin",)),
+         errors=("denied.admin",),
+         title="List audit records", effect="read"),
     Verb("doctor", "Check the daemon's health: sentinels, escaped processes, zombies, fds, "
          "runs and counters.", (),
          (F("source"), F("version"), F("pid", "integer"), F("uptime_ms", "integer"),
-          F("status"), F("checks", "array")), "read", render="doctor", fail_field="status"),
+          F("status"), F("checks", "array")), "read", render="doctor", fail_field="status",
+         title="Check daemon health", effect="read"),
     Verb("shutdown", "Stop the daemon: terminate every pane, answer waiters, remove the "
          "socket. Destructive.", (), (F("shutdown", "boolean"),), "admin",
-         Check("admin", scope="*"), errors=("denied.admin",)),
+         Check("admin", scope="*"), errors=("denied.admin",),
+         title="Shut down daemon"),
     Verb("seam.set", "Hold or release a test seam (daemon started with --test-seams).",
-         (S("name", required=True, choices=SEAMS),
-          S("state", required=True, choices=("hold", "release"))),
+         (S("name", "The seam", required=True, choices=SEAMS),
+          S("state", "hold stops requests at the seam; release lets them go on",
+            required=True, choices=("hold", "release"))),
          (F("name"), F("state")), "admin", Check("admin", scope="*"),
-         errors=("unsupported.seams", "denied.admin")),
+         errors=("unsupported.seams", "denied.admin"),
+         title="Set test seam", effect="write"),
     Verb("seam.wait", "Wait until a request is held at a test seam.",
-         (S("name", required=True, choices=SEAMS),
-          I("timeout_ms", default=10000, min=0, max=600000)),
+         (S("name", "The seam", required=True, choices=SEAMS),
+          I("timeout_ms", "Fail timeout.seam after this long", default=10000, min=0,
+            max=600000)),
          (F("name"), F("held", "integer")), "admin", Check("admin", scope="*"),
-         errors=("unsupported.seams", "denied.admin", "timeout.seam")),
+         errors=("unsupported.seams", "denied.admin", "timeout.seam"),
+         title="Wait at test seam", effect="read"),
 )
 
 _BY_NAME = {v.name: v for v in VERBS}
