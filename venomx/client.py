@@ -32,6 +32,17 @@ def transport_error(message: str, data: dict[str, Any] | None = None) -> VenomxE
     return VenomxError("transport", message, data or {})
 
 
+class Unreachable(VenomxError):
+    """``transport``: nothing could be reached at the socket. The same error object as any
+    other transport failure; ``errno`` tells the CLI whether to suggest starting a daemon."""
+
+    def __init__(self, path: str, exc: OSError) -> None:
+        super().__init__("transport", f"cannot reach the daemon at {path}: "
+                         f"{exc.strerror or exc}", {})
+        self.path = path
+        self.errno = exc.errno
+
+
 def check_server(sock: Any, path: str) -> None:
     """Refuse a server that is neither our uid nor root (raises ``transport``)."""
     try:
@@ -68,8 +79,7 @@ class Client:
             connect(self.sock, self.path)
         except OSError as exc:
             self.sock.close()
-            raise transport_error(f"cannot reach the daemon at {self.path}: "
-                                  f"{exc.strerror or exc}") from None
+            raise Unreachable(self.path, exc) from None
         try:
             check_server(self.sock, self.path)
         except VenomxError:

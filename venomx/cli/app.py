@@ -8,25 +8,28 @@ the result's ``status``. Imports nothing from the daemon.
 
 from __future__ import annotations
 
-import json
 import os
 import re
 import sys
 from collections.abc import Callable
-from typing import Any, NoReturn
+from typing import TYPE_CHECKING, Any, NoReturn
 
 import click
 
-from venomx.manifest.generate import group_text, rule_text
+from venomx import PROTOCOL, __version__
+from venomx.cli.errors import Asked, emit_error, program_of
+from venomx.cli.options import VerbCommand, VerbGroup, make_option, option_name
+from venomx.cli.render import RENDERERS, Panes
+from venomx.cli.text import GROUP_HELP, ROOT_HELP, VERB_NOTES
+from venomx.manifest.generate import group_text
 from venomx.manifest.schema import type_error
 from venomx.manifest.verbs import VERBS, Param, Verb, verb_by_name
 from venomx.wire import VALUE_MAX_DEPTH, VenomxError, dumps, loads, parse_int
 
+if TYPE_CHECKING:
+    from venomx.client import Client
+
 INT = re.compile(r"-?[0-9]+")
-
-
-def option_name(param: str) -> str:
-    return "--" + param.replace("_", "-")
 
 
 def convert(p: Param, text: str) -> Any:
@@ -47,78 +50,41 @@ def convert(p: Param, text: str) -> Any:
     return text
 
 
-def emit_error(err: VenomxError, as_json: bool) -> NoReturn:
-    if as_json:
-        click.echo(dumps({"error": err.to_dict()}).decode())
-    else:
-        click.echo(f"venomx: {err.code}: {err.message}", err=True)
-    sys.exit(err.exit_code)
+CLI_RENDER = {"run.list": "runs"}  # until the manifest's render names it (Verb.render)
 
 
-def scalar(v: Any) -> str:
-    if v is None:
-        return ""
-    if isinstance(v, bool):
-        return "true" if v else "false"
-    if isinstance(v, (dict, list)):
-        return json.dumps(v, separators=(",", ":"))
-    return str(v)
+def renderer(verb: Verb) -> Callable[[dict[str, Any], Panes], str]:
+    return RENDERERS[CLI_RENDER.get(verb.name, verb.render)]
 
 
-def table(rows: list[dict[str, Any]]) -> str:
-    cols: list[str] = []
-    for r in rows:
-        for k, v in r.items():
-            if k not in cols and not isinstance(v, (dict, list)):
-                cols.append(k)
-    if not cols:
-        return "\n".join(json.dumps(r) for r in rows)
-    cells = [[c.upper() for c in cols]] + [[scalar(r.get(c)) for c in cols] for r in rows]
-    widths = [max(len(row[i]) for row in cells) for i in range(len(cols))]
-    return "\n".join("  ".join(cell.ljust(w) for cell, w in zip(row, widths, strict=True)).rstrip()
-                     for row in cells)
+def pane_lookup(client: Client) -> Panes:
+    """Pane records by ID, read once and only when a renderer asks (best effort: a
+    renderer without them leaves the names out)."""
+    cache: dict[str, dict[str, Any]] = {}
+    done = False
+
+    def panes() -> dict[str, dict[str, Any]]:
+        nonlocal done
+        if not done:
+            done = True
+            try:
+                records = client.call("pane.list", {}).get("panes", [])
+            except VenomxError:
+                records = []
+            cache.update({str(r.get("pane")): r for r in records if isinstance(r, dict)})
+        return cache
+    return panes
 
 
-def render_doctor(result: dict[str, Any]) -> str:
-    out = [f"venomx doctor: {result.get('status')} (pid {result.get('pid')}, "
-           f"uptime {result.get('uptime_ms')} ms)"]
-    out += [f"  {c['status']:<5} {c['name']:<12} {c['detail']}" for c in result["checks"]]
-    return "\n".join(out)
-
-
-def render_fields(result: dict[str, Any]) -> str:
-    """Scalars as ``key: value``, lists of records as tables, rows and output as text."""
-    if "lines" in result and isinstance(result["lines"], list):
-        return "\n".join(result["lines"])
-    lists = [(k, v) for k, v in result.items()
-             if isinstance(v, list) and v and all(isinstance(x, dict) for x in v)]
-    out = []
-    for k, v in result.items():
-        if isinstance(v, list) and v and all(isinstance(x, dict) for x in v):
-            continue
-        if k == "output" and isinstance(v, dict):
-            continue
-        out.append(f"{k}: {scalar(v)}")
-    for _, v in lists:
-        out.append(table(v))
-    if isinstance(result.get("output"), dict):
-        out.append("output:")
-        out += ["  " + ln.rstrip() for ln in result["output"].get("lines", [])]
-    return "\n".join(out)
-
-
-RENDERERS: dict[str, Callable[[dict[str, Any]], str]] = {
-    "fields": render_fields, "doctor": render_doctor}
-
-
-def readable(verb: Verb, result: dict[str, Any]) -> str:
-    return RENDERERS[verb.render](result)
+def readable(verb: Verb, result: dict[str, Any], panes: Panes | None = None) -> str:
+    return renderer(verb)(result, panes or dict)
 
 
 def call_verb(verb: Verb, params: dict[str, Any], sock: str | None, token: str | None,
               as_json: bool) -> NoReturn:
     from venomx.client import Client
 
+    asked = Asked(sock, token, program_of(verb.name, params))
     try:
         with Client(sock, token) as client:
             if verb.streams:
@@ -126,11 +92,13 @@ def call_verb(verb: Verb, params: dict[str, Any], sock: str | None, token: str |
                     click.echo(dumps(item).decode())
                 sys.exit(0)
             result = client.call(verb.name, params)
+            text = dumps(result).decode() if as_json else \
+                readable(verb, result, pane_lookup(client))
     except VenomxError as err:
-        emit_error(err, as_json)
+        emit_error(err, as_json, asked)
     except KeyboardInterrupt:
-        emit_error(VenomxError("cancelled", "interrupted", {}), as_json)
-    click.echo(dumps(result).decode() if as_json else readable(verb, result))
+        emit_error(VenomxError("cancelled", "interrupted", {}), as_json, asked)
+    click.echo(text)
     if verb.exit_field is not None:
         sys.exit(int(result.get(verb.exit_field, 0)))
     if verb.fail_field is not None and result.get(verb.fail_field) == "fail":
@@ -162,59 +130,70 @@ def verb_callback(verb: Verb) -> Any:
     return callback
 
 
-def add_params(cmd: click.Command, verb: Verb) -> None:
-    for p in verb.params:
-        help_text = p.summary + (f" [default: {json.dumps(p.default)}]" if p.has_default else "")
-        if p.choices:
-            help_text += f" [one of: {', '.join(p.choices)}]"
-        if p.has_rules:
-            help_text += f" [{rule_text(p)}]"
-        if p.kind == "boolean":
-            opt = click.Option([option_name(p.name), p.name], is_flag=False,
-                               flag_value="true", default=None, help=help_text)
-        else:
-            opt = click.Option([option_name(p.name), p.name], default=None, help=help_text)
-        cmd.params.append(opt)
+def verb_help(verb: Verb) -> str:
+    """The summary, what the command does beyond it, and the cross-param rules."""
+    help_text = verb.summary
+    if verb.name in VERB_NOTES:
+        help_text += f"\n\n{VERB_NOTES[verb.name]}"
+    if verb.groups():
+        help_text += f"\n\nRules: {group_text(verb)}."
+    return help_text
 
 
-class VerbGroup(click.Group):
-    """A group that is also a verb: ``venomx run --key …`` and ``venomx run wait …``."""
-
-    def parse_args(self, ctx: click.Context, args: list[str]) -> list[str]:
-        if args and args[0] in self.commands:
-            return super().parse_args(ctx, args)
-        return click.Command.parse_args(self, ctx, args)
+def common_options() -> list[click.Option]:
+    return [
+        click.Option(["--json", "as_json"], is_flag=True,
+                     help="Print the result (or the error) as one line of JSON on stdout"),
+        click.Option(["--socket", "socket_"], default=None, metavar="PATH",
+                     help="The daemon's socket [default: $VENOMX_SOCKET, else "
+                          "$XDG_RUNTIME_DIR/venomx/default.sock]"),
+        click.Option(["--token"], default=None, metavar="TOKEN",
+                     help="A principal token, or @owner for the daemon's owner "
+                          "[default: $VENOMX_TOKEN; none: the anonymous caller, read only]"),
+    ]
 
 
 def make_command(verb: Verb, name: str, group: bool = False) -> click.Command:
     settings = {"allow_extra_args": verb.trailing_argv, "allow_interspersed_args": False}
-    help_text = verb.summary + (f"\n\n{verb.mcp}" if verb.mcp else "")
-    if verb.groups():
-        help_text += f"\n\nRules: {group_text(verb)}."
-    if verb.trailing_argv:
-        help_text += "\n\nargv may also follow --: venomx ... -- prog arg"
+    usage = "[OPTIONS] -- PROGRAM [ARGS]..." if verb.trailing_argv else None
     cmd: click.Command
     if group:
-        cmd = VerbGroup(name, callback=verb_callback(verb), help=help_text,
-                        invoke_without_command=True, context_settings=settings)
+        cmd = VerbGroup(name, verb, callback=verb_callback(verb), help=verb_help(verb),
+                        invoke_without_command=True, no_args_is_help=True,
+                        context_settings=settings, subcommand_metavar="-- PROGRAM "
+                        "[ARGS]... | COMMAND [ARGS]...")
     else:
-        cmd = click.Command(name, callback=verb_callback(verb), help=help_text,
-                            context_settings=settings)
-    add_params(cmd, verb)
-    cmd.params.extend([
-        click.Option(["--json", "as_json"], is_flag=True, help="Print one line of JSON"),
-        click.Option(["--socket", "socket_"], default=None, help="Daemon socket path"),
-        click.Option(["--token"], default=None,
-                     help="Principal token or @owner (default $VENOMX_TOKEN)"),
-    ])
+        cmd = VerbCommand(name, verb, callback=verb_callback(verb), help=verb_help(verb),
+                          context_settings=settings, options_metavar=usage or "[OPTIONS]")
+    cmd.params.extend(make_option(p) for p in verb.params)
+    cmd.params.extend(common_options())
+    cmd.params.append(version_option())
     return cmd
+
+
+def show_version(ctx: click.Context, _param: click.Parameter, value: bool) -> None:
+    if value and not ctx.resilient_parsing:
+        click.echo(f"venomx {__version__} (protocol {PROTOCOL})")
+        ctx.exit()
+
+
+def version_option() -> click.Option:
+    return click.Option(["--version"], is_flag=True, expose_value=False, is_eager=True,
+                        callback=show_version, help="Show the version and exit.")
+
+
+def group(name: str) -> click.Group:
+    g = click.Group(name, help=GROUP_HELP.get(name, f"{name} verbs"))
+    g.params.append(version_option())
+    return g
 
 
 def build() -> click.Group:
     from venomx.cli import commands
 
-    root = click.Group("venomx", help="venomx: a headless terminal multiplexer daemon for "
-                       "trusted command execution.")
+    root = click.Group("venomx", help=ROOT_HELP,
+                       context_settings={"help_option_names": ["-h", "--help"]})
+    root.params.append(version_option())
     groups: dict[str, click.Group] = {}
     for verb in VERBS:
         if verb.internal:
@@ -231,10 +210,13 @@ def build() -> click.Group:
             continue
         family, action = parts[0], parts[1].replace("_", "-")
         if family not in groups:
-            groups[family] = click.Group(family, help=f"{family} verbs")
+            groups[family] = group(family)
             root.add_command(groups[family])
         groups[family].add_command(make_command(verb, action))
     commands.add_to(root, groups)
+    for cmd in root.commands.values():  # the hand-written commands too
+        if not any(p.name == "version" for p in cmd.params):
+            cmd.params.append(version_option())
     return root
 
 
@@ -242,4 +224,4 @@ def main() -> None:
     build().main(prog_name="venomx")
 
 
-__all__ = ["build", "main", "verb_by_name"]
+__all__ = ["build", "main", "option_name", "verb_by_name"]

@@ -9,6 +9,7 @@ import termios
 import threading
 import tty
 
+from venomx.cli.errors import Asked, human
 from venomx.client import Client
 from venomx.wire import VenomxError
 
@@ -20,7 +21,7 @@ def run_attach(pane: str, readonly: bool, sock: str | None, token: str | None) -
         view = Client(sock, token)
         keys = None if readonly else Client(sock, token)
     except VenomxError as err:
-        print(f"venomx: {err.code}: {err.message}", file=sys.stderr)
+        print(human(err, Asked(sock, token)), file=sys.stderr)
         return err.exit_code
     rid = view.start("pane.attach", {"pane": pane})
     fd = sys.stdin.fileno()

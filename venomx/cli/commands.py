@@ -9,6 +9,7 @@ from typing import Any
 
 import click
 
+from venomx.cli.errors import Asked, emit_error
 from venomx.paths import socket_path
 from venomx.wire import VenomxError, dumps
 
@@ -73,10 +74,12 @@ def serve(socket_: str | None, config_file: str | None, detach: bool, log_file: 
 
 
 @click.command("attach")
-@click.option("--pane", required=True)
+@click.option("--pane", required=True, metavar="PANE", help="The pane to watch")
 @click.option("--readonly", is_flag=True, help="Only watch; send no input")
-@click.option("--socket", "socket_", default=None)
-@click.option("--token", default=None)
+@click.option("--socket", "socket_", default=None, metavar="PATH",
+              help="The daemon's socket [default: $VENOMX_SOCKET]")
+@click.option("--token", default=None, metavar="TOKEN",
+              help="A principal token, or @owner [default: $VENOMX_TOKEN]")
 def attach(pane: str, readonly: bool, socket_: str | None, token: str | None) -> None:
     """Watch a pane on this terminal and type into it; Ctrl-\\ detaches."""
     from venomx.cli.attach import run_attach
@@ -112,11 +115,7 @@ def events_cmd(ctx: click.Context, follow: bool, after: int | None, as_json: boo
                 for ev in res["events"]:
                     click.echo(dumps(ev).decode() if as_json else event_line(ev))
     except VenomxError as err:
-        if as_json:
-            click.echo(dumps({"error": err.to_dict()}).decode())
-        else:
-            click.echo(f"venomx: {err.code}: {err.message}", err=True)
-        sys.exit(err.exit_code)
+        emit_error(err, as_json, Asked(socket_, tok))
     except KeyboardInterrupt:
         sys.exit(0)
 
@@ -130,7 +129,8 @@ def skill() -> None:
 
 
 @click.command("mcp")
-@click.option("--socket", "socket_", default=None)
+@click.option("--socket", "socket_", default=None, metavar="PATH",
+              help="The daemon's socket [default: $VENOMX_SOCKET]")
 def mcp(socket_: str | None) -> None:
     """Serve the verbs as MCP tools on stdio."""
     from venomx.mcp import main
@@ -162,8 +162,10 @@ def add_to(root: click.Group, groups: dict[str, click.Group]) -> None:
     events.params.extend([
         click.Option(["--follow"], is_flag=True, help="Keep printing live events"),
         click.Option(["--after"], type=int, default=None, help="Start after this seq"),
-        click.Option(["--json", "as_json"], is_flag=True),
-        click.Option(["--socket", "socket_"], default=None),
-        click.Option(["--token"], default=None),
+        click.Option(["--json", "as_json"], is_flag=True, help="One line of JSON per event"),
+        click.Option(["--socket", "socket_"], default=None, metavar="PATH",
+                     help="The daemon's socket [default: $VENOMX_SOCKET]"),
+        click.Option(["--token"], default=None, metavar="TOKEN",
+                     help="A principal token, or @owner [default: $VENOMX_TOKEN]"),
     ])
     events.callback = click.pass_context(events_cmd)

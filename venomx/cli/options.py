@@ -1,0 +1,185 @@
+"""Click options and commands built from manifest params and verbs.
+
+The click types (an integer range, a choice, a ``--x/--no-x`` flag) give help, metavars
+and completion. They do not check values: the CLI checks every value with the manifest's
+own schema errors (``venomx.cli.app.convert``), so a bad ``--cols`` reads exactly like the
+daemon's answer (foundation §4); click's usage errors are kept for unknown options,
+commands and stray words.
+"""
+
+from __future__ import annotations
+
+import json
+from typing import Any
+
+import click
+
+from venomx.manifest.generate import rule_text
+from venomx.manifest.verbs import Param, Verb
+
+# Past this a maximum says nothing to a person ("x<=4611686018427387904"): show only the min.
+SHOWN_MAX = 2**53
+
+
+def option_name(param: str) -> str:
+    return "--" + param.replace("_", "-")
+
+
+class ManifestInt(click.IntRange):
+    """An integer with the manifest's range, shown in help; checked by the manifest."""
+
+    def convert(self, value: Any, param: click.Parameter | None,
+                ctx: click.Context | None) -> Any:
+        return value
+
+
+class ManifestChoice(click.Choice):  # type: ignore[type-arg]
+    """One of the manifest's choices: shown in help and completed; checked by the manifest."""
+
+    def convert(self, value: Any, param: click.Parameter | None,
+                ctx: click.Context | None) -> Any:
+        return value
+
+
+class ManifestText(click.ParamType):  # type: ignore[type-arg]
+    """A string, or JSON text for an array or object, named after what it holds."""
+
+    def __init__(self, metavar: str) -> None:
+        self.name = metavar.lower()
+        self.shown = metavar
+
+    def get_metavar(self, param: click.Parameter, ctx: click.Context | None = None
+                    ) -> str | None:
+        return self.shown
+
+    def convert(self, value: Any, param: click.Parameter | None,
+                ctx: click.Context | None) -> Any:
+        return value
+
+
+class VerbOption(click.Option):
+    """A manifest param: help shows its default and whether it is required, but a missing
+    required value is the daemon's ``invalid_params.missing``, not a click usage error; a
+    default is never sent (the daemon applies it)."""
+
+    def __init__(self, p: Param, negative: str | None = None, **kw: Any) -> None:
+        super().__init__([option_name(p.name), p.name], default=None, **kw)
+        self.manifest = p
+        self.negative = negative
+        if negative is not None:
+            self.secondary_opts = [negative]  # listed by completion and help
+
+    def get_help_extra(self, ctx: click.Context) -> Any:
+        extra = super().get_help_extra(ctx)
+        p = self.manifest
+        if p.has_default:
+            d = p.default
+            extra["default"] = d if isinstance(d, str) else json.dumps(d)
+        if p.required:
+            extra["required"] = "required"
+        return extra
+
+    def get_help_record(self, ctx: click.Context) -> tuple[str, str] | None:
+        rv = super().get_help_record(ctx)
+        if rv is None or self.negative is None:
+            return rv
+        return f"{self.opts[0]} / {self.negative}", rv[1]
+
+    def add_to_parser(self, parser: Any, ctx: click.Context) -> None:
+        super().add_to_parser(parser, ctx)
+        if self.negative is not None:  # --no-x stores "false", as --x=false does
+            parser.add_option(obj=self, opts=[self.negative], dest=self.name,
+                              action="store_const", const="false")
+
+
+def param_help(p: Param) -> str:
+    text = p.summary
+    if p.has_rules and (rules := rule_text(p)):
+        text += f" ({rules})"
+    if p.kind in ("array", "object"):
+        text += " (JSON text)"
+    return text
+
+
+def make_option(p: Param) -> click.Option:
+    """The option of one param: INTEGER with its range, a choice, a ``--x/--no-x`` flag
+    that also takes ``--x=false`` and ``--x false``, or text / JSON text."""
+    help_text = param_help(p)
+    if p.kind == "boolean":
+        return VerbOption(p, "--no-" + p.name.replace("_", "-"), is_flag=False,
+                          flag_value="true", type=ManifestText("BOOLEAN"), help=help_text)
+    if p.kind == "integer":
+        hi = p.max if p.max is not None and p.max < SHOWN_MAX else None
+        return VerbOption(p, type=ManifestInt(p.min, hi), help=help_text)
+    if p.choices:
+        return VerbOption(p, type=ManifestChoice(p.choices), help=help_text)
+    if p.kind in ("array", "object"):
+        return VerbOption(p, type=ManifestText("JSON"), help=help_text)
+    return VerbOption(p, type=ManifestText(p.name.upper()), help=help_text)
+
+
+def suggestion(word: str, names: list[str]) -> str:
+    from difflib import get_close_matches
+
+    close = get_close_matches(word, names, n=3)
+    if not close:
+        return ""
+    if len(close) == 1:
+        return f" Did you mean {close[0]!r}?"
+    return " Did you mean one of: " + ", ".join(repr(c) for c in close) + "?"
+
+
+def check_trailing(ctx: click.Context, raw: list[str], siblings: list[str]) -> None:
+    """Words left after the options are argv only when they follow ``--``: a mistyped
+    subcommand (``venomx run wiat``) must never become the program to run."""
+    rest = ctx.args
+    if not rest:
+        return
+    used = len(raw) - len(rest)
+    if used > 0 and raw[used - 1] == "--":
+        return
+    word = rest[0]
+    hint = suggestion(word, siblings)
+    if used == 0 and siblings:
+        raise click.UsageError(f"No such command {word!r}.{hint}", ctx)
+    raise click.UsageError(
+        f"Unexpected argument {word!r}.{hint} A command to run goes after --: "
+        f"{ctx.command_path} [OPTIONS] -- {word} ...", ctx)
+
+
+class VerbCommand(click.Command):
+    """A verb's command; with trailing argv, words count as argv only after ``--``."""
+
+    def __init__(self, name: str, verb: Verb, **kw: Any) -> None:
+        super().__init__(name, **kw)
+        self.verb = verb
+
+    def parse_args(self, ctx: click.Context, args: list[str]) -> list[str]:
+        raw = list(args)
+        rest = super().parse_args(ctx, args)
+        if self.verb.trailing_argv and not ctx.resilient_parsing:
+            check_trailing(ctx, raw, [])
+        return rest
+
+
+class VerbGroup(click.Group):
+    """A group that is also a verb: ``venomx run --key …`` and ``venomx run wait …``."""
+
+    def __init__(self, name: str, verb: Verb, **kw: Any) -> None:
+        super().__init__(name, **kw)
+        self.verb = verb
+
+    def parse_args(self, ctx: click.Context, args: list[str]) -> list[str]:
+        if args and args[0] in self.commands:
+            return super().parse_args(ctx, args)
+        if not args and self.no_args_is_help and not ctx.resilient_parsing:
+            return super().parse_args(ctx, args)
+        raw = list(args)
+        rest = click.Command.parse_args(self, ctx, args)
+        if not ctx.resilient_parsing:
+            check_trailing(ctx, raw, sorted(self.commands))
+        return rest
+
+
+__all__ = ["ManifestChoice", "ManifestInt", "VerbCommand", "VerbGroup", "VerbOption",
+           "make_option", "option_name", "suggestion"]
