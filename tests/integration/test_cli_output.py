@@ -1,0 +1,113 @@
+"""Readable output (issue 17 §5): what a person sees without ``--json``, against a real
+daemon; ``--json`` stays the result exactly as the daemon sent it."""
+
+from __future__ import annotations
+
+import os
+import re
+import signal
+from pathlib import Path
+
+import psutil
+
+from tests.helpers import Daemon, wait_for
+from venomx.wire import dumps
+
+RUN_HEADER = ["RUN", "KEY", "STATE", "OUTCOME", "STATUS", "DURATION", "ARGV0"]
+
+
+def test_run_list_shows_the_columns_a_person_needs(shared_daemon: Daemon) -> None:
+    d = shared_daemon
+    s = d.call("session.create")["session"]
+    done = d.call("run", {"key": "list-failed", "session": s, "argv": ["sh", "-c", "exit 3"]})
+    d.wait_exit(done["run"])
+    live = d.call("run", {"key": "list-live", "session": s, "argv": ["sleep", "60"]})
+    r = d.cli("run", "list", "--pane", done["pane"])
+    lines = r.out.splitlines()
+    assert r.code == 0 and lines[0].split() == RUN_HEADER, r.out
+    assert lines[1].split() == [done["run"], "list-failed", "completed", "failed", "3",
+                                lines[1].split()[5], "sh"], r.out
+    assert re.fullmatch(r"\d+ms|\d+\.\ds", lines[1].split()[5]), lines[1]
+    assert "venomx/" not in r.out and len(lines) == 2  # no source column, one run
+    row = d.cli("run", "list", "--pane", live["pane"]).out.splitlines()[1].split()
+    assert row[:3] == [live["run"], "list-live", "running"] and row[-1] == "sleep", row
+    page = d.cli("run", "list", "--limit", "1")
+    assert page.out.splitlines()[-1].startswith("(more runs follow: venomx run list --after ")
+    j = d.cli("run", "list", "--pane", done["pane"], "--json")
+    assert j.out == dumps(d.call("run.list", {"pane": done["pane"]})).decode() + "\n"
+    os.kill(live["pid"], signal.SIGKILL)
+    d.wait_exit(live["run"])
+
+
+def test_wait_says_how_many_earlier_rows_it_omits(shared_daemon: Daemon) -> None:
+    d = shared_daemon
+    s = d.call("session.create")["session"]
+    long = d.call("run", {"key": "tail-long", "session": s, "argv": ["seq", "300"]})
+    r = d.cli("run", "wait", "--run", long["run"])
+    lines = r.out.splitlines()
+    head = next(ln for ln in lines if ln.startswith("output"))
+    assert r.code == 0 and "200 earlier rows omitted" in head, r.out
+    assert lines[lines.index(head) + 1:] == [f"  {n}" for n in range(201, 301)]
+    hint = head[head.index("venomx pane"):].rstrip("):")
+    earlier = d.cli(*hint.split()[1:])  # the command it names prints the rows it left out
+    assert earlier.out.splitlines() == [str(n) for n in range(1, 201)], earlier.out[-200:]
+    got = d.cli("run", "get", "--run", long["run"])
+    assert "200 earlier rows omitted" in got.out
+    short = d.call("run", {"key": "tail-short", "session": s, "argv": ["seq", "3"]})
+    r = d.cli("run", "wait", "--run", short["run"])
+    assert r.out.splitlines()[-4:] == ["output:", "  1", "  2", "  3"], r.out
+    j = d.cli("run", "wait", "--run", long["run"], "--json")
+    assert j.out == dumps(d.call("run.wait", {"run": long["run"]})).decode() + "\n"
+
+
+def test_capture_rows_trims_what_a_terminal_would_not_show(shared_daemon: Daemon) -> None:
+    d = shared_daemon
+    s = d.call("session.create")["session"]
+    r = d.call("run", {"key": "rows", "session": s, "argv": ["printf", "one  \n\ntwo\n"]})
+    d.wait_exit(r["run"])
+    human = d.cli("pane", "capture-rows", "--pane", r["pane"])
+    assert (human.code, human.out) == (0, "one\n\ntwo\n")
+    j = d.cli("pane", "capture-rows", "--pane", r["pane"], "--json")
+    assert len(j.json["lines"]) == 24 and j.json["lines"][0] == "one".ljust(80)
+
+
+def doctor_lines(d: Daemon) -> list[str]:
+    r = d.cli("doctor")
+    assert r.code in (0, 1), r.err
+    return r.out.splitlines()
+
+
+def test_doctor_speaks_in_durations_and_names_what_it_found(daemon: Daemon,
+                                                             tmp: Path) -> None:
+    d = daemon
+    head = doctor_lines(d)[0]
+    assert re.fullmatch(r"venomx doctor: ok \(daemon pid \d+, up (\d+ms|\d+\.\ds), "
+                        r"version \S+\)", head), head
+    s = d.call("session.create")["session"]
+    pidfile = tmp / "p"
+    esc = d.call("run", {"key": "escape", "session": s, "argv": [
+        "sh", "-c", f"setsid sh -c 'echo $$ > {pidfile}; exec sleep 300' & "
+                    f"while [ ! -s {pidfile} ]; do sleep 0.01; done"]})
+    d.wait_exit(esc["run"])
+    pid = int(wait_for(lambda: pidfile.exists() and pidfile.read_text().strip(), 10, "pid"))
+    wait_for(lambda: d.call("doctor")["escapees"]["count"] == 1, 10, "escapee")
+    lines = doctor_lines(d)
+    row = next(ln for ln in lines if ln.split()[1:2] == ["escapees"])
+    assert row.split()[0] == "warn" and "1 process left its pane's process group" in row
+    assert lines[lines.index(row) + 1].strip() == f"pane {esc['pane']} (run {esc['run']}): " \
+                                                  "1 process", lines
+    os.kill(pid, signal.SIGKILL)
+
+    lost = d.call("run", {"key": "lost", "session": s,
+                          "shell": 'trap "" HUP; echo ready; exec sleep 60'})
+    wait_for(lambda: "ready" in d.call("pane.capture_rows", {"pane": lost["pane"]})["lines"][0],
+             10, "ready")
+    sentinel = psutil.Process(lost["pid"]).parent()
+    assert sentinel is not None
+    sentinel.kill()
+    wait_for(lambda: d.call("doctor")["sentinels"]["lost"]["count"] == 1, 10, "lost")
+    lines = doctor_lines(d)
+    named = [ln.strip() for ln in lines if ln.strip().startswith("lost ")]
+    assert len(named) == 1 and f"pane {lost['pane']} (run {lost['run']})" in named[0], lines
+    os.kill(lost["pid"], signal.SIGKILL)
+    d.wait_exit(lost["run"])
