@@ -24,7 +24,7 @@ def test_tools_are_the_manifest(daemon: Daemon) -> None:
         assert names == want
         assert {"run", "run_dwait", "session_dcreate", "pane_dcapture_rows"} <= names
         wait = next(t for t in api.tools.tools if t.name == "run_dwait")
-        assert "blocks" in (wait.description or "") and "60000" in (wait.description or "")
+        assert "blocks" in (wait.description or "") and "25000" in (wait.description or "")
         assert wait.input_schema["required"] == ["run"]
         assert "status" in wait.output_schema["required"]
     finally:
