@@ -144,7 +144,7 @@ def output_schema(verb: Verb) -> dict[str, Any]:
             "required": [f.name for f in verb.result if f.required]}
 
 
-def annotations(verb: Verb) -> dict[str, bool]:
+def tool_annotations(verb: Verb) -> dict[str, bool]:
     """MCP tool annotation hints from the verb's effect. Only reads are idempotent: a run
     key's promise ends with retention or a daemon restart, so ``run`` is not."""
     effect = verb.effect
