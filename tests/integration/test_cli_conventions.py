@@ -55,12 +55,14 @@ def test_a_mistyped_verb_never_becomes_the_program(shared_daemon: Daemon, tmp: P
     assert r.code == 2 and "No such command 'wiat'. Did you mean 'wait'?" in r.err, r.err
     marker = tmp / "made"
     for args in (["run", "--key", "stray", "--session", s, "touch", str(marker)],
-                 ["run", "--key", "stray", "--session", s, "wait"],
+                 ["run", "--key", "stray", "--session", s, "make"],
                  ["window", "create", "--session", s, "touch", str(marker)]):
         r = d.cli(*args)
         assert r.code == 2 and "goes after --" in r.err, (args, r.err)
     r = d.cli("run", "--key", "stray", "--session", s, "wiat")
     assert "Did you mean 'wait'?" in r.err
+    r = d.cli("run", "--json", "wait", "--run", "r0")
+    assert r.code == 2 and "'wait' is a command: venomx run wait [OPTIONS]" in r.err, r.err
     assert runs_with_key(d, "stray") == [] and not marker.exists()
     assert len(d.call("session.get", {"session": s})["windows"]) == 0
     r = d.cli("run", "--key", "stray", "--session", s, "--json", "--", "touch", str(marker))

@@ -139,6 +139,9 @@ def check_trailing(ctx: click.Context, raw: list[str], siblings: list[str]) -> N
     if used > 0 and raw[used - 1] == "--":
         return
     word = rest[0]
+    if word in siblings:
+        raise click.UsageError(f"{word!r} is a command: {ctx.command_path} {word} [OPTIONS]. "
+                               "A program to run goes after --.", ctx)
     hint = suggestion(word, siblings)
     if used == 0 and siblings:
         raise click.UsageError(f"No such command {word!r}.{hint}", ctx)
