@@ -12,7 +12,7 @@ import psutil
 import pytest
 
 from tests.helpers import PY, Daemon, running, start_daemon, wait_for
-from venomx.daemon.sentinels import SPARES
+from venomx.daemon.panes.sentinels import SPARES
 from venomx.wire import VenomxError
 
 

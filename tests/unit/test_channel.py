@@ -5,7 +5,7 @@ from __future__ import annotations
 import asyncio
 import socket
 
-from venomx.daemon.sentinels import Channel
+from venomx.daemon.panes.sentinels import Channel
 from workers import protocol as P
 
 

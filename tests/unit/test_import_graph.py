@@ -1,8 +1,11 @@
-"""The import graph of venomx and workers has no circle at run time.
+"""The import graph of venomx and workers has no circle at run time, and the daemon's
+layers stay apart: nothing below ``main`` knows the ``Daemon``, no handler reaches past
+its services, and only the pane owner talks to sentinels.
 
 Every import counts, module-level or inside a function (a function-level import is a
 circle put off, not avoided); imports under ``if TYPE_CHECKING:`` are annotations only
-and are left out.
+and are left out of the circle check (the pane owner's helpers name ``Panes`` in their
+annotations) but not out of the layer checks.
 """
 
 from __future__ import annotations
@@ -34,9 +37,10 @@ def type_checking_nodes(tree: ast.AST) -> set[int]:
     return skip
 
 
-def imports_of(name: str, path: Path, known: dict[str, Path]) -> set[str]:
+def imports_of(name: str, path: Path, known: dict[str, Path],
+               annotations: bool = False) -> set[str]:
     tree = ast.parse(path.read_text())
-    skip = type_checking_nodes(tree)
+    skip = set() if annotations else type_checking_nodes(tree)
     package = name if path.name == "__init__.py" else name.rpartition(".")[0]
     out: set[str] = set()
     for node in ast.walk(tree):
@@ -106,3 +110,45 @@ def test_the_check_sees_a_function_level_circle(tmp_path: Path) -> None:
                      "    from venomx.daemon import core\n")
     known = {"venomx.daemon.core": probe, "venomx.wire": probe}
     assert imports_of("x", probe, known) == {"venomx.daemon.core"}
+
+
+def test_only_main_knows_the_daemon() -> None:
+    """``Daemon`` constructs and wires the services; everything else gets services."""
+    known = modules()
+    users = {name for name, path in known.items()
+             if "venomx.daemon.core" in imports_of(name, path, known, annotations=True)}
+    assert users == {"venomx.daemon.main"}
+
+
+def test_no_handler_touches_the_daemon() -> None:
+    for path in (ROOT / "venomx" / "verbs").rglob("*.py"):
+        text = path.read_text()
+        assert "ctx.d." not in text and "Daemon" not in text, path
+    from venomx.daemon.dispatch import Context
+
+    assert not hasattr(Context, "d")
+
+
+def test_only_the_pane_owner_sends_sentinel_messages() -> None:
+    """No module outside ``venomx/daemon/panes`` (and workers, the other end) names a
+    message of the sentinel protocol; constants such as the titles are fine."""
+    import inspect
+
+    from workers import protocol
+
+    messages = {n for n, obj in vars(protocol).items()
+                if inspect.isclass(obj) and issubclass(obj, protocol.Message)}
+    assert {"Input", "Resize", "Stream", "Spawn", "Exit"} <= messages
+    owner = ROOT / "venomx" / "daemon" / "panes"
+    offenders = []
+    for path in (ROOT / "venomx").rglob("*.py"):
+        if owner in path.parents:
+            continue
+        tree = ast.parse(path.read_text())
+        for node in ast.walk(tree):
+            if isinstance(node, ast.ImportFrom) and node.module == "workers.protocol":
+                offenders += [(path.name, a.name) for a in node.names if a.name in messages]
+            if isinstance(node, ast.Attribute) and node.attr in messages \
+                    and isinstance(node.value, ast.Name) and node.value.id in ("P", "protocol"):
+                offenders.append((path.name, node.attr))
+    assert offenders == []

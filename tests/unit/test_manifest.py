@@ -106,8 +106,9 @@ def test_validate_only_raises_schema_errors(params: dict[str, object]) -> None:
 
 def test_every_handler_signature_matches_its_verbs_params() -> None:
     """Dispatch calls ``handler(ctx, **params)`` with defaults inserted: a param the
-    manifest requires or defaults must be a parameter without a default, any other a
-    parameter defaulting to None, and nothing else."""
+    manifest requires or defaults (or that a step always sets: delegation's ``grants``)
+    must be a parameter without a default, any other a parameter defaulting to None, and
+    nothing else. A target dispatch resolves arrives as the object, never its ID."""
     import inspect
 
     for name, fn in HANDLERS.items():
@@ -116,8 +117,14 @@ def test_every_handler_signature_matches_its_verbs_params() -> None:
         sig = list(inspect.signature(fn).parameters.values())
         assert sig[0].name == "ctx", name
         got = {p.name: p.default is inspect.Parameter.empty for p in sig[1:]}
-        want = {p.name: p.required or p.has_default for p in v.params}
+        always = {"grants"} if "delegation" in v.order else set()
+        want = {p.name: p.required or p.has_default or p.name in always for p in v.params}
         assert got == want, name
+        if v.target is not None and "target" in v.order:
+            for t in v.target.params:
+                ann = str(inspect.signature(fn).parameters[t].annotation)
+                assert "str" not in ann and ann.split(" ")[0] in (
+                    "Session", "Window", "Pane", "Run", "Principal"), (name, t, ann)
         for p in sig[1:]:
             assert p.kind is inspect.Parameter.POSITIONAL_OR_KEYWORD, (name, p.name)
             assert p.default in (inspect.Parameter.empty, None), (name, p.name)

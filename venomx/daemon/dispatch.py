@@ -1,8 +1,10 @@
-"""The one place a request is validated, authorized, handled and answered.
+"""The one place a request is validated, authorized, resolved, handled and answered.
 
-Order (§5, RFC-0015 §11): schema validation with defaults, dispatch gate (a grant of the
-verb's right at all), the manifest's resource check before lookup, then the handler.
-Every request gets exactly one reply; denials and admin actions are audited here.
+Order (§5, RFC-0015 §11): schema validation with defaults, the dispatch gate (a grant of
+the verb's right at all), the manifest's resource check before lookup, then the verb's
+declared steps (``Verb.order``: source, shutdown, delegation, value rules, cwd, target
+lookup and state, ...), then the handler with the resolved target. Every request gets
+exactly one reply; denials and admin actions are audited here.
 """
 
 from __future__ import annotations
@@ -12,16 +14,15 @@ import logging
 from collections.abc import Awaitable, Callable
 from typing import TYPE_CHECKING, Any, Protocol
 
-from venomx.daemon import auth
-from venomx.daemon.registry import AuthNode, Principal
-from venomx.manifest.rules import check_group
+from venomx.daemon import auth, states
+from venomx.daemon.registry import AuthNode, Pane, Principal
+from venomx.manifest.rules import check_group, check_rules
 from venomx.manifest.schema import validate
 from venomx.manifest.verbs import Group, Verb
 from venomx.wire import VenomxError, dumps
 
 if TYPE_CHECKING:
-    from venomx.daemon.core import Daemon
-    from venomx.daemon.panes import Panes
+    from venomx.daemon.services import Services
 
 log = logging.getLogger(__name__)
 Handler = Callable[..., Awaitable[dict[str, Any]]]
@@ -50,18 +51,25 @@ class Caller(Protocol):
 
 
 class Context:
-    """What a handler may use: the daemon, the caller, and the stream for items."""
+    """What a handler may use: the daemon's services (never the daemon), the caller, the
+    verb, and the stream for items."""
 
-    def __init__(self, d: Daemon, conn: Caller, verb: Verb, rid: int) -> None:
-        self.d = d
+    def __init__(self, services: Services, conn: Caller, verb: Verb, rid: int) -> None:
+        self.services = services
+        self.registry = services.registry
+        self.config = services.config
+        self.events = services.events
+        self.audit = services.audit
+        self.runs = services.runs
+        self.panes = services.panes
+        self.seams = services.seams
+        self.doctor = services.doctor
+        self.lifecycle = services.lifecycle
+        self.source = services.source
         self.conn = conn
         self.verb = verb
         self.rid = rid
-
-    @property
-    def panes(self) -> Panes:
-        """Requests to panes' sentinels (input, resize, capture, stream)."""
-        return self.d.panes
+        self.params: dict[str, Any] = {}
 
     @property
     def principal(self) -> Principal:
@@ -69,7 +77,7 @@ class Context:
         return self.conn.principal
 
     def can(self, right: str, resource: str, node: AuthNode | None) -> bool:
-        return auth.check(self.d.registry, self.principal, right, resource, node)
+        return auth.check(self.registry, self.principal, right, resource, node)
 
     def item(self, obj: dict[str, Any]) -> None:
         """Send one stream item; one that would exceed max_frame fails the request."""
@@ -84,6 +92,18 @@ class Context:
     @property
     def max_frame(self) -> int:
         return self.conn.max_frame
+
+    def resolve(self) -> Any:
+        """Look up the verb's target and check its declared state: the object, or None
+        when none of its params was given (RFC-0015 §11 step 8 for ``run``)."""
+        target = self.verb.target
+        assert target is not None
+        found = None
+        for name in target.params:
+            if self.params.get(name) is not None:
+                found = lookup(self, name, self.params[name])
+                check_state(self, found, target.state)
+        return found
 
 
 def denied(right: str, resource: str | None) -> VenomxError:
@@ -109,14 +129,94 @@ def resource_check(ctx: Context, params: dict[str, Any]) -> str | None:
     checked = None
     for name in present:
         resource = f"{name}:{params[name]}"
-        if not ctx.can(c.right, resource, ctx.d.registry.node_of(resource)):
+        if not ctx.can(c.right, resource, ctx.registry.node_of(resource)):
             raise denied(c.right, resource)
         checked = resource
     return checked
 
 
+def not_found(kind: str, rid: str) -> VenomxError:
+    return VenomxError(f"not_found.{kind}", f"{kind} {rid[:64]} not found", {})
+
+
+def lookup(ctx: Context, kind: str, rid: str) -> Any:
+    """The live object a target param names (kind = param name)."""
+    reg = ctx.registry
+    if kind == "run":
+        run = ctx.runs.runs.get(rid)
+        if run is None:
+            raise ctx.runs.missing(rid)
+        return run
+    if kind == "principal":
+        return principal_target(ctx, rid)
+    tables: dict[str, dict[str, Any]] = {"session": reg.sessions, "window": reg.windows,
+                                         "pane": reg.panes}
+    table = tables[kind]
+    found = table.get(rid)
+    if found is None:
+        raise not_found(kind, rid)
+    return found
+
+
+def principal_target(ctx: Context, rid: str) -> Principal:
+    """Only a strict descendant of the caller can be named; anyone else learns nothing
+    of whether the principal exists, except the owner (who may revoke any)."""
+    reg = ctx.registry
+    me = ctx.principal
+    target = reg.principals.get(rid)
+    if target is None or target.id == me.id or not reg.is_descendant(target.id, me.id):
+        if target is None and me.id == ctx.services.owner.id:
+            raise VenomxError("not_found.principal", f"principal {rid[:64]} not found", {})
+        raise VenomxError("denied.revoke", "only a descendant principal can be revoked", {})
+    return target
+
+
+def check_state(ctx: Context, obj: Any, wanted: tuple[str, ...]) -> None:
+    for state in wanted:
+        if state == "not_removing":
+            states.not_removing(ctx.registry, obj)
+        elif isinstance(obj, Pane):
+            {"running": states.must_run, "live": states.must_live,
+             "exited": states.must_have_exited}[state](obj)
+
+
+def perform(ctx: Context, step: str, params: dict[str, Any]) -> None:
+    """One of the verb's declared steps (``venomx.manifest.verbs.STEPS``)."""
+    if step == "source":
+        source = params.get("source")
+        if source is not None and source != ctx.source:
+            raise VenomxError("conflict.source", "the daemon's source differs",
+                              {"source": ctx.source})
+    elif step == "shutdown":
+        ctx.lifecycle.refuse_new_work()
+    elif step == "identified":
+        if ctx.principal.anonymous:
+            raise VenomxError("denied.anonymous", "the anonymous caller has no principal", {})
+    elif step == "seams":
+        if not ctx.seams.enabled:
+            raise VenomxError("unsupported.seams",
+                              "the daemon was not started with --test-seams", {})
+    elif step == "delegation":
+        wanted = params.get("grants")
+        params["grants"] = auth.child_grants(
+            ctx.registry, ctx.principal, None if wanted is None else auth.parse_grants(wanted))
+    elif step == "rules":
+        check_rules(ctx.verb, params)
+    elif step == "cwd":
+        states.check_cwd(params.get("cwd"))
+    elif step == "target":
+        target = ctx.verb.target
+        assert target is not None
+        for name in target.params:
+            if params.get(name) is not None:
+                params[name] = lookup(ctx, name, params[name])
+                check_state(ctx, params[name], target.state)
+    else:
+        raise AssertionError(f"{ctx.verb.name}: unknown step {step}")
+
+
 async def dispatch(ctx: Context, raw_params: Any) -> None:
-    d, verb, conn = ctx.d, ctx.verb, ctx.conn
+    verb, conn = ctx.verb, ctx.conn
     resource: str | None = None
     try:
         params = validate(verb, raw_params)
@@ -126,15 +226,18 @@ async def dispatch(ctx: Context, raw_params: Any) -> None:
         if verb.dispatch is not None and not auth.has_right(p, verb.dispatch):
             raise denied(verb.dispatch, None)
         resource = resource_check(ctx, params)
+        ctx.params = dict(params)  # as given, for a target the handler resolves itself
+        for step in verb.order:
+            perform(ctx, step, params)
         result = await HANDLERS[verb.name](ctx, **params)
         conn.reply(ctx.rid, result)
         if verb.dispatch == "admin":
-            d.audit.append(p.id, verb.name, "ok", resource)
+            ctx.audit.append(p.id, verb.name, "ok", resource)
     except VenomxError as exc:
         if exc.code.startswith("denied.") or verb.dispatch == "admin":
             resource = getattr(exc, "resource", resource)
             principal = conn.principal.id if conn.principal else None
-            d.audit.append(principal, verb.name, exc.code, resource)
+            ctx.audit.append(principal, verb.name, exc.code, resource)
         conn.reply_error(ctx.rid, exc)
     except asyncio.CancelledError:
         conn.reply_error(ctx.rid, VenomxError("cancelled", "request cancelled", {}))

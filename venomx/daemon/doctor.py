@@ -14,21 +14,49 @@ import os
 import resource
 import time
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 import psutil
 
 from venomx import __version__
+from venomx.daemon.auth import AuditLog
+from venomx.daemon.config import Config
+from venomx.daemon.events import EventLog
 from venomx.daemon.fdreserve import reserve
-from venomx.daemon.termination import KILL_WAIT
+from venomx.daemon.panes import Panes
+from venomx.daemon.panes.termination import KILL_WAIT
+from venomx.daemon.reaper import Reaper
+from venomx.daemon.registry import Registry
+from venomx.daemon.runs import RunTable
 from workers.protocol import SENTINEL_TITLE, SPARE_TITLE
-
-if TYPE_CHECKING:
-    from venomx.daemon.core import Daemon
 
 ORPHAN_AFTER = 2.0  # the sentinel's drain (1 s) plus time to deliver EXIT and exit
 FDS_WARN, FDS_FAIL = 0.80, 0.95  # of the soft RLIMIT_NOFILE
 FD_ERRNOS = frozenset({errno.EMFILE, errno.ENFILE})
+ESCAPEES_LISTED = 100  # doctor names this many escaped processes (pid, pane, run)
+
+
+@dataclass
+class Doctor:
+    """What the report reads: the services, and facts the daemon sets as it starts
+    (the socket file it bound, whether it is a subreaper) and its live connections."""
+
+    source: str
+    registry: Registry
+    config: Config
+    events: EventLog
+    audit: AuditLog
+    runs: RunTable
+    panes: Panes
+    reaper: Reaper
+    socket_path: str
+    connections: set[Any]
+    socket_ino: int = -1  # the socket file we bound, to notice it being replaced
+    subreaper: bool = False
+    started: float = field(default_factory=time.monotonic)
+
+    async def report(self) -> dict[str, Any]:
+        return await report(self)
 
 
 @dataclass
@@ -113,10 +141,10 @@ def check(name: str, status: str, detail: str) -> dict[str, str]:
     return {"name": name, "status": status, "detail": detail}
 
 
-async def unresponsive(d: Daemon) -> list[str]:
+async def unresponsive(d: Doctor) -> list[str]:
     """Panes whose sentinel does not answer a ping in time (all pinged at once)."""
     panes = [p for p in d.registry.panes.values()
-             if p.live and p.channel is not None and not p.sentinel_lost]
+             if p.live and d.panes.link(p).channel is not None and not p.sentinel_lost]
     answers = await asyncio.gather(*map(d.panes.responsive, panes))
     return [p.id for p, ok in zip(panes, answers, strict=True) if not ok]
 
@@ -124,14 +152,14 @@ async def unresponsive(d: Daemon) -> list[str]:
 Section = tuple[dict[str, str], Any]  # a check, and what the report shows for it
 
 
-def fork_server(d: Daemon, facts: ProcFacts) -> dict[str, str]:
-    ok = d.forkserver.pid in facts.children and \
-        facts.children[d.forkserver.pid][1] != psutil.STATUS_ZOMBIE
+def fork_server(d: Doctor, facts: ProcFacts) -> dict[str, str]:
+    ok = d.panes.forkserver.pid in facts.children and \
+        facts.children[d.panes.forkserver.pid][1] != psutil.STATUS_ZOMBIE
     return check("fork_server", "ok" if ok else "fail",
-                 f"pid {d.forkserver.pid}" if ok else "fork server not running")
+                 f"pid {d.panes.forkserver.pid}" if ok else "fork server not running")
 
 
-def sentinel_panes(d: Daemon, facts: ProcFacts) -> dict[int, str]:
+def sentinel_panes(d: Doctor, facts: ProcFacts) -> dict[int, str]:
     """Our live, titled sentinels (spares aside), by pid: the pane each serves."""
     reg = d.registry
     ours = set(reg.sentinels) | {p.sentinel_pid for p in reg.panes.values()}
@@ -141,7 +169,7 @@ def sentinel_panes(d: Daemon, facts: ProcFacts) -> dict[int, str]:
             and st != psutil.STATUS_ZOMBIE}
 
 
-def sentinels(d: Daemon, facts: ProcFacts, sentinel_of: dict[int, str],
+def sentinels(d: Doctor, facts: ProcFacts, sentinel_of: dict[int, str],
               silent: list[str]) -> Section:
     """Each live pane has exactly one live, running, answering sentinel; none outlives its
     pane by more than its drain; and the losses since start."""
@@ -153,28 +181,29 @@ def sentinels(d: Daemon, facts: ProcFacts, sentinel_of: dict[int, str],
     orphaned = [pid for pid, pane in sentinel_of.items()
                 if (pane in reg.panes and not reg.panes[pane].live
                     and now - reg.panes[pane].exited_mono > ORPHAN_AFTER)
-                or (pane not in reg.panes and pane not in d.preparing)]
+                or (pane not in reg.panes and pane not in d.panes.preparing)]
     # A stopped sentinel reads no output and answers nothing: its pane is wedged.
     stopped = [p.id for p in live if p.id not in missing and facts.children.get(
         p.sentinel_pid, ("", ""))[1] in (psutil.STATUS_STOPPED, psutil.STATUS_TRACING_STOP)]
     section = {"expected": len(live), "alive": alive, "missing": missing,
-               "orphaned": len(orphaned), "spares": len(d.forkserver.spares),
+               "orphaned": len(orphaned), "spares": len(d.panes.forkserver.spares),
                "stopped": stopped, "unresponsive": silent,
-               "lost": {"count": d.losses.count, "recent": list(d.losses.recent)}}
+               "lost": {"count": d.panes.losses.count, "recent": list(d.panes.losses.recent)}}
     status = "fail" if missing or stopped or silent else ("warn" if orphaned else "ok")
     return check("sentinels", status,
                  f"{alive}/{len(live)} alive, {len(missing)} missing, {len(stopped)} stopped, "
                  f"{len(silent)} unresponsive, {len(orphaned)} orphaned, "
-                 f"{d.losses.count} lost since start"), section
+                 f"{d.panes.losses.count} lost since start"), section
 
 
-def escapees(d: Daemon, facts: ProcFacts, sentinel_of: dict[int, str]) -> Section:
+def escapees(d: Doctor, facts: ProcFacts, sentinel_of: dict[int, str]) -> Section:
     """Live processes that left their pane's group: re-parented to the daemon, or still
     carrying VENOMX_PANE of a pane that exited or of another group."""
     reg = d.registry
     # every sentinel is titled SPARE_TITLE from birth until SPAWN: ours, not escapees
     spares = {pid for pid, (title, _) in facts.children.items() if title == SPARE_TITLE}
-    known = {d.forkserver.pid, *d.forkserver.spare_pids, *reg.sentinels, *sentinel_of, *spares}
+    fs = d.panes.forkserver
+    known = {fs.pid, *fs.spare_pids, *reg.sentinels, *sentinel_of, *spares}
     leaders = {p.pid for p in reg.panes.values() if p.live}
     found = {pid for pid, (_title, st) in facts.children.items()
              if pid not in known and pid not in leaders and st != psutil.STATUS_ZOMBIE}
@@ -185,17 +214,25 @@ def escapees(d: Daemon, facts: ProcFacts, sentinel_of: dict[int, str]) -> Sectio
         if pane is None or not pane.live or facts.group.get(pid) != pane.pid:
             found.add(pid)
     per_pane: dict[str, int] = {}
-    for pid in found:
+    listed: list[dict[str, Any]] = []
+    for pid in sorted(found):
         pane_id = facts.pane_env.get(pid, "unknown")
         if pane_id not in reg.panes:
             pane_id = "unknown"  # a process's own environment is not ours to echo
         per_pane[pane_id] = per_pane.get(pane_id, 0) + 1
+        if len(listed) < ESCAPEES_LISTED:
+            entry: dict[str, Any] = {"pid": pid, "pane": pane_id}
+            run = reg.panes[pane_id].run if pane_id in reg.panes else None
+            if run is not None:
+                entry["run"] = run
+            listed.append(entry)
     return (check("escapees", "warn" if found else "ok",
                   f"{len(found)} processes left their pane's process group"),
-            {"count": len(found), "panes": per_pane, "reaped": d.reaper.reaped_escapees})
+            {"count": len(found), "panes": per_pane, "processes": listed,
+             "reaped": d.reaper.reaped_escapees})
 
 
-def socket_file(d: Daemon) -> dict[str, str]:
+def socket_file(d: Doctor) -> dict[str, str]:
     """Whether the socket path still leads here: any program of our uid can replace the
     file (clients still reach this daemon at its abstract address, but say so)."""
     try:
@@ -213,7 +250,7 @@ def zombies(facts: ProcFacts) -> Section:
     return check("zombies", "warn" if n else "ok", f"{n} unreaped children"), n
 
 
-def run_active(d: Daemon) -> Section:
+def run_active(d: Doctor) -> Section:
     max_active = d.config["run.max_active"]
     active = d.runs.active
     return (check("run.active", "warn" if active >= 0.9 * max_active else "ok",
@@ -221,17 +258,18 @@ def run_active(d: Daemon) -> Section:
             {"count": active, "max_active": max_active})
 
 
-def run_stuck(d: Daemon) -> Section:
+def run_stuck(d: Doctor) -> Section:
     now = time.monotonic()
-    stuck = [p.run for p in d.registry.panes.values()
-             if p.run and p.termination is not None and p.live
-             and p.termination.killed_at is not None
-             and now > p.termination.killed_at + KILL_WAIT]
+    stuck = []
+    for p in d.registry.panes.values():
+        t = d.panes.link(p).termination if p.run and p.live else None
+        if t is not None and t.killed_at is not None and now > t.killed_at + KILL_WAIT:
+            stuck.append(p.run)
     return (check("run.stuck", "warn" if stuck else "ok",
                   f"{len(stuck)} runs terminating past their kill-wait"), stuck)
 
 
-def run_section(d: Daemon, active: Any, stuck: Any) -> dict[str, Any]:
+def run_section(d: Doctor, active: Any, stuck: Any) -> dict[str, Any]:
     runs = d.runs
     return {
         "active": active,
@@ -243,7 +281,7 @@ def run_section(d: Daemon, active: Any, stuck: Any) -> dict[str, Any]:
     }
 
 
-def counters(d: Daemon) -> dict[str, Any]:
+def counters(d: Doctor) -> dict[str, Any]:
     reg = d.registry
     states: dict[str, int] = {"running": 0, "terminating": 0, "exited": 0}
     for p in reg.panes.values():
@@ -252,12 +290,12 @@ def counters(d: Daemon) -> dict[str, Any]:
         "panes": states, "sessions": len(reg.sessions), "windows": len(reg.windows),
         "principals": sum(1 for p in reg.principals.values() if not p.revoked),
         "events": len(d.events.events), "audit": len(d.audit.records),
-        "observations_coalesced": d.events.coalesced, "vt_dropped": d.exited.vt_dropped,
+        "observations_coalesced": d.events.coalesced, "vt_dropped": d.panes.exited_panes.vt_dropped,
         "connections": len(d.connections), "subreaper": d.subreaper,
     }
 
 
-async def report(d: Daemon) -> dict[str, Any]:
+async def report(d: Doctor) -> dict[str, Any]:
     """Every check, each with its section, and the worst status over them."""
     facts, silent = await asyncio.gather(asyncio.to_thread(gather), unresponsive(d))
     sentinel_of = sentinel_panes(d, facts)
@@ -268,7 +306,7 @@ async def report(d: Daemon) -> dict[str, Any]:
     f_check, fds = fds_check(facts, fds_limit)
     a_check, active = run_active(d)
     r_check, stuck = run_stuck(d)
-    x_section, x_check = d.exited.report(d)
+    x_section, x_check = d.panes.exited_panes.report(d.config)
     checks = [socket_file(d), fork_server(d, facts), s_check, e_check, z_check, f_check,
               a_check, r_check, x_check]
     statuses = {c["status"] for c in checks}

@@ -37,14 +37,14 @@ async def serve(place: paths.SocketPlace, config: Config, test_seams: bool,
     dlog.start_flusher(loop)
     try:
         d = Daemon(place.given, config, test_seams)
-        d.socket_ino = place.ino
+        d.doctor.socket_ino = place.ino
         for sig in (signal.SIGTERM, signal.SIGINT):
-            loop.add_signal_handler(sig, d.begin_shutdown)
+            loop.add_signal_handler(sig, d.lifecycle.begin_shutdown)
         config.listeners.append(
             lambda changed: dlog.configure(config["log.max_bytes"], config["log.keep"]))
         d.start()
         assert place.sock is not None and place.abstract is not None
-        servers = [Listener(d, place.sock), Listener(d, place.abstract)]
+        servers = [Listener(d.services, place.sock), Listener(d.services, place.abstract)]
     except BaseException:
         paths.unlink_ours(place)
         raise
@@ -57,7 +57,7 @@ async def serve(place: paths.SocketPlace, config: Config, test_seams: bool,
         os.write(ready_fd, json.dumps(info).encode() + b"\n")
         os.close(ready_fd)
     try:
-        await d.stopped
+        await d.lifecycle.stopped
     finally:
         for server in servers:
             server.close()

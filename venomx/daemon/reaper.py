@@ -18,8 +18,11 @@ log = logging.getLogger(__name__)
 
 
 class Reaper:
+    """Reaps every child; ``on_exit`` says whether the child was one of ours, and the
+    rest (escaped descendants) are counted."""
+
     def __init__(self, is_leader: Callable[[int], bool],
-                 on_exit: Callable[[int, int], None]) -> None:
+                 on_exit: Callable[[int, int], bool]) -> None:
         self.is_leader = is_leader
         self.on_exit = on_exit
         self.reaped_escapees = 0
@@ -43,6 +46,7 @@ class Reaper:
             except ChildProcessError:
                 continue
             try:
-                self.on_exit(pid, status)
+                if not self.on_exit(pid, status):
+                    self.reaped_escapees += 1
             except Exception:  # the reaper must survive any handler bug
                 log.exception("exit handler failed for pid %d", pid)

@@ -7,7 +7,6 @@ node as the frozen authorization data (§5 "Removed resources").
 
 from __future__ import annotations
 
-import asyncio
 import hashlib
 import secrets
 import time
@@ -17,8 +16,6 @@ from datetime import UTC, datetime
 from typing import TYPE_CHECKING, Any
 
 if TYPE_CHECKING:
-    from venomx.daemon.sentinels import Channel
-    from venomx.daemon.termination import Termination
     from workers.rows import Snapshot
 
 
@@ -108,7 +105,6 @@ class Pane:
     argv0: str
     cols: int
     rows: int
-    channel: Channel | None
     sentinel_pid: int
     state: str = "running"
     exit_code: int | None = None
@@ -118,23 +114,9 @@ class Pane:
     exited_at: str | None = None
     exited_mono: float = 0.0
     final: Snapshot | None = None
-    exited: asyncio.Future[None] = field(
-        default_factory=lambda: asyncio.get_running_loop().create_future())
-    termination: Termination | None = None
-    command_open: bool = False
-    status_set: bool = False
-    # The wait status comes from the sentinel's EXIT, or, when the sentinel is lost
-    # (``fault``), from the daemon's own reap of the leader (``leader_status``).
-    leader_status: int | None = None
-    exit_seen: bool = False
-    exit_status: int = 0
-    exit_state: Snapshot | None = None
     fault: str | None = None  # "sentinel_lost": venomx failed, not the program
     told_epoch: int = 1  # the last row epoch and offset the sentinel reported
     told_offset: int = 0
-    pidfd: int = -1  # readable once the leader has exited (before anyone reaps it)
-    watchdog: asyncio.TimerHandle | None = None
-    attachers: dict[int, Any] = field(default_factory=dict)
     escapee_pids: set[int] = field(default_factory=set)
 
     @property

@@ -14,18 +14,22 @@ import hmac
 import json
 import secrets
 from collections import Counter
+from collections.abc import Callable
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
-from venomx.daemon.registry import AuthNode, monotonic_ms, now_iso
-from venomx.wire import VenomxError
+from venomx.daemon.config import Config
+from venomx.daemon.events import EventLog
+from venomx.daemon.registry import AuthNode, Pane, Registry, monotonic_ms, now_iso
+from venomx.daemon.waitstatus import signal_number
+from venomx.wire import VenomxError, id_number
+from workers.rows import tail
 
-if TYPE_CHECKING:
-    from venomx.daemon.core import Daemon
-    from venomx.daemon.registry import Pane
 
 @dataclass
 class Run:
+    """A run's record: set at its start, fixed at its completion, kept until expiry."""
+
     id: str
     key: str
     owner: str
@@ -106,16 +110,24 @@ def status_of(run: Run) -> int:
     if run.outcome == "failed":
         return int(run.exit_code or 0)
     if run.outcome == "signaled":
-        from venomx.daemon.sentinels import signal_number
-
         n = signal_number(run.signal or "")
         return 255 if n is None else min(255, 128 + n)
     return 124 if run.cause == "deadline" else 125
 
 
 class RunTable:
-    def __init__(self, d: Daemon) -> None:
-        self.d = d
+    """Every run's record and key binding, from its start to its expiry.
+
+    ``stop`` ends a run's pane (its deadline) and ``evicted`` tells the pane owner that a
+    record went (its exited pane may now be evicted too); the daemon wires both.
+    """
+
+    def __init__(self, registry: Registry, events: EventLog, config: Config) -> None:
+        self.registry = registry
+        self.events = events
+        self.config = config
+        self.stop: Callable[[Pane, str], None] = lambda pane, cause: None
+        self.evicted: Callable[[], None] = lambda: None
         self.runs: dict[str, Run] = {}
         self.bindings: dict[tuple[str, str], Run] = {}
         self.pending: dict[tuple[str, str], Pending] = {}
@@ -158,28 +170,25 @@ class RunTable:
 
     def commit(self, run: Run, pane: Pane, deadline_ms: int | None) -> None:
         """Called inside the spawn's commit turn: record, binding, run.started, deadline."""
-        d = self.d
         run.pane, run.window, run.session = pane.id, pane.window, pane.session
         run.principal, run.pid = pane.principal, pane.pid
         run.node = AuthNode(f"run:{run.id}", run.owner, pane.node)
         run.started_at = now_iso()
         run.started_mono = monotonic_ms()
         self.runs[run.id] = run
-        d.registry.runs[run.id] = run.node
+        self.registry.runs[run.id] = run.node
         self.bindings[(run.owner, run.key)] = run
-        d.events.emit("run.started", f"run:{run.id}", {"run": run.id, "pane": pane.id},
+        self.events.emit("run.started", f"run:{run.id}", {"run": run.id, "pane": pane.id},
                       run.node)
         if deadline_ms is not None:
             loop = asyncio.get_running_loop()
             run.deadline = loop.call_later(deadline_ms / 1000.0, self.on_deadline, run)
 
     def on_deadline(self, run: Run) -> None:
-        from venomx.daemon.termination import terminate
-
         run.deadline = None
-        pane = self.d.registry.panes.get(run.pane)
+        pane = self.registry.panes.get(run.pane)
         if run.state == "running" and pane is not None:
-            terminate(self.d, pane, "SIGHUP", 2000, "deadline")
+            self.stop(pane, "deadline")
 
     # -- termination and completion --------------------------------------------------------
     def on_terminating(self, run_id: str, cause: str) -> None:
@@ -188,13 +197,11 @@ class RunTable:
             return
         run.state = "terminating"
         run.cause = cause
-        self.d.events.emit("run.terminating", f"run:{run.id}",
+        self.events.emit("run.terminating", f"run:{run.id}",
                            {"run": run.id, "cause": cause}, run.node)
 
     def complete(self, run_id: str, pane: Pane) -> None:
         """The leader was reaped: fix the outcome (same turn as pane.exited)."""
-        from workers.rows import tail
-
         run = self.runs.get(run_id)
         if run is None or run.state == "completed":
             return
@@ -234,7 +241,7 @@ class RunTable:
             value = getattr(run, name)
             if value is not None:
                 data[name] = value
-        self.d.events.emit("run.completed", f"run:{run.id}", data, run.node)
+        self.events.emit("run.completed", f"run:{run.id}", data, run.node)
         if not run.done.done():
             run.done.set_result(None)
         self.enforce()
@@ -242,7 +249,7 @@ class RunTable:
     # -- retention -------------------------------------------------------------------------
     def enforce(self) -> None:
         """Evict oldest-completed records while any limit is exceeded (§12)."""
-        cfg = self.d.config
+        cfg = self.config
         now = monotonic_ms()
         while self.completed_order:
             oldest = self.runs[self.completed_order[0]]
@@ -266,19 +273,17 @@ class RunTable:
     def evict(self, run: Run, why: str) -> None:
         self.completed_order.remove(run.id)
         del self.runs[run.id]
-        self.d.registry.runs.pop(run.id, None)
+        self.registry.runs.pop(run.id, None)
         self.retained_bytes -= run.output_size
         if self.bindings.get((run.owner, run.key)) is run:
             del self.bindings[(run.owner, run.key)]
         self.evictions[why] += 1
-        self.d.events.emit("run.expired", f"run:{run.id}", {"run": run.id}, run.node)
-        self.d.exited.enforce(self.d)  # its pane may be evicted now
+        self.events.emit("run.expired", f"run:{run.id}", {"run": run.id}, run.node)
+        self.evicted()  # its pane may be evicted now
 
     def missing(self, run_id: str) -> VenomxError:
         """``not_found.run`` with expired/unknown, for an authorized absent run."""
-        from venomx.wire import id_number
-
         n = id_number(run_id, "r")
-        expired = n is not None and n < self.d.registry.counters["r"]
+        expired = n is not None and n < self.registry.counters["r"]
         return VenomxError("not_found.run", f"run {run_id[:64]} not found",
                            {"reason": "expired" if expired else "unknown"})

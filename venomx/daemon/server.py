@@ -30,7 +30,7 @@ from venomx.manifest.verbs import verb_by_name
 from venomx.wire import DEFAULT_MAX_FRAME, MAX_DEPTH, JsonError, VenomxError, dumps, loads
 
 if TYPE_CHECKING:
-    from venomx.daemon.core import Daemon
+    from venomx.daemon.services import Services
 
 log = logging.getLogger(__name__)
 MAX_ANCESTRY = 256  # deeper process trees than this are treated as a pane's
@@ -71,8 +71,8 @@ class Listener:
     warning, which the log's limiter lets through once a second.
     """
 
-    def __init__(self, d: Daemon, sock: socket.socket) -> None:
-        self.d = d
+    def __init__(self, services: Services, sock: socket.socket) -> None:
+        self.services = services
         self.sock = sock
         self.loop = asyncio.get_running_loop()
         self.pause = PAUSE_FIRST
@@ -97,7 +97,7 @@ class Listener:
 
     async def open(self, conn: socket.socket) -> None:
         try:
-            await self.loop.connect_accepted_socket(lambda: Connection(self.d), conn)
+            await self.loop.connect_accepted_socket(lambda: Connection(self.services), conn)
         except asyncio.CancelledError:
             conn.close()
             raise
@@ -132,12 +132,12 @@ class Listener:
 
 
 class Connection(asyncio.Protocol):
-    def __init__(self, d: Daemon) -> None:
-        self.d = d
+    def __init__(self, services: Services) -> None:
+        self.services = services
         self.transport: asyncio.Transport | None = None
         self.buf = bytearray()
         self.discarding = False
-        self.max_frame: int = min(DEFAULT_MAX_FRAME, d.config["protocol.max_frame"])
+        self.max_frame: int = min(DEFAULT_MAX_FRAME, services.config["protocol.max_frame"])
         self.principal: Principal | None = None
         self.peer_uid = -1
         self.peer_pid = 0
@@ -155,11 +155,11 @@ class Connection(asyncio.Protocol):
             self.peer_pid, self.peer_uid, _ = struct.unpack("3i", creds)
         except OSError:
             self.peer_uid = -1
-        self.d.connections.add(self)
+        self.services.connections.add(self)
 
     def connection_lost(self, exc: Exception | None) -> None:
         self.closed = True
-        self.d.connections.discard(self)
+        self.services.connections.discard(self)
         for task in list(self.tasks.values()):
             task.cancel()
 
@@ -272,7 +272,7 @@ class Connection(asyncio.Protocol):
             self.reply_error(rid, VenomxError("invalid_request.id",
                                               f"id {rid} is already in flight", {}))
             return
-        ctx = Context(self.d, self, verb, rid)
+        ctx = Context(self.services, self, verb, rid)
         task = asyncio.get_running_loop().create_task(dispatch(ctx, params))
         self.tasks[rid] = task
         task.add_done_callback(functools.partial(self.request_done, rid))
@@ -296,29 +296,29 @@ class Connection(asyncio.Protocol):
             principal = self.identify(params.get("token"))
         except VenomxError as exc:
             if exc.code.startswith("denied."):
-                self.d.audit.append(None, "hello", exc.code, None)
+                self.services.audit.append(None, "hello", exc.code, None)
             self.reply_error(rid, exc)
             return
         want = params.get("max_frame", DEFAULT_MAX_FRAME)
-        self.max_frame = min(want, self.d.config["protocol.max_frame"])
+        self.max_frame = min(want, self.services.config["protocol.max_frame"])
         self.principal = principal
         self.reply(rid, {"protocol": PROTOCOL, "server": f"venomx/{__version__}",
-                         "source": self.d.source,
+                         "source": self.services.source,
                          "principal": None if principal.anonymous else principal.id,
                          "max_frame": self.max_frame})
 
     def identify(self, token: str | None) -> Principal:
-        reg = self.d.registry
+        reg = self.services.registry
         if not self.same_user:
             raise VenomxError("denied.owner", "peer is not the daemon's user", {})
         if token is None:
-            return self.d.anonymous()
+            return self.services.anonymous()
         if token == "@owner":
             if from_our_descendant(self.peer_pid):
                 # a program in a pane shares our uid; it acts with its pane's token
                 raise VenomxError("denied.owner", "@owner is not accepted from a process "
                                   "started in a pane: use the pane's VENOMX_TOKEN", {})
-            return self.d.owner
+            return self.services.owner
         pid = reg.tokens.get(token_key(token)) if TOKEN.fullmatch(token) else None
         p = reg.principals.get(pid) if pid else None
         if p is None or p.revoked or p.token is None or not hmac.compare_digest(p.token, token):

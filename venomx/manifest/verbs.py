@@ -25,6 +25,7 @@ GRANT_RIGHTS = ("read", "write", "spawn", "admin")
 GRANT_SCOPE_PATTERN = r"\*|self|(?:session|window|pane|run):(?:\*|[A-Za-z0-9._-]{1,64})"
 ENV_NAME_PATTERN = r"[A-Za-z_][A-Za-z0-9_]*"
 ABSOLUTE_PATTERN = r"/[^\x00]*"
+BASE64_PATTERN = r"(?:[A-Za-z0-9+/]{4})*(?:[A-Za-z0-9+/]{2}==|[A-Za-z0-9+/]{3}=)?"
 MAX_ARGV = 262144  # bytes of argv as exec passes it: each argument and its NUL
 MAX_ENV_VALUE = 32768
 MAX_SHELL = 65536
@@ -119,6 +120,37 @@ class Check:
     exactly_one: str | None = None
 
 
+# What dispatch does after the resource check, in a verb's declared order (``steps``):
+#   source      a given ``source`` must be this daemon's (conflict.source)
+#   shutdown    no new work once shutdown has begun (unavailable.shutdown)
+#   identified  the caller has a principal (denied.anonymous)
+#   seams       the daemon runs with --test-seams (unsupported.seams)
+#   delegation  ``grants`` are within the caller's (denied.delegation); the handler gets
+#               the granted list
+#   rules       the value rules (``rules``)
+#   cwd         cwd resolution: an existing directory (RFC-0013)
+#   target      look up the target and check its state; the handler gets the object
+STEPS = ("source", "shutdown", "identified", "seams", "delegation", "rules", "cwd", "target")
+
+
+@dataclass(frozen=True)
+class Target:
+    """What a verb acts on, looked up by dispatch after authorization (tmux's
+    ``cmd_entry.target``): the params naming it (kind = param name), and the states it
+    must be in, checked in order: ``running`` (a pane neither exited nor terminating),
+    ``live`` (not exited), ``exited``, ``not_removing`` (its window and session are not
+    being removed). The handler receives the object in place of the ID (None when an
+    optional param is absent).
+
+    ``resolve=False`` authorizes only: the handler resolves it with ``Context.resolve``
+    at its own step (``run``: the key lookup comes between, RFC-0015 §11 row 16).
+    """
+
+    params: tuple[str, ...]
+    state: tuple[str, ...] = ()
+    resolve: bool = True
+
+
 @dataclass(frozen=True)
 class Verb:
     name: str
@@ -143,6 +175,16 @@ class Verb:
     # write (changes state, destroys nothing), destructive (ends, removes or replaces
     # something), spawn (starts or drives arbitrary programs: destructive, open world).
     effect: str = "destructive"
+    target: Target | None = None
+    steps: tuple[str, ...] = ()  # from STEPS; by default "rules" (if any), then "target"
+
+    @property
+    def order(self) -> tuple[str, ...]:
+        """The steps dispatch performs after the resource check, in order."""
+        if self.steps:
+            return self.steps
+        out = ("rules",) if self.rules else ()
+        return (*out, "target") if self.target is not None and self.target.resolve else out
 
     def param(self, name: str) -> Param | None:
         return next((p for p in self.params if p.name == name), None)
@@ -206,6 +248,7 @@ CELLS = Group("max_product", ("cols", "rows"), "invalid_params.size", MAX_CELLS)
 # RFC-0015 §11 step 6's order, which window.create and pane.split share from argv on
 SPAWN_RULES: tuple[str | Group, ...] = ("argv", "name", CELLS, "env", "env_unset", "cwd")
 SPLIT_RULES = tuple(r for r in SPAWN_RULES if r != "name")
+SPAWN_STEPS = ("shutdown", "delegation", "rules", "cwd", "target")
 SPAWN_RESULT = (F("window"), F("pane"), F("session"), F("principal"), F("pid", "integer"))
 PANE_RECORD = (F("pane"), F("window"), F("session"), F("principal"), F("pid", "integer"),
                F("argv0"), F("cols", "integer"), F("rows", "integer"), F("state"),
@@ -257,14 +300,16 @@ VERBS: tuple[Verb, ...] = (
          (F("session"), F("name", "string", False)), "spawn", Check("spawn", scope="session:*"),
          errors=("invalid_params.name", "denied.spawn", "unavailable.shutdown"),
          rules=("name",),
-         title="Create session", effect="write"),
+         title="Create session", effect="write",
+         steps=("shutdown", "rules")),
     Verb("session.list", "List sessions you can read.", (),
          (F("source"), F("sessions", "array")), "read",
          title="List sessions", effect="read"),
     Verb("session.get", "Show a session and its windows.", (S("session", required=True),),
          (F("session"), F("name", "string", False), F("windows", "array")), "read",
          Check("read", ("session",)), errors=("not_found.session", "denied.read"),
-         title="Get session", effect="read"),
+         title="Get session", effect="read",
+         target=Target(("session",))),
     Verb("session.remove", "Remove a session; with recursive, terminate its live panes "
          "first. Destructive.",
          (S("session", required=True), B("recursive", "Terminate live panes first",
@@ -272,19 +317,22 @@ VERBS: tuple[Verb, ...] = (
          (F("session"), F("removed", "array")), "write", Check("write", ("session",)),
          errors=("not_found.session", "denied.write", "conflict.live_panes",
                  "conflict.removing", "timeout.terminate"),
-         title="Remove session"),
+         title="Remove session",
+         target=Target(("session",))),
     Verb("window.create", "Create a window with one pane running argv (default: the "
          "configured shell). Starts a process.",
          (S("session", required=True), name_param("Window name"), ARGV, *SPAWN_PARAMS),
          SPAWN_RESULT, "spawn", Check("spawn", ("session",)),
          errors=("not_found.session", *SPAWN_ERRORS), rules=SPAWN_RULES, trailing_argv=True,
-         title="Create window", effect="spawn"),
+         title="Create window", effect="spawn",
+         target=Target(("session",), ("not_removing",)), steps=SPAWN_STEPS),
     Verb("window.get", "Show a window: its layout and pane records.",
          (S("window", required=True),),
          (F("window"), F("session"), F("name", "string", False), F("layout", "object"),
           F("panes", "array")), "read", Check("read", ("window",)),
          errors=("not_found.window", "denied.read"),
-         title="Get window", effect="read"),
+         title="Get window", effect="read",
+         target=Target(("window",))),
     Verb("window.remove", "Remove a window; with recursive, terminate its live panes first. "
          "Destructive.",
          (S("window", required=True), B("recursive", "Terminate live panes first",
@@ -292,38 +340,45 @@ VERBS: tuple[Verb, ...] = (
          (F("window"), F("removed", "array")), "write", Check("write", ("window",)),
          errors=("not_found.window", "denied.write", "conflict.live_panes",
                  "conflict.removing", "timeout.terminate"),
-         title="Remove window"),
+         title="Remove window",
+         target=Target(("window",))),
     Verb("pane.split", "Split a live pane and run argv in the new pane. Starts a process.",
          (S("pane", required=True), S("axis", "Split axis", required=True,
                                       choices=("cols", "rows")), ARGV, *SPAWN_PARAMS),
          SPAWN_RESULT, "spawn", Check("spawn", ("pane",)),
          errors=("not_found.pane", "conflict.pane_exited", "conflict.pane_terminating",
                  *SPAWN_ERRORS), rules=SPLIT_RULES, trailing_argv=True,
-         title="Split pane", effect="spawn"),
+         title="Split pane", effect="spawn",
+         target=Target(("pane",), ("running", "not_removing")),
+         steps=SPAWN_STEPS),
     Verb("pane.list", "List panes you can read, optionally of one session or window.",
          (S("session", "Only panes of this session"), S("window", "Only panes of this window")),
          (F("source"), F("panes", "array")), "read",
          Check("read", ("session", "window")),
          errors=("not_found.session", "not_found.window", "denied.read"),
-         title="List panes", effect="read"),
+         title="List panes", effect="read",
+         target=Target(("session", "window"))),
     Verb("pane.send", "Send input to a pane: exactly one of text, keys or data (base64).",
          (S("pane", required=True), S("text", "Text, sent as UTF-8"),
           Param("keys", "array", "Key names: Enter, Tab, Escape, Up, C-c, F5, ...",
                 items="string"),
-          S("data", "Raw bytes, base64")),
+          S("data", "Raw bytes, base64", pattern=BASE64_PATTERN, hint="base64",
+            code="invalid_params.input", reason="base64")),
          (F("pane"), F("bytes", "integer")), "write", Check("write", ("pane",)),
          errors=("invalid_params.input", "not_found.pane", "denied.write",
                  "conflict.pane_exited", "conflict.pane_terminating", "timeout.input",
                  "unavailable.sentinel"),
-         rules=(Group("exactly_one", ("text", "keys", "data"), "invalid_params.input"),),
-         title="Send input to pane", effect="spawn"),
+         rules=(Group("exactly_one", ("text", "keys", "data"), "invalid_params.input"), "data"),
+         title="Send input to pane", effect="spawn",
+         target=Target(("pane",), ("running",), resolve=False)),
     Verb("pane.resize", "Resize a pane's PTY (renumbers rows: the epoch changes).",
          (S("pane", required=True), I("cols", "New columns", required=True, min=1, max=65535),
           I("rows", "New rows", required=True, min=1, max=65535)),
          PANE_RECORD, "write", Check("write", ("pane",)),
          errors=("invalid_params.size", "not_found.pane", "denied.write",
                  "conflict.pane_exited", "unavailable.sentinel"),
-         title="Resize pane", effect="write"),
+         title="Resize pane", effect="write",
+         rules=(CELLS,), target=Target(("pane",), ("live",))),
     Verb("pane.kill", "Stop a pane's process group: signal, grace, then SIGKILL. "
          "Destructive.",
          (S("pane", required=True),
@@ -332,13 +387,15 @@ VERBS: tuple[Verb, ...] = (
          PANE_RECORD, "write", Check("write", ("pane",)),
          errors=("not_found.pane", "denied.write", "timeout.terminate",
                  "unavailable.shutdown"),
-         title="Kill pane"),
+         title="Kill pane",
+         target=Target(("pane",))),
     Verb("pane.remove", "Remove an exited pane (and its window when it was the last). "
          "Destructive.",
          (S("pane", required=True),), (F("pane"), F("removed", "array")), "write",
          Check("write", ("pane",)),
          errors=("not_found.pane", "denied.write", "conflict.pane_live"),
-         title="Remove pane"),
+         title="Remove pane",
+         target=Target(("pane",), ("exited",))),
     Verb("pane.capture_rows", "Read rows of a pane's screen and history as text.",
          (S("pane", required=True), I("epoch", "Fail unless the row epoch is this", min=1,
                                       max=2**62),
@@ -348,12 +405,14 @@ VERBS: tuple[Verb, ...] = (
          ROWS_RESULT, "read", Check("read", ("pane",)),
          errors=("not_found.pane", "denied.read", "conflict.epoch",
                  "unavailable.sentinel", "unsupported.result_size"),
-         title="Read pane rows", effect="read"),
+         title="Read pane rows", effect="read",
+         target=Target(("pane",))),
     Verb("pane.attach", "Stream a pane's output: a repaint, then every byte in order.",
          (S("pane", required=True),), (F("exit", "object"),), "read",
          Check("read", ("pane",)), streams=True,
          errors=("not_found.pane", "denied.read", "unavailable.sentinel"),
-         title="Attach to pane", effect="read"),
+         title="Attach to pane", effect="read",
+         target=Target(("pane",))),
     Verb("run", "Start a process (a trusted run) in a new pane and return its run ID once "
          "it has been exec'd. The key makes retries safe: the same key and parameters "
          "return the same run instead of starting the command again. argv uses no shell; "
@@ -399,7 +458,9 @@ VERBS: tuple[Verb, ...] = (
                 Group("exactly_one", ("argv", "shell"), "invalid_params.command"),
                 "shell", "key", *SPAWN_RULES),
          trailing_argv=True,
-         title="Run a command", effect="spawn"),
+         title="Run a command", effect="spawn",
+         target=Target(("session", "pane"), ("running", "not_removing"), resolve=False),
+         steps=("source", "shutdown", "delegation", "rules")),
     Verb("run.wait", "Wait for a run to complete and return its record: outcome, exit code "
          "or signal, status, and the tail of its output. Waiting never stops the run.",
          (S("run", required=True),
@@ -413,12 +474,14 @@ VERBS: tuple[Verb, ...] = (
              "it. Pass timeout_ms of at most 25000 (hosts often give up on a call after "
              "30-60 s; up to 60000 only if yours allows it) and call again in a loop while "
              "it fails timeout.wait; the run keeps running either way.",
-         title="Wait for run", effect="read"),
+         title="Wait for run", effect="read",
+         target=Target(("run",))),
     Verb("run.get", "Show a run's record without waiting.",
          (S("run", required=True), B("output", "Include the output tail", default=True)),
          run_record(False), "read", READ_RUN,
          errors=("not_found.run", "denied.read", "unsupported.result_size"),
-         title="Get run", effect="read"),
+         title="Get run", effect="read",
+         target=Target(("run",))),
     Verb("run.list", "List runs you can read, ordered by run ID, a page at a time.",
          (S("pane", "Only runs of this pane"), S("key", "Only your run with this key"),
           S("after", "List runs after this run ID"),
@@ -435,7 +498,8 @@ VERBS: tuple[Verb, ...] = (
          run_record(False), "write", Check("write", ("run",)),
          errors=("not_found.run", "denied.write", "timeout.terminate",
                  "unavailable.shutdown"),
-         title="Cancel run"),
+         title="Cancel run",
+         target=Target(("run",))),
     Verb("events.subscribe", "Stream events: a snapshot of entities, then every later event "
          "you may read, live.",
          (I("after", "Resume after this seq (no snapshot unless asked)", min=0, max=2**62),
@@ -443,7 +507,8 @@ VERBS: tuple[Verb, ...] = (
           S("source", "Fail unless the daemon's source is this one")),
          (F("seq", "integer"),), "read", streams=True,
          errors=("not_found.cursor", "conflict.source", "unavailable.backlog"),
-         title="Subscribe to events", effect="read"),
+         title="Subscribe to events", effect="read",
+         steps=("source",)),
     Verb("events.read", "Read events after a seq, waiting up to timeout_ms for the first.",
          (I("after", "Read events after this seq", min=0, max=2**62),
           I("limit", "Most events", default=256, min=1, max=1024),
@@ -458,12 +523,14 @@ VERBS: tuple[Verb, ...] = (
          (F("principal"), F("token"), F("grants", "array")), None,
          errors=("denied.anonymous", "denied.delegation", "invalid_params.grants",
                  "invalid_params.name"), rules=("name",),
-         title="Create principal", effect="write"),
+         title="Create principal", effect="write",
+         steps=("identified", "delegation", "rules")),
     Verb("principal.revoke", "Revoke a descendant principal (and its descendants): its token "
          "stops working at once. Destructive.",
          (S("principal", required=True),), (F("principal"), F("revoked", "array")), None,
          errors=("denied.anonymous", "denied.revoke", "not_found.principal"),
-         title="Revoke principal"),
+         title="Revoke principal",
+         target=Target(("principal",)), steps=("identified", "target")),
     Verb("config.get", "Read the configuration, or one key of it.", (S("path", "A key such "
          "as run.max_active"),), (F("config", "object"),), "admin", Check("admin", scope="*"),
          errors=("denied.admin", "invalid_params.config"),
@@ -499,14 +566,16 @@ VERBS: tuple[Verb, ...] = (
             required=True, choices=("hold", "release"))),
          (F("name"), F("state")), "admin", Check("admin", scope="*"),
          errors=("unsupported.seams", "denied.admin"),
-         title="Set test seam", effect="write"),
+         title="Set test seam", effect="write",
+         steps=("seams",)),
     Verb("seam.wait", "Wait until a request is held at a test seam.",
          (S("name", "The seam", required=True, choices=SEAMS),
           I("timeout_ms", "Fail timeout.seam after this long", default=10000, min=0,
             max=600000)),
          (F("name"), F("held", "integer")), "admin", Check("admin", scope="*"),
          errors=("unsupported.seams", "denied.admin", "timeout.seam"),
-         title="Wait at test seam", effect="read"),
+         title="Wait at test seam", effect="read",
+         steps=("seams",)),
 )
 
 _BY_NAME = {v.name: v for v in VERBS}

@@ -16,8 +16,7 @@ def readable(ctx: Context, ev: Event) -> bool:
 
 
 def entities(ctx: Context) -> list[dict[str, Any]]:
-    d = ctx.d
-    reg = d.registry
+    reg = ctx.registry
     out: list[dict[str, Any]] = []
     for s in reg.sessions.values():
         if ctx.can("read", f"session:{s.id}", s.node):
@@ -29,14 +28,14 @@ def entities(ctx: Context) -> list[dict[str, Any]]:
     for p in reg.panes.values():
         if ctx.can("read", f"pane:{p.id}", p.node):
             out.append({"kind": "pane", **p.record()})
-    for r in d.runs.runs.values():
+    for r in ctx.runs.runs.values():
         if ctx.can("read", f"run:{r.id}", r.node):
             out.append(r.entity())
     return out
 
 
 def check_cursor(ctx: Context, after: int) -> None:
-    log = ctx.d.events
+    log = ctx.events
     if not log.cursor_ok(after):
         raise VenomxError("not_found.cursor", f"events after {after} are no longer retained",
                           {"oldest": log.oldest})
@@ -50,21 +49,18 @@ async def subscribe(ctx: Context, after: int | None = None, snapshot: bool | Non
     Cancellation: ends the stream. A subscriber that falls 10000 events behind ends with
     ``unavailable.backlog``.
     """
-    d = ctx.d
-    if source is not None and source != d.source:
-        raise VenomxError("conflict.source", "the daemon's source differs", {"source": d.source})
     if after is not None:
         check_cursor(ctx, after)
     if snapshot is None:
         snapshot = after is None
     sub = Subscriber(lambda ev: readable(ctx, ev))
-    d.events.subscribers.add(sub)
+    ctx.events.subscribers.add(sub)
     try:
         if snapshot:
-            ctx.item({"snapshot": {"source": d.source, "seq": d.events.seq,
+            ctx.item({"snapshot": {"source": ctx.source, "seq": ctx.events.seq,
                                    "entities": entities(ctx)}})
         elif after is not None:
-            for ev in d.events.after(after):
+            for ev in ctx.events.after(after):
                 if readable(ctx, ev):
                     ctx.item({"event": ev.body})
         while True:
@@ -73,14 +69,14 @@ async def subscribe(ctx: Context, after: int | None = None, snapshot: bool | Non
                 raise VenomxError("unavailable.backlog", "subscriber fell too far behind", {})
             ctx.item({"event": item.body})
     finally:
-        d.events.subscribers.discard(sub)
+        ctx.events.subscribers.discard(sub)
 
 
 @handler("events.read")
 async def read(ctx: Context, limit: int, timeout_ms: int, after: int | None = None
                ) -> dict[str, Any]:
     """Events after ``after`` that the caller may read; waits up to timeout_ms for one."""
-    log = ctx.d.events
+    log = ctx.events
     if after is None:
         after = log.oldest - 1
     check_cursor(ctx, after)
@@ -96,7 +92,7 @@ async def read(ctx: Context, limit: int, timeout_ms: int, after: int | None = No
                 out.append(ev.body)
         remaining = deadline - time.monotonic()
         if out or remaining <= 0:
-            return {"source": ctx.d.source, "events": out, "next": nxt}
+            return {"source": ctx.source, "events": out, "next": nxt}
         changed = log.changed
         try:
             await asyncio.wait_for(changed.wait(), remaining)

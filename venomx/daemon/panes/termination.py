@@ -19,15 +19,22 @@ from typing import TYPE_CHECKING
 from venomx.wire import VenomxError
 
 if TYPE_CHECKING:
-    from venomx.daemon.core import Daemon
+    from venomx.daemon.panes.link import Link
+    from venomx.daemon.panes.owner import Panes
     from venomx.daemon.registry import Pane
 
 KILL_WAIT = 1.0
+# What removal and shutdown send (foundation §9, §11), and pane.kill's defaults.
+DEFAULT_SIGNAL = "SIGHUP"
+DEFAULT_GRACE_MS = 2000
 
 
 class Termination:
-    def __init__(self, d: Daemon, pane: Pane, signame: str, grace_ms: int, cause: str) -> None:
-        self.d = d
+    """One pane's termination in progress: its first signal and cause, and the SIGKILL timer."""
+
+    def __init__(self, owner: Panes, pane: Pane, signame: str, grace_ms: int,
+                 cause: str) -> None:
+        self.owner = owner
         self.pane = pane
         self.signame = signame
         self.grace_ms = grace_ms
@@ -45,7 +52,7 @@ class Termination:
         due = loop.time() + grace_ms / 1000.0
         if self.timer.when() > due:
             self.timer.cancel()
-            self.timer = loop.call_at(due, _escalate, self.d, self)
+            self.timer = loop.call_at(due, _escalate, self.owner, self)
 
     def cancel_timer(self) -> None:
         if self.timer is not None:
@@ -53,52 +60,53 @@ class Termination:
             self.timer = None
 
 
-def terminate(d: Daemon, pane: Pane, signame: str, grace_ms: int, cause: str) -> Termination | None:
+def terminate(owner: Panes, pane: Pane, link: Link, signame: str, grace_ms: int,
+              cause: str) -> Termination | None:
     """Start (or join) the termination of ``pane``; one reactor turn, no waiting."""
     if not pane.live:
         return None
-    if pane.termination is not None:
-        return pane.termination
-    t = Termination(d, pane, signame, grace_ms, cause)
-    pane.termination = t
+    if link.termination is not None:
+        return link.termination
+    t = Termination(owner, pane, signame, grace_ms, cause)
+    link.termination = t
     pane.state = "terminating"
-    d.events.emit("pane.terminating", f"pane:{pane.id}",
+    owner.events.emit("pane.terminating", f"pane:{pane.id}",
                   {"pane": pane.id, "requested_signal": signame, "grace_ms": grace_ms},
                   pane.node)
     if pane.run is not None:
-        d.runs.on_terminating(pane.run, cause)
-    d.signal_pane(pane, [_signal.SIGCONT, _signal.Signals[signame]])
+        owner.runs.on_terminating(pane.run, cause)
+    owner.signal(pane, [_signal.SIGCONT, _signal.Signals[signame]])
     loop = asyncio.get_running_loop()
-    t.timer = loop.call_later(grace_ms / 1000.0, _escalate, d, t)
+    t.timer = loop.call_later(grace_ms / 1000.0, _escalate, owner, t)
     return t
 
 
-def _escalate(d: Daemon, t: Termination) -> None:
+def _escalate(owner: Panes, t: Termination) -> None:
     t.timer = None
     if not t.pane.live:
         return
-    d.signal_pane(t.pane, [_signal.SIGKILL])
+    owner.signal(t.pane, [_signal.SIGKILL])
     t.killed_at = time.monotonic()
     if not t.killed.done():
         t.killed.set_result(None)
 
 
-async def wait_terminated(pane: Pane) -> None:
+async def wait_terminated(pane: Pane, link: Link) -> None:
     """Wait for the leader's reap; ``timeout.terminate`` once kill-wait has passed.
 
     Cancellation: ends only this wait; the termination goes on.
     """
-    t = pane.termination
+    t = link.termination
     if not pane.live or t is None:
         return
-    if not pane.exited.done():
-        await asyncio.wait([pane.exited, t.killed], return_when=asyncio.FIRST_COMPLETED)
-    if pane.exited.done():
+    if not link.exited.done():
+        await asyncio.wait([link.exited, t.killed], return_when=asyncio.FIRST_COMPLETED)
+    if link.exited.done():
         return
     assert t.killed_at is not None
     remaining = t.killed_at + KILL_WAIT - time.monotonic()
     if remaining > 0:
-        done, _ = await asyncio.wait([pane.exited], timeout=remaining)
+        done, _ = await asyncio.wait([link.exited], timeout=remaining)
         if done:
             return
     raise VenomxError("timeout.terminate", f"pane {pane.id} did not exit after SIGKILL",

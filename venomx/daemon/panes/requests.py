@@ -1,4 +1,4 @@
-"""Requests to a pane's sentinel: the only place that builds them and awaits the answers.
+"""Requests to a pane's sentinel: tagged, answered in turn, and bounded.
 
 Input, resize, capture, the attach stream and doctor's ping are tagged requests; each
 has a bound, so a busy, stopped or lost sentinel fails the request
@@ -13,11 +13,12 @@ import time
 from collections.abc import Callable
 from typing import TYPE_CHECKING, Any
 
-from venomx.daemon.sentinels import SENTINEL_BOUND, PaneGone
+from venomx.daemon.panes.sentinels import SENTINEL_BOUND, PaneGone
 from venomx.wire import VenomxError
 from workers import protocol as P
 
 if TYPE_CHECKING:
+    from venomx.daemon.panes.link import Link
     from venomx.daemon.registry import Pane
 
 # Input a program does not read within this bound is dropped, and the request says how
@@ -40,7 +41,7 @@ def silent(p: Pane, bound: float) -> VenomxError:
                        {"pane": p.id, "reason": "timeout"})
 
 
-class Panes:
+class Requests:
     """Tags requests, routes the sentinels' tagged answers back, and bounds every wait."""
 
     def __init__(self) -> None:
@@ -57,33 +58,34 @@ class Panes:
         if fut is not None and not fut.done():
             fut.set_result(m)
 
-    async def ask(self, pane: Pane, make: Callable[[int], P.Message],
+    async def ask(self, pane: Pane, link: Link, make: Callable[[int], P.Message],
                   bound: float = SENTINEL_BOUND) -> P.Message:
         """Send a request and await its answer; ``PaneGone`` if the pane exits or loses
         its sentinel meanwhile, ``unavailable.sentinel`` after ``bound`` seconds."""
-        if pane.channel is None or pane.sentinel_lost:
+        if link.channel is None or pane.sentinel_lost:
             raise VenomxError("unavailable.sentinel", f"pane {pane.id} has no sentinel",
                               {"pane": pane.id, "reason": "lost"})
         req = self.next_req()
         fut: asyncio.Future[P.Message] = asyncio.get_running_loop().create_future()
         self._waiting[req] = fut
-        pane.channel.send(make(req))
+        channel = link.channel
+        channel.send(make(req))
         try:
-            await asyncio.wait([fut, pane.channel.closed, pane.exited], timeout=bound,
+            await asyncio.wait([fut, channel.closed, link.exited], timeout=bound,
                                return_when=asyncio.FIRST_COMPLETED)
         finally:
             self._waiting.pop(req, None)
         if fut.done():
             return fut.result()
-        if pane.live and not pane.sentinel_lost and not pane.channel.closed.done():
+        if pane.live and not pane.sentinel_lost and not channel.closed.done():
             raise silent(pane, bound)
         raise PaneGone(pane)
 
-    async def send_input(self, pane: Pane, payload: bytes) -> int:
+    async def send_input(self, pane: Pane, link: Link, payload: bytes) -> int:
         """Write to the pane's terminal; the bytes written, all of them or an error."""
         until_ms = int((time.monotonic() + INPUT_BOUND) * 1000)
         try:
-            m = await self.ask(pane, lambda req: P.Input(payload, req, until_ms),
+            m = await self.ask(pane, link, lambda req: P.Input(payload, req, until_ms),
                                INPUT_BOUND + 1.0)
         except PaneGone:
             raise gone(pane) from None
@@ -95,20 +97,20 @@ class Panes:
                               {"pane": pane.id, "bytes": m.written})
         return m.written
 
-    async def resize(self, pane: Pane, cols: int, rows: int) -> None:
+    async def resize(self, pane: Pane, link: Link, cols: int, rows: int) -> None:
         """Resize; the size, its epoch and pane.resized change when the sentinel applied
-        it (``Daemon.on_sentinel``), even if this request stopped waiting."""
+        it (``Panes.on_sentinel``), even if this request stopped waiting."""
         try:
-            await self.ask(pane, lambda req: P.Resize(cols, rows, req))
+            await self.ask(pane, link, lambda req: P.Resize(cols, rows, req))
         except PaneGone:
             raise gone(pane) from None
 
-    async def capture(self, pane: Pane, epoch: int | None, start: int | None,
+    async def capture(self, pane: Pane, link: Link, epoch: int | None, start: int | None,
                       end: int | None, limit: int) -> dict[str, Any] | None:
         """Rows from the live terminal; None when the pane ended first (read its final
         state instead)."""
         try:
-            m = await self.ask(pane, lambda req: P.Capture(req, epoch, start, end, limit))
+            m = await self.ask(pane, link, lambda req: P.Capture(req, epoch, start, end, limit))
         except PaneGone:
             return None
         assert isinstance(m, P.Rows)
@@ -117,20 +119,20 @@ class Panes:
                               {"epoch": m.error.get("epoch")})
         return m.result
 
-    async def responsive(self, pane: Pane) -> bool:
+    async def responsive(self, pane: Pane, link: Link) -> bool:
         """Doctor's ping; a pane that ends meanwhile counts as responsive."""
         try:
-            await self.ask(pane, P.Ping, PING_BOUND)
+            await self.ask(pane, link, P.Ping, PING_BOUND)
         except VenomxError:
             return False
         except PaneGone:
             pass
         return True
 
-    async def stream(self, pane: Pane, on_screen: Callable[[P.Screen], None],
+    async def stream(self, pane: Pane, link: Link, on_screen: Callable[[P.Screen], None],
                      on_output: Callable[[P.Output], None]) -> None:
         """A repaint, then every output byte in order, until the pane exits."""
-        assert pane.channel is not None
+        assert link.channel is not None
         req = self.next_req()
         screen: asyncio.Future[None] = asyncio.get_running_loop().create_future()
 
@@ -142,15 +144,15 @@ class Panes:
             elif isinstance(m, P.Output) and screen.done():
                 on_output(m)
 
-        pane.attachers[req] = on_message  # the request tag is unique
-        pane.channel.send(P.Stream(True, req))
+        link.attachers[req] = on_message  # the request tag is unique
+        link.channel.send(P.Stream(True, req))
         try:
-            await asyncio.wait([screen, pane.exited], timeout=SENTINEL_BOUND,
+            await asyncio.wait([screen, link.exited], timeout=SENTINEL_BOUND,
                                return_when=asyncio.FIRST_COMPLETED)
-            if not screen.done() and not pane.exited.done():
+            if not screen.done() and not link.exited.done():
                 raise silent(pane, SENTINEL_BOUND)
-            await asyncio.shield(pane.exited)
+            await asyncio.shield(link.exited)
         finally:
-            pane.attachers.pop(req, None)
-            if not pane.attachers and pane.live and pane.channel is not None:
-                pane.channel.send(P.Stream(False))
+            link.attachers.pop(req, None)
+            if not link.attachers and pane.live and link.channel is not None:
+                link.channel.send(P.Stream(False))

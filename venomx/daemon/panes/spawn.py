@@ -11,44 +11,24 @@ from __future__ import annotations
 
 import asyncio
 import errno
-import os
 import secrets
 from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, TypeVar
 
 from venomx.daemon.layout import split_layout
+from venomx.daemon.panes.link import Link
+from venomx.daemon.panes.sentinels import Channel
+from venomx.daemon.panes.watch import watch
 from venomx.daemon.registry import AuthNode, Grant, Pane, Principal, Window, token_key
-from venomx.daemon.sentinels import Channel
-from venomx.daemon.watch import watch
-from venomx.manifest.rules import check_cwd_form, value_error
-from venomx.manifest.verbs import CWD
+from venomx.daemon.states import must_run, not_removing
 from venomx.wire import VenomxError
 from workers import protocol as P
 
 if TYPE_CHECKING:
-    from venomx.daemon.core import Daemon
+    from venomx.daemon.panes.owner import Panes
 
 T = TypeVar("T")
-
-
-def check_cwd(cwd: str | None) -> None:
-    """Resolution: the form, then an existing directory (a stat on the reactor, bounded)."""
-    check_cwd_form(cwd)
-    if cwd is None:
-        return
-    if not os.path.exists(cwd):
-        raise value_error(CWD, "missing")
-    if not os.path.isdir(cwd):
-        raise value_error(CWD, "not_directory")
-
-
-def pane_must_run(pane: Pane) -> None:
-    """Splitting or sending needs a running pane (§6)."""
-    if pane.state == "exited":
-        raise VenomxError("conflict.pane_exited", f"pane {pane.id} has exited", {})
-    if pane.state == "terminating":
-        raise VenomxError("conflict.pane_terminating", f"pane {pane.id} is terminating", {})
 
 
 def argv0_of(argv: list[str]) -> str:
@@ -59,6 +39,8 @@ def argv0_of(argv: list[str]) -> str:
 
 @dataclass
 class SpawnRequest:
+    """A start, validated and authorized: what to run, where, and with which grants."""
+
     requester: Principal
     argv: list[str]
     cols: int
@@ -102,22 +84,22 @@ def _daemon_failed(exc: OSError) -> VenomxError:
     return _spawn_failed(errno.errorcode.get(exc.errno, "EIO"))
 
 
-async def spawn(d: Daemon, req: SpawnRequest,
+async def spawn(owner: Panes, req: SpawnRequest,
                 on_commit: Callable[[Pane], None] | None = None) -> Pane:
     """Prepare, release the barrier, and commit; raise with nothing left behind."""
-    reg = d.registry
+    reg = owner.registry
     window_id = reg.next_id("w") if req.session is not None else None
     pane_id = reg.next_id("p")
     principal_id = reg.next_id("g")
     token = secrets.token_hex(32)
-    env = d.base_env()
+    env = owner.base_env()
     env.update(req.env or {})
     for name in req.env_unset or []:
         env.pop(name, None)
-    env.update({"VENOMX_SOCKET": d.socket_path, "VENOMX_PANE": pane_id, "VENOMX_TOKEN": token})
+    env.update({"VENOMX_SOCKET": owner.socket_path, "VENOMX_PANE": pane_id, "VENOMX_TOKEN": token})
     if req.run is not None:
         env["VENOMX_RUN"] = req.run
-    d.preparing.add(pane_id)
+    owner.preparing.add(pane_id)
     chan: Channel | None = None
     leaders: list[int] = []
 
@@ -131,11 +113,11 @@ async def spawn(d: Daemon, req: SpawnRequest,
             reg.early_exits.pop(pid, None)
     try:
         # With nothing to pause at the barrier, the release travels with SPAWN.
-        pause = d.seams.hook("run.before_barrier") if req.run is not None else None
+        pause = owner.seams.hook("run.before_barrier") if req.run is not None else None
         release_now = pause is None
-        spawn_msg = P.Spawn(pane_id, req.argv, env, req.cwd or d.cwd, req.cols, req.rows,
-                            int(d.config["vt.scrollback"]), release_now)
-        chan = d.forkserver.take()  # a spare said HELLO long ago
+        spawn_msg = P.Spawn(pane_id, req.argv, env, req.cwd or owner.cwd, req.cols, req.rows,
+                            int(owner.config["vt.scrollback"]), release_now)
+        chan = owner.forkserver.take()  # a spare said HELLO long ago
         ready: P.Message | None = None
         if chan is not None:
             reg.sentinels[chan.sentinel_pid] = pane_id
@@ -147,9 +129,9 @@ async def spawn(d: Daemon, req: SpawnRequest,
                 chan.close()
                 chan = None
         if chan is None:
-            d.forkserver.used()  # the pool is empty
+            owner.forkserver.used()  # the pool is empty
             # SPAWN waits in the socket until the new sentinel reads it: no HELLO round trip
-            chan = await Channel.open(d.forkserver.fork()[0])
+            chan = await Channel.open(owner.forkserver.fork()[0])
             chan.on_started = started
             chan.send(spawn_msg)
             hello = await chan.expect(P.Hello)
@@ -158,7 +140,7 @@ async def spawn(d: Daemon, req: SpawnRequest,
                 reg.sentinels[hello.pid] = pane_id
             ready = hello if isinstance(hello, P.Failed) else await chan.expect(P.Ready)
         if isinstance(ready, P.Failed):
-            give_back(d, chan)
+            give_back(owner, chan)
             chan = None
             raise _spawn_failed(ready.errno)
         if pause is not None:
@@ -167,8 +149,8 @@ async def spawn(d: Daemon, req: SpawnRequest,
         if chan is not None:
             chan.send(P.Abort())
             chan.close()
-            d.forkserver.used()
-        d.preparing.discard(pane_id)
+            owner.forkserver.used()
+        owner.preparing.discard(pane_id)
         if isinstance(exc, OSError):  # the sentinel could not be had, or died
             raise _daemon_failed(exc) from None
         raise
@@ -179,7 +161,7 @@ async def spawn(d: Daemon, req: SpawnRequest,
             chan.send(P.Release())
         msg = await chan.expect(P.Started)
         if req.run is not None:
-            await d.seams.gate("run.after_barrier")
+            await owner.seams.gate("run.after_barrier")
         return msg
 
     try:
@@ -187,35 +169,35 @@ async def spawn(d: Daemon, req: SpawnRequest,
     except BaseException as exc:
         forget_leader()
         chan.close()
-        d.forkserver.used()
-        d.preparing.discard(pane_id)
+        owner.forkserver.used()
+        owner.preparing.discard(pane_id)
         if isinstance(exc, ConnectionError):
             raise _spawn_failed("EIO") from None
         raise
-    d.preparing.discard(pane_id)
+    owner.preparing.discard(pane_id)
     if isinstance(started_msg, P.Failed):
-        give_back(d, chan)
+        give_back(owner, chan)
         raise CancelledAfter(_spawn_failed(started_msg.errno)) if cancelled else \
             _spawn_failed(started_msg.errno)
     assert isinstance(started_msg, P.Started)
     try:
-        pane = commit(d, req, chan, window_id, pane_id, principal_id, token, started_msg.pid,
+        pane = commit(owner, req, chan, window_id, pane_id, principal_id, token, started_msg.pid,
                       on_commit)
     except VenomxError as exc:
         forget_leader()
         chan.close()  # the sentinel stops the leader's group when its channel closes
-        d.forkserver.used()
+        owner.forkserver.used()
         raise CancelledAfter(exc) if cancelled else exc from None
-    d.forkserver.used()
+    owner.forkserver.used()
     if cancelled:
         raise asyncio.CancelledError
     return pane
 
 
-def give_back(d: Daemon, chan: Channel) -> None:
+def give_back(owner: Panes, chan: Channel) -> None:
     """The start failed before any process existed: the sentinel is a spare again."""
-    d.registry.sentinels.pop(chan.sentinel_pid, None)
-    d.forkserver.recycle(chan)
+    owner.registry.sentinels.pop(chan.sentinel_pid, None)
+    owner.forkserver.recycle(chan)
 
 
 class CancelledAfter(asyncio.CancelledError):
@@ -227,20 +209,18 @@ class CancelledAfter(asyncio.CancelledError):
         self.error = error
 
 
-def commit(d: Daemon, req: SpawnRequest, chan: Channel, window_id: str | None, pane_id: str,
+def commit(owner: Panes, req: SpawnRequest, chan: Channel, window_id: str | None, pane_id: str,
            principal_id: str, token: str, pid: int,
            on_commit: Callable[[Pane], None] | None) -> Pane:
     """Make the new pane (and window, principal, run) visible with their events: one turn."""
-    reg = d.registry
-    if d.shutting_down:
-        raise VenomxError("unavailable.shutdown", "the daemon is shutting down", {})
+    reg = owner.registry
+    owner.lifecycle.refuse_new_work()
     # The target may have changed while we prepared.
     if req.session is not None:
         session = reg.sessions.get(req.session)
         if session is None:
             raise VenomxError("not_found.session", f"session {req.session} not found", {})
-        if session.removing:
-            raise VenomxError("conflict.removing", f"session {req.session} is being removed", {})
+        not_removing(reg, session)
         s_id, snode = session.id, session.node
         assert window_id is not None
         wnode = AuthNode(f"window:{window_id}", req.requester.id, snode)
@@ -251,19 +231,19 @@ def commit(d: Daemon, req: SpawnRequest, chan: Channel, window_id: str | None, p
         if target is None:
             raise VenomxError("not_found.pane", f"pane {req.split} not found", {})
         window = reg.windows[target.window]
-        if window.removing or reg.sessions[window.session].removing:
-            raise VenomxError("conflict.removing", f"window {window.id} is being removed", {})
-        pane_must_run(target)
+        not_removing(reg, target)
+        must_run(target)
         s_id = window.session
     pnode = AuthNode(f"pane:{pane_id}", req.requester.id, window.node)
     principal = Principal(principal_id, req.requester.id, req.grants, token, None, pane_id)
     reg.principals[principal_id] = principal
     reg.tokens[token_key(token)] = principal_id
     pane = Pane(pane_id, window.id, s_id, pnode, principal_id, pid, argv0_of(req.argv),
-                req.cols, req.rows, chan, chan.sentinel_pid, run=req.run)
+                req.cols, req.rows, chan.sentinel_pid, run=req.run)
+    link = Link(chan, leader_status=reg.early_exits.pop(pid, None))
     reg.panes[pane_id] = pane
+    owner.links[pane_id] = link
     reg.leaders[pid] = pane_id
-    pane.leader_status = reg.early_exits.pop(pid, None)
     created = {"pane": pane_id, "window": window.id, "session": s_id,
                "principal": principal_id, "argv0": pane.argv0, "cols": req.cols,
                "rows": req.rows}
@@ -271,19 +251,19 @@ def commit(d: Daemon, req: SpawnRequest, chan: Channel, window_id: str | None, p
         reg.windows[window.id] = window
         reg.sessions[s_id].windows.append(window.id)
         window.panes.append(pane_id)
-        d.events.emit("window.created", f"window:{window.id}",
+        owner.events.emit("window.created", f"window:{window.id}",
                       {"window": window.id, "session": s_id, "name": window.name}, window.node)
-        d.events.emit("pane.created", f"pane:{pane_id}", created, pnode)
+        owner.events.emit("pane.created", f"pane:{pane_id}", created, pnode)
     else:
         assert req.split is not None
         window.panes.append(pane_id)
         window.layout = split_layout(window.layout, req.split, pane_id, req.axis)
-        d.events.emit("pane.created", f"pane:{pane_id}", created, pnode)
-        d.events.emit("window.layout_changed", f"window:{window.id}",
+        owner.events.emit("pane.created", f"pane:{pane_id}", created, pnode)
+        owner.events.emit("window.layout_changed", f"window:{window.id}",
                       {"window": window.id, "layout": window.layout}, window.node)
     if on_commit is not None:
         on_commit(pane)
     chan.on_started = None
-    chan.attach(lambda m: d.on_sentinel(pane, m))
-    watch(d, pane)
+    chan.attach(lambda m: owner.on_sentinel(pane, link, m))
+    watch(owner, pane, link)
     return pane

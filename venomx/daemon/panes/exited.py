@@ -12,7 +12,8 @@ from __future__ import annotations
 from typing import TYPE_CHECKING, Any
 
 if TYPE_CHECKING:
-    from venomx.daemon.core import Daemon
+    from venomx.daemon.config import Config
+    from venomx.daemon.panes.owner import Panes
     from venomx.daemon.registry import Pane
 
 
@@ -20,6 +21,8 @@ LISTED = 100  # doctor names this many of the largest exited panes
 
 
 class ExitedPanes:
+    """The bytes each exited pane holds, in exit order, and how many were evicted."""
+
     def __init__(self) -> None:
         self.held: dict[str, int] = {}  # pane ID -> bytes, in exit order
         self.total = 0
@@ -35,32 +38,32 @@ class ExitedPanes:
     def forget(self, pane_id: str) -> None:
         self.total -= self.held.pop(pane_id, 0)
 
-    def report(self, d: Daemon) -> tuple[dict[str, Any], dict[str, str]]:
+    def report(self, config: Config) -> tuple[dict[str, Any], dict[str, str]]:
         """Doctor's section and check: bytes in all and for the largest panes, and a
         warning past ``panes.exited_warn_bytes`` (0: never)."""
-        warn_at = int(d.config["panes.exited_warn_bytes"])
+        warn_at = int(config["panes.exited_warn_bytes"])
         status = "warn" if warn_at and self.total > warn_at else "ok"
         largest = sorted(self.held.items(), key=lambda kv: kv[1], reverse=True)[:LISTED]
         section = {"count": len(self.held), "bytes": self.total, "largest": dict(largest),
-                   "warn_bytes": warn_at, "max_bytes": int(d.config["panes.exited_max_bytes"]),
+                   "warn_bytes": warn_at, "max_bytes": int(config["panes.exited_max_bytes"]),
                    "evicted": self.evicted}
         detail = f"{len(self.held)} exited panes hold {self.total} bytes"
         return section, {"name": "exited_panes", "status": status, "detail": detail}
 
-    def enforce(self, d: Daemon) -> None:
+    def enforce(self, owner: Panes) -> None:
         """Remove the oldest exited panes while their total passes ``panes.exited_max_bytes``
         (0: never), skipping any pane whose run record is retained."""
-        limit = int(d.config["panes.exited_max_bytes"])
+        limit = int(owner.config["panes.exited_max_bytes"])
         if not limit or self.total <= limit:
             return
         for pane_id in list(self.held):
             if self.total <= limit:
                 return
-            pane = d.registry.panes.get(pane_id)
+            pane = owner.registry.panes.get(pane_id)
             if pane is None:
                 self.forget(pane_id)
                 continue
-            if pane.run is not None and pane.run in d.runs.runs:
+            if pane.run is not None and pane.run in owner.runs.runs:
                 continue
-            d.remove_pane(pane)
+            owner.remove(pane)
             self.evicted += 1

@@ -15,7 +15,7 @@ import os
 import socket
 import sys
 from collections.abc import Callable
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING
 
 from workers import protocol as P
 
@@ -338,38 +338,6 @@ class Channel(asyncio.Protocol):
     def close(self) -> None:
         if self.transport is not None:
             self.transport.close()
-
-
-def waitstatus_fields(status: int) -> dict[str, Any]:
-
-    if os.WIFEXITED(status):
-        return {"exit_code": os.WEXITSTATUS(status)}
-    if os.WIFSIGNALED(status):
-        n = os.WTERMSIG(status)
-        return {"signal": signal_name(n), "signum": n}
-    return {}
-
-
-def signal_name(n: int) -> str:
-    import signal as _signal
-
-    if _signal.SIGRTMIN <= n <= _signal.SIGRTMAX:
-        return "SIGRTMIN" if n == _signal.SIGRTMIN else f"SIGRTMIN+{n - _signal.SIGRTMIN}"
-    try:
-        return _signal.Signals(n).name
-    except ValueError:
-        return f"SIG{n}"
-
-
-def signal_number(name: str) -> int | None:
-    import signal as _signal
-
-    if name.startswith("SIGRTMIN"):
-        return int(_signal.SIGRTMIN) + (int(name[9:]) if name[8:9] == "+" else 0)
-    try:
-        return int(_signal.Signals[name])
-    except KeyError:
-        return int(name[3:]) if name[3:].isdigit() else None
 
 
 class PaneGone(Exception):

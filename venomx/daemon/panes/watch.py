@@ -22,7 +22,8 @@ from typing import TYPE_CHECKING, Any
 from venomx.daemon.registry import now_iso
 
 if TYPE_CHECKING:
-    from venomx.daemon.core import Daemon
+    from venomx.daemon.panes.link import Link
+    from venomx.daemon.panes.owner import Panes
     from venomx.daemon.registry import Pane
 
 log = logging.getLogger(__name__)
@@ -68,75 +69,75 @@ def stopped(pid: int) -> bool:
     return proc_state(pid) in ("T", "t")
 
 
-def watch(d: Daemon, pane: Pane) -> None:
+def watch(owner: Panes, pane: Pane, link: Link) -> None:
     """Start watching a committed pane: its leader's exit (pidfd) and its channel."""
     loop = asyncio.get_running_loop()
-    if pane.channel is not None:
-        pane.channel.closed.add_done_callback(lambda _: on_channel_closed(d, pane))
-        pane.channel.on_broken = lambda: on_channel_closed(d, pane)
-    if pane.leader_status is not None:
-        loop.call_soon(d.settle, pane)  # reaped before the commit: finish after the replay
+    if link.channel is not None:
+        link.channel.closed.add_done_callback(lambda _: on_channel_closed(owner, pane, link))
+        link.channel.on_broken = lambda: on_channel_closed(owner, pane, link)
+    if link.leader_status is not None:
+        loop.call_soon(owner.settle, pane)  # reaped before the commit: finish after the replay
         return
     try:
         # Safe: a live pane's leader is unreaped (its sentinel waits for the daemon).
-        pane.pidfd = os.pidfd_open(pane.pid)
+        link.pidfd = os.pidfd_open(pane.pid)
     except (OSError, AttributeError):
         return  # no watch: the sentinel's EXIT or its death still end the pane
-    loop.add_reader(pane.pidfd, on_leader_exit, d, pane)
+    loop.add_reader(link.pidfd, on_leader_exit, owner, pane, link)
 
 
-def close_pidfd(pane: Pane) -> None:
-    if pane.pidfd >= 0:
-        asyncio.get_running_loop().remove_reader(pane.pidfd)
-        os.close(pane.pidfd)
-        pane.pidfd = -1
+def close_pidfd(link: Link) -> None:
+    if link.pidfd >= 0:
+        asyncio.get_running_loop().remove_reader(link.pidfd)
+        os.close(link.pidfd)
+        link.pidfd = -1
 
 
-def unwatch(pane: Pane) -> None:
-    close_pidfd(pane)
-    if pane.watchdog is not None:
-        pane.watchdog.cancel()
-        pane.watchdog = None
+def unwatch(link: Link) -> None:
+    close_pidfd(link)
+    if link.watchdog is not None:
+        link.watchdog.cancel()
+        link.watchdog = None
 
 
-def on_leader_exit(d: Daemon, pane: Pane) -> None:
+def on_leader_exit(owner: Panes, pane: Pane, link: Link) -> None:
     """The leader exited (still unreaped): its sentinel must now report, or be lost."""
-    close_pidfd(pane)
-    if not pane.live or pane.exit_seen or pane.fault is not None:
+    close_pidfd(link)
+    if not pane.live or link.exit_seen or pane.fault is not None:
         return
     # A healthy sentinel reports within milliseconds, so the exit path reads nothing of
     # /proc: the sentinel is looked at only if it has not reported by then.
-    pane.watchdog = asyncio.get_running_loop().call_later(STOP_CHECK, look_at_sentinel,
-                                                          d, pane)
+    link.watchdog = asyncio.get_running_loop().call_later(STOP_CHECK, look_at_sentinel,
+                                                          owner, pane, link)
 
 
-def look_at_sentinel(d: Daemon, pane: Pane) -> None:
-    pane.watchdog = None
-    if not pane.live or pane.exit_seen or pane.fault is not None:
+def look_at_sentinel(owner: Panes, pane: Pane, link: Link) -> None:
+    link.watchdog = None
+    if not pane.live or link.exit_seen or pane.fault is not None:
         return
     if stopped(pane.sentinel_pid):
-        lose(d, pane, "stopped")
+        lose(owner, pane, link, "stopped")
         return
-    pane.watchdog = asyncio.get_running_loop().call_later(EXIT_BOUND - STOP_CHECK, overdue,
-                                                          d, pane)
+    link.watchdog = asyncio.get_running_loop().call_later(EXIT_BOUND - STOP_CHECK, overdue,
+                                                          owner, pane, link)
 
 
-def overdue(d: Daemon, pane: Pane) -> None:
+def overdue(owner: Panes, pane: Pane, link: Link) -> None:
     """The sentinel did not report in time although its leader is gone."""
-    pane.watchdog = None
-    if pane.live and not pane.exit_seen:
-        lose(d, pane, "unresponsive")
-        d.settle(pane)
+    link.watchdog = None
+    if pane.live and not link.exit_seen:
+        lose(owner, pane, link, "unresponsive")
+        owner.settle(pane)
 
 
-def on_channel_closed(d: Daemon, pane: Pane) -> None:
-    if pane.live and not pane.exit_seen:
-        broken = pane.channel is not None and pane.channel.broken
-        lose(d, pane, "broken channel" if broken else "channel closed")
-        d.settle(pane)
+def on_channel_closed(owner: Panes, pane: Pane, link: Link) -> None:
+    if pane.live and not link.exit_seen:
+        broken = link.channel is not None and link.channel.broken
+        lose(owner, pane, link, "broken channel" if broken else "channel closed")
+        owner.settle(pane)
 
 
-def lose(d: Daemon, pane: Pane, why: str) -> None:
+def lose(owner: Panes, pane: Pane, link: Link, why: str) -> None:
     """Record that venomx lost this pane's sentinel, and make sure it is gone.
 
     One turn: the fault, its event (before the pane's ``pane.exited``), the count. The
@@ -147,18 +148,18 @@ def lose(d: Daemon, pane: Pane, why: str) -> None:
         return
     pane.fault = "sentinel_lost"
     log.error("sentinel of pane %s lost: %s", pane.id, why)
-    d.losses.add(pane, why)
+    owner.losses.add(pane, why)
     data: dict[str, Any] = {"pane": pane.id}
     if pane.run is not None:
         data["run"] = pane.run
-    d.events.emit("pane.sentinel_lost", f"pane:{pane.id}", data, pane.node)
-    if d.registry.sentinels.get(pane.sentinel_pid) == pane.id:
+    owner.events.emit("pane.sentinel_lost", f"pane:{pane.id}", data, pane.node)
+    if owner.registry.sentinels.get(pane.sentinel_pid) == pane.id:
         try:
             os.kill(pane.sentinel_pid, signal.SIGKILL)
         except OSError:
             pass
-    if pane.watchdog is not None:
-        pane.watchdog.cancel()
-        pane.watchdog = None
+    if link.watchdog is not None:
+        link.watchdog.cancel()
+        link.watchdog = None
     # The channel is left to close when the sentinel dies: closing it ourselves would let
     # a sentinel that is still running reap its leader while the pane is live.

@@ -1,0 +1,42 @@
+"""Whether the daemon is stopping: new work is refused from the first turn of a shutdown."""
+
+from __future__ import annotations
+
+import asyncio
+from collections.abc import Awaitable, Callable
+
+from venomx.wire import VenomxError
+
+
+class Lifecycle:
+    """The daemon's shutdown, as the services see it: a flag, a request, a future.
+
+    ``stop_work`` (wired by the daemon) ends every pane; ``stopped`` is set once it has and
+    the waiters it woke have written their replies.
+    """
+
+    def __init__(self) -> None:
+        self.shutting_down = False
+        self.stopped: asyncio.Future[None] = asyncio.get_running_loop().create_future()
+        self.stop_work: Callable[[], Awaitable[None]] | None = None
+        self._task: asyncio.Task[None] | None = None
+
+    def refuse_new_work(self) -> None:
+        if self.shutting_down:
+            raise VenomxError("unavailable.shutdown", "the daemon is shutting down", {})
+
+    def begin_shutdown(self) -> None:
+        """Refuse new work, end every pane (cause shutdown), then stop; idempotent."""
+        if self.shutting_down:
+            return
+        self.shutting_down = True
+        self._task = asyncio.ensure_future(self._shutdown())
+
+    async def _shutdown(self) -> None:
+        if self.stop_work is not None:
+            await self.stop_work()
+        # Let waiters woken by the last completions write their replies.
+        for _ in range(3):
+            await asyncio.sleep(0)
+        if not self.stopped.done():
+            self.stopped.set_result(None)

@@ -1,0 +1,41 @@
+"""The daemon's hold on one pane's processes: everything about a pane that is not record.
+
+A ``Link`` lives in the pane owner (``Panes``) beside the pane's record: the sentinel's
+channel, the leader's pidfd and the watchdog, the termination in progress, what the
+sentinel or the daemon's own reap said about the exit, and the attach streams.
+"""
+
+from __future__ import annotations
+
+import asyncio
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from typing import TYPE_CHECKING
+
+if TYPE_CHECKING:
+    from venomx.daemon.panes.sentinels import Channel
+    from venomx.daemon.panes.termination import Termination
+    from workers import protocol as P
+    from workers.rows import Snapshot
+
+
+def _future() -> asyncio.Future[None]:
+    return asyncio.get_running_loop().create_future()
+
+
+@dataclass(eq=False)
+class Link:
+    channel: Channel | None
+    exited: asyncio.Future[None] = field(default_factory=_future)  # done in the exit turn
+    termination: Termination | None = None
+    # The wait status comes from the sentinel's EXIT, or, when the sentinel is lost
+    # (the record's ``fault``), from the daemon's own reap of the leader (``leader_status``).
+    leader_status: int | None = None
+    exit_seen: bool = False
+    exit_status: int = 0
+    exit_state: Snapshot | None = None
+    pidfd: int = -1  # readable once the leader has exited (before anyone reaps it)
+    watchdog: asyncio.TimerHandle | None = None
+    attachers: dict[int, Callable[[P.Message], None]] = field(default_factory=dict)
+    command_open: bool = False  # an OSC 133 command started and has not finished
+    status_set: bool = False  # the program set a status it has not cleared

@@ -1,0 +1,430 @@
+"""``Panes``: the one owner of every pane transition and the only holder of a sentinel.
+
+Start (``spawn``), input, resize, capture, attach, signal and terminate, exit, and
+removal all happen here, each visible change with its events in one reactor turn. The
+pane itself is a plain record in the registry; what the daemon holds of its processes
+(channel, pidfd, termination, exit status) is its ``Link``, kept here. Sentinel messages
+arrive in ``on_sentinel`` and leave only from this package.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import functools
+import logging
+import os
+import time
+from collections.abc import Callable
+from typing import Any
+
+from venomx.daemon.config import Config
+from venomx.daemon.events import EventLog
+from venomx.daemon.layout import remove_from_layout
+from venomx.daemon.lifecycle import Lifecycle
+from venomx.daemon.panes import watch
+from venomx.daemon.panes.exited import ExitedPanes
+from venomx.daemon.panes.link import Link
+from venomx.daemon.panes.requests import Requests
+from venomx.daemon.panes.sentinels import ForkServer
+from venomx.daemon.panes.spawn import SpawnRequest, spawn
+from venomx.daemon.panes.termination import (
+    DEFAULT_GRACE_MS,
+    DEFAULT_SIGNAL,
+    KILL_WAIT,
+    Termination,
+    terminate,
+    wait_terminated,
+)
+from venomx.daemon.registry import Pane, Registry, Session, Window, now_iso
+from venomx.daemon.runs import RunTable
+from venomx.daemon.seams import Seams
+from venomx.daemon.waitstatus import waitstatus_fields
+from venomx.wire import VenomxError
+from workers import protocol as P
+from workers.rows import EpochConflict, Snapshot, capture, repaint
+
+log = logging.getLogger(__name__)
+
+OnScreen = Callable[[int, int, int, bytes], None]  # cols, rows, offset, repaint bytes
+OnOutput = Callable[[bytes, int], None]  # bytes, offset after them
+
+
+class Panes:
+    def __init__(self, registry: Registry, events: EventLog, runs: RunTable, config: Config,
+                 seams: Seams, lifecycle: Lifecycle, socket_path: str) -> None:
+        self.registry = registry
+        self.events = events
+        self.runs = runs
+        self.config = config
+        self.seams = seams
+        self.lifecycle = lifecycle
+        self.socket_path = socket_path
+        self.cwd = os.getcwd()
+        self.forkserver = ForkServer()
+        self.links: dict[str, Link] = {}
+        self.preparing: set[str] = set()  # pane IDs whose spawn has not committed yet
+        self.losses = watch.Losses()
+        self.exited_panes = ExitedPanes()
+        self.requests = Requests()
+
+    # -- start -------------------------------------------------------------------------------
+    async def spawn(self, req: SpawnRequest,
+                    on_commit: Callable[[Pane], None] | None = None) -> Pane:
+        """Prepare, release the barrier and commit (``panes.spawn``); nothing is left
+        behind when it raises."""
+        return await spawn(self, req, on_commit)
+
+    def base_env(self) -> dict[str, str]:
+        """A fresh copy of the environment every pane starts from."""
+        return dict(self._base_env)
+
+    @functools.cached_property
+    def _base_env(self) -> dict[str, str]:
+        # the daemon's own environment never changes; reading os.environ decodes each entry
+        env = {k: v for k, v in os.environ.items() if k not in ("VENOMX_TOKEN", "VENOMX_RUN")}
+        env["TERM"] = "xterm-256color"
+        return env
+
+    def link(self, pane: Pane) -> Link:
+        return self.links[pane.id]
+
+    # -- requests to the sentinel --------------------------------------------------------
+    async def send_input(self, pane: Pane, payload: bytes) -> int:
+        """Write to the pane's terminal; the bytes written, all of them or an error."""
+        return await self.requests.send_input(pane, self.link(pane), payload)
+
+    async def resize(self, pane: Pane, cols: int, rows: int) -> None:
+        """Resize; the size changes (with pane.resized) when the sentinel applied it."""
+        if (cols, rows) != (pane.cols, pane.rows):
+            await self.requests.resize(pane, self.link(pane), cols, rows)
+
+    async def capture(self, pane: Pane, epoch: int | None, start: int | None,
+                      end: int | None, limit: int) -> dict[str, Any]:
+        """Rows from the live terminal, or from the final state once the pane has ended."""
+        res: dict[str, Any] | None = None
+        if pane.live and not pane.sentinel_lost:
+            res = await self.requests.capture(pane, self.link(pane), epoch, start, end, limit)
+        if res is not None:
+            return res
+        if pane.final is None:
+            raise VenomxError("unavailable.sentinel", f"pane {pane.id} has no terminal state",
+                              {})
+        try:
+            return capture(pane.final, epoch, start, end, limit)
+        except EpochConflict as exc:
+            raise VenomxError("conflict.epoch", "the row epoch changed",
+                              {"epoch": exc.epoch}) from None
+
+    async def responsive(self, pane: Pane) -> bool:
+        """Doctor's ping; a pane that ends meanwhile counts as responsive."""
+        return await self.requests.responsive(pane, self.link(pane))
+
+    async def stream(self, pane: Pane, on_screen: OnScreen, on_output: OnOutput) -> None:
+        """A repaint, then every output byte in order, until the pane exits; for an ended
+        pane (or one whose sentinel is lost) the final screen once it has ended."""
+        link = self.link(pane)
+        if pane.live and link.channel is not None and not pane.sentinel_lost:
+            await self.requests.stream(
+                pane, link, lambda m: on_screen(m.cols, m.rows, m.offset, m.data),
+                lambda m: on_output(m.data, m.offset))
+            return
+        if pane.live:
+            await asyncio.shield(link.exited)
+        if pane.final is not None:
+            snap = pane.final
+            on_screen(snap.cols, snap.rows, snap.offset, repaint(snap))
+
+    async def wait_exited(self, pane: Pane) -> None:
+        """Until the pane's exit turn has happened (cancelling ends only the wait)."""
+        await asyncio.shield(self.link(pane).exited)
+
+    # -- signals and termination ---------------------------------------------------------
+    def signal(self, pane: Pane, sigs: list[int]) -> None:
+        """Deliver signals to the pane's pinned group, at the ``terminate.unkillable`` seam."""
+        self.seams.call("terminate.unkillable", lambda: self._signal_group(pane, sigs))
+
+    def _signal_group(self, pane: Pane, sigs: list[int]) -> None:
+        if not pane.live:
+            return
+        # Directly, never through the sentinel (which may be busy, stopped or dead): a
+        # sentinel reaps its leader only once the pane has exited, so while the pane is
+        # live its group ID is pinned.
+        for s in sigs:
+            try:
+                os.killpg(pane.pid, s)
+            except OSError:
+                pass
+
+    def terminate(self, pane: Pane, signame: str = DEFAULT_SIGNAL,
+                  grace_ms: int = DEFAULT_GRACE_MS, cause: str = "pane_kill"
+                  ) -> Termination | None:
+        """Start or join the pane's termination (§9); one turn, no waiting."""
+        return terminate(self, pane, self.link(pane), signame, grace_ms, cause)
+
+    async def wait_terminated(self, pane: Pane) -> None:
+        await wait_terminated(pane, self.link(pane))
+
+    async def terminate_all(self, panes: list[Pane], cause: str) -> None:
+        """Terminate live panes (SIGHUP, 2000 ms) and wait; timeout.terminate lists laggards."""
+        live = [p for p in panes if p.live]
+        for p in live:
+            self.terminate(p, cause=cause)
+        results = await asyncio.gather(*(self.wait_terminated(p) for p in live),
+                                       return_exceptions=True)
+        stuck = [p.id for p, r in zip(live, results, strict=True) if isinstance(r, VenomxError)]
+        for r in results:
+            if isinstance(r, BaseException) and not isinstance(r, VenomxError):
+                raise r
+        if stuck:
+            raise VenomxError("timeout.terminate", "panes did not exit after SIGKILL",
+                              {"panes": stuck})
+
+    async def shutdown(self) -> None:
+        """Terminate every live pane, cause shutdown, within the shutdown grace."""
+        live = [p for p in self.registry.panes.values() if p.live]
+        for p in live:
+            t = self.terminate(p, cause="shutdown")
+            if t is not None:
+                t.cap_grace(DEFAULT_GRACE_MS)  # a joined termination may have a longer grace
+        if live:
+            await asyncio.wait([self.link(p).exited for p in live],
+                               timeout=DEFAULT_GRACE_MS / 1000.0 + KILL_WAIT)
+
+    # -- children ----------------------------------------------------------------------------
+    def is_leader(self, pid: int) -> bool:
+        return pid in self.registry.leaders
+
+    def on_child_exit(self, pid: int, status: int) -> bool:
+        """A child of the daemon was reaped: the fork server, a sentinel, a leader whose
+        sentinel is gone; False for anything else (an escaped descendant)."""
+        reg = self.registry
+        if pid == self.forkserver.pid:
+            log.error("fork server exited (status %d); restarting it", status)
+            if not self.lifecycle.shutting_down:
+                self.forkserver.restart()
+            return True
+        if self.forkserver.lost(pid):
+            log.error("a spare sentinel exited (status %d)", status)
+            if not self.lifecycle.shutting_down:
+                self.forkserver.refill()
+            return True
+        pane_id = reg.sentinels.pop(pid, None)
+        if pane_id is not None:
+            reg.reaps_after_exit.pop(pid, None)  # it reaped its leader on the way out
+            pane = reg.panes.get(pane_id)
+            if pane is not None and pane.live and status != 0:
+                link = self.link(pane)
+                if not link.exit_seen:
+                    watch.lose(self, pane, link, f"exited with status {status}")
+                    self.settle(pane)
+            return True
+        pane_id = reg.leaders.get(pid)
+        if pane_id is not None:
+            pane = reg.panes.get(pane_id)
+            if pane is None:  # its sentinel died before the start committed
+                reg.early_exits[pid] = status
+            elif pane.live:
+                self.link(pane).leader_status = status
+                self.settle(pane)
+            return True
+        if pid in reg.reaps_after_exit.values():
+            # an exited pane's leader, whose sentinel died after EXIT, before reaping it
+            reg.reaps_after_exit = {s: ld for s, ld in reg.reaps_after_exit.items()
+                                    if ld != pid}
+            return True
+        return False
+
+    # -- what the sentinel says ----------------------------------------------------------
+    def on_sentinel(self, pane: Pane, link: Link, m: P.Message) -> None:
+        if isinstance(m, (P.Output, P.Screen)):
+            pane.told_offset = m.offset
+            for send in list(link.attachers.values()):
+                send(m)
+        elif isinstance(m, P.Marker):
+            self.on_marker(pane, link, m)
+        elif isinstance(m, P.Rows):
+            if m.error is None:
+                pane.told_epoch = m.result.get("epoch", pane.told_epoch)
+                pane.told_offset = m.result.get("offset", pane.told_offset)
+            self.requests.answered(m.req, m)
+        elif isinstance(m, P.Resized):
+            pane.told_epoch = m.epoch
+            if (m.cols, m.rows) != (pane.cols, pane.rows):
+                # applied now, even if the request that asked for it gave up waiting
+                pane.cols, pane.rows = m.cols, m.rows
+                self.events.emit("pane.resized", f"pane:{pane.id}",
+                                 {"pane": pane.id, "cols": m.cols, "rows": m.rows}, pane.node)
+            self.requests.answered(m.req, m)
+        elif isinstance(m, (P.Wrote, P.Pong)):
+            self.requests.answered(m.req, m)
+        elif isinstance(m, P.Exit):
+            if pane.live and pane.fault is None and not link.exit_seen:
+                link.exit_seen = True
+                link.exit_status = m.status
+                link.exit_state = Snapshot.from_dict(m.state)
+                self.settle(pane)
+
+    def on_marker(self, pane: Pane, link: Link, m: P.Marker) -> None:
+        # Observations only: nothing but these events changes (RFC-0015 §5). They come
+        # from the program, so each pane has a budget; the excess is coalesced (events.py).
+        pane.told_offset = m.offset
+        res = f"pane:{pane.id}"
+        rate, burst = self.config["events.observe_rate"], self.config["events.observe_burst"]
+        if m.what == "started":
+            link.command_open = True
+            self.events.observe(pane.id, "command.started", res, {"pane": pane.id}, pane.node,
+                                rate, burst)
+        elif m.what == "finished":
+            link.command_open = False
+            data: dict[str, Any] = {"pane": pane.id, "reason": "marker"}
+            if m.exit_code is not None:
+                data["exit_code"] = m.exit_code
+            self.events.observe(pane.id, "command.finished", res, data, pane.node, rate, burst)
+        elif m.what == "status":
+            link.status_set = m.state is not None
+            self.events.observe(pane.id, "program.status_changed", res,
+                                {"pane": pane.id, "state": m.state}, pane.node, rate, burst)
+
+    # -- exit --------------------------------------------------------------------------------
+    def settle(self, pane: Pane) -> None:
+        """Exit the pane once its wait status is known: from the sentinel's EXIT (its own
+        wait on the child it started), or, when the sentinel is lost, from the daemon's
+        own reap of the leader, which re-parents to it."""
+        if not pane.live:
+            return
+        link = self.link(pane)
+        if link.exit_seen:
+            self.exit(pane, link, link.exit_status, link.exit_state)
+        elif link.leader_status is None:
+            return
+        elif pane.fault is not None:
+            self.exit(pane, link, link.leader_status, None)
+        elif link.watchdog is None:
+            # The sentinel has exited (the leader could not re-parent to us otherwise);
+            # its EXIT can only still be on its way through the channel.
+            link.watchdog = asyncio.get_running_loop().call_later(
+                watch.CHANNEL_BOUND, watch.overdue, self, pane, link)
+
+    def exit(self, pane: Pane, link: Link, status: int, final: Snapshot | None) -> None:
+        """The leader was reaped: pane.exited and the run's completion, one turn."""
+        fields = waitstatus_fields(status)
+        pane.state = "exited"
+        pane.exit_code = fields.get("exit_code")
+        pane.signal = fields.get("signal")
+        pane.exited_at = now_iso()
+        pane.exited_mono = time.monotonic()
+        pane.final = final  # None when the sentinel was lost: no rows are invented
+        link.exit_state = None
+        watch.unwatch(link)
+        self.registry.leaders.pop(pane.pid, None)
+        if link.leader_status is None:  # its sentinel reaps it once the channel closes
+            self.registry.reaps_after_exit[pane.sentinel_pid] = pane.pid
+        if link.termination is not None:
+            link.termination.cancel_timer()
+        res = f"pane:{pane.id}"
+        if link.command_open:
+            link.command_open = False
+            data: dict[str, Any] = {"pane": pane.id, "reason": "pane_exit"}
+            self.events.emit("command.finished", res, data, pane.node)
+        if link.status_set:
+            link.status_set = False
+            self.events.emit("program.status_changed", res, {"pane": pane.id, "state": None},
+                             pane.node)
+        data = {"pane": pane.id}
+        if pane.exit_code is not None:
+            data["exit_code"] = pane.exit_code
+        if pane.signal is not None:
+            data["signal"] = pane.signal
+        self.events.emit("pane.exited", res, data, pane.node)
+        if pane.run is not None:
+            self.runs.complete(pane.run, pane)
+        if not link.exited.done():
+            link.exited.set_result(None)
+        if link.channel is not None:
+            link.channel.close()
+            link.channel = None  # its decoder's buffers held the whole final state
+        self.exited_panes.add(pane)
+        self.exited_panes.enforce(self)
+
+    # -- removal -----------------------------------------------------------------------------
+    def remove(self, pane: Pane) -> list[str]:
+        """Remove an exited pane (and its window if last); one turn. Returns removed IDs."""
+        reg = self.registry
+        removed = [pane.id]
+        del reg.panes[pane.id]
+        self.links.pop(pane.id, None)
+        self.exited_panes.forget(pane.id)
+        principal = reg.principals.get(pane.principal)
+        if principal is not None:
+            reg.revoke(principal.id)
+        pane.final = None
+        self.events.emit("pane.removed", f"pane:{pane.id}", {"pane": pane.id}, pane.node)
+        window = reg.windows.get(pane.window)
+        if window is not None:
+            window.panes.remove(pane.id)
+            layout = remove_from_layout(window.layout, pane.id)
+            if layout is None:
+                removed += self._remove_window_record(window.id)
+            else:
+                window.layout = layout
+                self.events.emit("window.layout_changed", f"window:{window.id}",
+                                 {"window": window.id, "layout": layout}, window.node)
+        return removed
+
+    def _remove_window_record(self, window_id: str) -> list[str]:
+        reg = self.registry
+        window = reg.windows.pop(window_id)
+        session = reg.sessions.get(window.session)
+        if session is not None and window_id in session.windows:
+            session.windows.remove(window_id)
+        self.events.emit("window.removed", f"window:{window_id}", {"window": window_id},
+                         window.node)
+        return [window_id]
+
+    def _live_conflict(self, panes: list[Pane]) -> None:
+        live = [p.id for p in panes if p.live]
+        if live:
+            raise VenomxError("conflict.live_panes", "live panes remain", {"panes": live})
+
+    async def remove_window(self, w: Window, recursive: bool) -> list[str]:
+        """Remove a window: with ``recursive`` its live panes are terminated first (cause
+        removal), and it is marked removing meanwhile so nothing new starts in it."""
+        reg = self.registry
+        panes = [reg.panes[p] for p in w.panes]
+        if w.removing:
+            raise VenomxError("conflict.removing", f"window {w.id} is being removed", {})
+        if not recursive:
+            self._live_conflict(panes)
+        w.removing = True
+        try:
+            await self.terminate_all(panes, "removal")
+        finally:
+            w.removing = False
+        removed: list[str] = []
+        for p in list(w.panes):
+            removed += self.remove(reg.panes[p])
+        return removed
+
+    async def remove_session(self, s: Session, recursive: bool) -> list[str]:
+        """Remove a session and all its windows, as ``remove_window`` does for one."""
+        reg = self.registry
+        panes = [reg.panes[p] for w in s.windows for p in reg.windows[w].panes]
+        if s.removing:
+            raise VenomxError("conflict.removing", f"session {s.id} is being removed", {})
+        if not recursive:
+            self._live_conflict(panes)
+        s.removing = True
+        try:
+            await self.terminate_all(panes, "removal")
+            removed: list[str] = []
+            for w in list(s.windows):
+                for p in list(reg.windows[w].panes):
+                    removed += self.remove(reg.panes[p])
+                if w in reg.windows:
+                    removed += self._remove_window_record(w)
+            del reg.sessions[s.id]
+            self.events.emit("session.removed", f"session:{s.id}", {"session": s.id}, s.node)
+            removed.append(s.id)
+        finally:
+            s.removing = False
+        return removed

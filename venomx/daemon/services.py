@@ -1,0 +1,41 @@
+"""The services a request may use, as the daemon wires them: handed to every connection
+and, through ``dispatch.Context``, to every handler. Nothing here acts; ``Daemon``
+constructs each service and connects their callbacks."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Any
+
+from venomx.daemon import auth
+from venomx.daemon.auth import AuditLog
+from venomx.daemon.config import Config
+from venomx.daemon.doctor import Doctor
+from venomx.daemon.events import EventLog
+from venomx.daemon.lifecycle import Lifecycle
+from venomx.daemon.panes import Panes
+from venomx.daemon.registry import Principal, Registry
+from venomx.daemon.runs import RunTable
+from venomx.daemon.seams import Seams
+
+
+@dataclass(frozen=True)
+class Services:
+    source: str
+    registry: Registry
+    config: Config
+    events: EventLog
+    audit: AuditLog
+    runs: RunTable
+    panes: Panes
+    seams: Seams
+    doctor: Doctor
+    lifecycle: Lifecycle
+    owner: Principal  # the daemon user's principal (@owner)
+    connections: set[Any]
+
+    def anonymous(self) -> Principal:
+        """A caller without a token: the configured default grants, read rights only."""
+        grants = [g for g in auth.parse_grants(self.config["auth.default_grants"])
+                  if g.right == "read"]
+        return Principal("anonymous", None, grants, anonymous=True)
