@@ -95,7 +95,7 @@ def test_doctor_speaks_in_durations_and_names_what_it_found(daemon: Daemon,
     row = next(ln for ln in lines if ln.split()[1:2] == ["escapees"])
     assert row.split()[0] == "warn" and "1 process left its pane's process group" in row
     assert lines[lines.index(row) + 1].strip() == f"pane {esc['pane']} (run {esc['run']}): " \
-                                                  "1 process", lines
+                                                  f"pid {pid}", lines
     os.kill(pid, signal.SIGKILL)
 
     lost = d.call("run", {"key": "lost", "session": s,

@@ -19,7 +19,8 @@ def test_healthy_report_and_exit_codes(daemon: Daemon) -> None:
     doc = daemon.call("doctor")
     assert doc["status"] == "ok"
     assert {k: v for k, v in doc["sentinels"].items() if k != "spares"} == {
-        "expected": 1, "alive": 1, "missing": [], "orphaned": 0, "stopped": [],
+        "expected": 1, "alive": 1, "missing": [], "orphaned": 0, "orphaned_pids": [],
+        "stopped": [],
         "unresponsive": [], "lost": {"count": 0, "recent": []}}
     assert {c["name"] for c in doc["checks"]} >= {"sentinels", "escapees", "zombies", "fds",
                                                  "fork_server", "run.active", "run.stuck"}
@@ -48,6 +49,7 @@ def test_escapee_counted_until_killed(daemon: Daemon, tmp_path: Path) -> None:
     pid = int(wait_for(lambda: pidfile.exists() and pidfile.read_text().strip(), 10, "pid"))
     doc = wait_for(lambda: (d := daemon.call("doctor"))["escapees"]["count"] == 1 and d, 10, "count")
     assert doc["escapees"]["panes"] == {w["pane"]: 1} and doc["status"] == "warn"
+    assert doc["escapees"]["pids"] == {w["pane"]: [pid]}
     assert daemon.cli("doctor").code == 0  # warn is still exit 0
     os.kill(pid, signal.SIGKILL)
     doc = wait_for(lambda: (d := daemon.call("doctor"))["escapees"]["count"] == 0 and d, 10, "gone")

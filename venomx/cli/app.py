@@ -50,11 +50,8 @@ def convert(p: Param, text: str) -> Any:
     return text
 
 
-CLI_RENDER = {"run.list": "runs"}  # until the manifest's render names it (Verb.render)
-
-
 def renderer(verb: Verb) -> Callable[[dict[str, Any], Panes], str]:
-    return RENDERERS[CLI_RENDER.get(verb.name, verb.render)]
+    return RENDERERS[verb.render]
 
 
 def pane_lookup(client: Client) -> Panes:

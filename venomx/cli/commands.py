@@ -131,11 +131,13 @@ def skill() -> None:
 @click.command("mcp")
 @click.option("--socket", "socket_", default=None, metavar="PATH",
               help="The daemon's socket [default: $VENOMX_SOCKET]")
-def mcp(socket_: str | None) -> None:
+@click.option("--all-tools", is_flag=True,
+              help="List every tool, not only those the principal can ever call")
+def mcp(socket_: str | None, all_tools: bool) -> None:
     """Serve the verbs as MCP tools on stdio."""
     from venomx.mcp import main
 
-    main(socket_)
+    main(socket_, all_tools)
 
 
 def add_to(root: click.Group, groups: dict[str, click.Group]) -> None:

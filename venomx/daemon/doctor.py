@@ -33,7 +33,7 @@ from workers.protocol import SENTINEL_TITLE, SPARE_TITLE
 ORPHAN_AFTER = 2.0  # the sentinel's drain (1 s) plus time to deliver EXIT and exit
 FDS_WARN, FDS_FAIL = 0.80, 0.95  # of the soft RLIMIT_NOFILE
 FD_ERRNOS = frozenset({errno.EMFILE, errno.ENFILE})
-ESCAPEES_LISTED = 100  # doctor names this many escaped processes (pid, pane, run)
+ESCAPEES_LISTED = 100  # doctor names this many escaped processes by pid
 
 
 @dataclass
@@ -186,7 +186,8 @@ def sentinels(d: Doctor, facts: ProcFacts, sentinel_of: dict[int, str],
     stopped = [p.id for p in live if p.id not in missing and facts.children.get(
         p.sentinel_pid, ("", ""))[1] in (psutil.STATUS_STOPPED, psutil.STATUS_TRACING_STOP)]
     section = {"expected": len(live), "alive": alive, "missing": missing,
-               "orphaned": len(orphaned), "spares": len(d.panes.forkserver.spares),
+               "orphaned": len(orphaned), "orphaned_pids": sorted(orphaned),
+               "spares": len(d.panes.forkserver.spares),
                "stopped": stopped, "unresponsive": silent,
                "lost": {"count": d.panes.losses.count, "recent": list(d.panes.losses.recent)}}
     status = "fail" if missing or stopped or silent else ("warn" if orphaned else "ok")
@@ -214,22 +215,19 @@ def escapees(d: Doctor, facts: ProcFacts, sentinel_of: dict[int, str]) -> Sectio
         if pane is None or not pane.live or facts.group.get(pid) != pane.pid:
             found.add(pid)
     per_pane: dict[str, int] = {}
-    listed: list[dict[str, Any]] = []
+    pids: dict[str, list[int]] = {}
     for pid in sorted(found):
         pane_id = facts.pane_env.get(pid, "unknown")
         if pane_id not in reg.panes:
             pane_id = "unknown"  # a process's own environment is not ours to echo
         per_pane[pane_id] = per_pane.get(pane_id, 0) + 1
-        if len(listed) < ESCAPEES_LISTED:
-            entry: dict[str, Any] = {"pid": pid, "pane": pane_id}
-            run = reg.panes[pane_id].run if pane_id in reg.panes else None
-            if run is not None:
-                entry["run"] = run
-            listed.append(entry)
+        if sum(map(len, pids.values())) < ESCAPEES_LISTED:
+            pids.setdefault(pane_id, []).append(pid)
+    n = len(found)
     return (check("escapees", "warn" if found else "ok",
-                  f"{len(found)} processes left their pane's process group"),
-            {"count": len(found), "panes": per_pane, "processes": listed,
-             "reaped": d.reaper.reaped_escapees})
+                  f"{n} process{'' if n == 1 else 'es'} left {'its' if n == 1 else 'their'} "
+                  "pane's process group"),
+            {"count": n, "panes": per_pane, "pids": pids, "reaped": d.reaper.reaped_escapees})
 
 
 def socket_file(d: Doctor) -> dict[str, str]:

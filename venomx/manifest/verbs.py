@@ -489,7 +489,7 @@ VERBS: tuple[Verb, ...] = (
          (F("source"), F("runs", "array"), F("next", "string", False)), "read",
          Check("read", ("pane",)),
          errors=("not_found.pane", "denied.read", "unsupported.result_size"),
-         title="List runs", effect="read"),
+         title="List runs", effect="read", render="runs"),
     Verb("run.cancel", "Stop a run: signal its pane's process group, grace, then SIGKILL. "
          "Destructive. Returns the completed record.",
          (S("run", required=True),

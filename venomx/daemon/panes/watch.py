@@ -48,7 +48,8 @@ class Losses:
 
     def add(self, pane: Pane, why: str) -> None:
         self.count += 1
-        entry = {"pane": pane.id, "reason": why, "at": now_iso()}
+        entry: dict[str, Any] = {"pane": pane.id, "pid": pane.sentinel_pid, "reason": why,
+                                 "at": now_iso()}
         if pane.run is not None:
             entry["run"] = pane.run
         self.recent.append(entry)
