@@ -70,6 +70,9 @@ def connect(sock: socket.socket, path: str) -> None:
 
 
 class Client:
+    """A synchronous connection to the daemon for one-request CLI commands: hello, then
+    requests and their replies in order."""
+
     def __init__(self, path: str | None = None, token: str | None = None,
                  max_frame: int = DEFAULT_MAX_FRAME, client: str = f"venomx-cli/{__version__}"
                  ) -> None:

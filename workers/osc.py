@@ -19,6 +19,8 @@ MAX_CARRY = 256
 
 @dataclass(frozen=True)
 class Observation:
+    """A shell-integration marker (OSC 133) or a status the program reported."""
+
     what: str  # "started" | "finished" | "status"
     offset: int
     exit_code: int | None = None

@@ -31,6 +31,8 @@ class ProtocolError(ValueError):
 
 
 class Kind(IntEnum):
+    """The frame type of each message, first in its msgpack array."""
+
     # daemon -> sentinel
     SPAWN = 1
     RELEASE = 2
@@ -58,6 +60,8 @@ class Kind(IntEnum):
 
 @dataclass(frozen=True)
 class Message:
+    """A frame between the daemon and a sentinel."""
+
     KIND: ClassVar[Kind]
 
 
@@ -103,6 +107,8 @@ class Input(Message):
 
 @dataclass(frozen=True)
 class Resize(Message):
+    """Resize the PTY; answered by RESIZED with the new epoch."""
+
     KIND: ClassVar[Kind] = Kind.RESIZE
     cols: int
     rows: int
@@ -120,6 +126,8 @@ class Stream(Message):
 
 @dataclass(frozen=True)
 class Capture(Message):
+    """Read rows of the live terminal; answered by ROWS."""
+
     KIND: ClassVar[Kind] = Kind.CAPTURE
     req: int
     epoch: int | None
@@ -170,6 +178,8 @@ class Failed(Message):
 
 @dataclass(frozen=True)
 class Output(Message):
+    """Output bytes for attach streams, with the offset after them."""
+
     KIND: ClassVar[Kind] = Kind.OUTPUT
     data: bytes
     offset: int
@@ -188,6 +198,8 @@ class Marker(Message):
 
 @dataclass(frozen=True)
 class Rows(Message):
+    """The answer to CAPTURE: rows, or an epoch conflict."""
+
     KIND: ClassVar[Kind] = Kind.ROWS
     req: int
     result: dict[str, Any] = field(default_factory=dict)
@@ -249,6 +261,8 @@ class Exit(Message):
 
 @dataclass(frozen=True)
 class Resized(Message):
+    """The answer to RESIZE, also sent when the size changed."""
+
     KIND: ClassVar[Kind] = Kind.RESIZED
     cols: int
     rows: int
@@ -267,6 +281,8 @@ class Wrote(Message):
 
 @dataclass(frozen=True)
 class Pong(Message):
+    """The answer to PING."""
+
     KIND: ClassVar[Kind] = Kind.PONG
     req: int
 

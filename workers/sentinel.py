@@ -55,6 +55,9 @@ def wait_status(info: os.waitid_result | None) -> int:
 
 
 class Sentinel:
+    """One pane's sentinel: its channel to the daemon, the PTY, the VT and the leader it
+    waits for."""
+
     def __init__(self, sock: socket.socket) -> None:
         self.sock = sock
         self.decoder = P.Decoder()

@@ -136,6 +136,8 @@ def child_grants(reg: Registry, p: Principal, requested: list[Grant] | None) -> 
 
 @dataclass
 class AuditRecord:
+    """One denial or admin action: who, which verb, the result code and the resource."""
+
     seq: int
     ts: str
     principal: str | None

@@ -61,6 +61,8 @@ class Doctor:
 
 @dataclass
 class ProcFacts:
+    """What /proc says about the daemon's children, read in a worker thread."""
+
     children: dict[int, tuple[str, str]] = field(default_factory=dict)  # pid -> (title, status)
     pane_env: dict[int, str] = field(default_factory=dict)  # pid -> VENOMX_PANE
     group: dict[int, int] = field(default_factory=dict)  # pid -> pgid

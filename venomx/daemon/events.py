@@ -31,12 +31,17 @@ COALESCE_INTERVAL = 1.0
 
 @dataclass
 class Event:
+    """One event: its sequence number, the body callers see, and the node that decides who
+    may read it."""
+
     seq: int
     body: dict[str, Any]
     node: AuthNode | None
 
 
 class Subscriber:
+    """One events.subscribe stream: a bounded backlog of events the caller may read."""
+
     def __init__(self, allowed: Callable[[Event], bool]) -> None:
         self.allowed = allowed
         self.queue: asyncio.Queue[Event | None] = asyncio.Queue()
@@ -60,6 +65,9 @@ class _Budget:
 
 
 class EventLog:
+    """The retained events, their sequence, the live subscribers and per-pane observation
+    budgets."""
+
     def __init__(self, source: str, retain: int) -> None:
         self.source = source
         self.events: deque[Event] = deque(maxlen=retain)

@@ -35,6 +35,8 @@ def monotonic_ms() -> float:
 
 @dataclass(frozen=True)
 class AuthNode:
+    """A resource's frozen authorization data: its name, creator and container."""
+
     resource: str  # "pane:p0"
     owner: str | None  # principal ID of the creator
     parent: AuthNode | None = None
@@ -54,6 +56,8 @@ class AuthNode:
 
 @dataclass(frozen=True)
 class Grant:
+    """A right on a scope (``*``, ``pane:*``, ``session:s0``, ``self``, ...)."""
+
     right: str
     scope: str
 
@@ -63,6 +67,8 @@ class Grant:
 
 @dataclass
 class Principal:
+    """Who a connection acts as: grants, parent, token, and the pane it was minted for."""
+
     id: str
     parent: str | None
     grants: list[Grant]
@@ -75,6 +81,8 @@ class Principal:
 
 @dataclass
 class Session:
+    """A container of windows."""
+
     id: str
     name: str | None
     node: AuthNode
@@ -85,6 +93,8 @@ class Session:
 
 @dataclass
 class Window:
+    """A container of panes and their layout tree."""
+
     id: str
     session: str
     name: str | None
@@ -96,6 +106,9 @@ class Window:
 
 @dataclass
 class Pane:
+    """A pane's record: what callers see of it and what its exit fixed. What the daemon
+    holds of its processes is the pane owner's ``Link``."""
+
     id: str
     window: str
     session: str

@@ -12,6 +12,8 @@ from collections.abc import Awaitable, Callable
 
 
 class Seams:
+    """The named points a test can hold, and the requests held at each."""
+
     def __init__(self, enabled: bool) -> None:
         self.enabled = enabled
         self.held: set[str] = set()

@@ -132,6 +132,9 @@ class Listener:
 
 
 class Connection(asyncio.Protocol):
+    """One client's conversation: framing, hello, cancel, one task per request, and the
+    peer's credentials."""
+
     def __init__(self, services: Services) -> None:
         self.services = services
         self.transport: asyncio.Transport | None = None

@@ -21,6 +21,8 @@ from venomx.daemon.seams import Seams
 
 @dataclass(frozen=True)
 class Services:
+    """The daemon's services, each owning one kind of state."""
+
     source: str
     registry: Registry
     config: Config

@@ -15,6 +15,9 @@ MISSING: Any = object()
 
 SIGNAL_NAMES = ("SIGHUP", "SIGINT", "SIGQUIT", "SIGTERM", "SIGKILL", "SIGUSR1", "SIGUSR2",
                 "SIGABRT", "SIGALRM", "SIGCONT", "SIGSTOP", "SIGTSTP", "SIGWINCH", "SIGPIPE")
+# What termination sends when no one chose (foundation §9): pane.kill's and run.cancel's
+# defaults, and what deadlines, removal and shutdown always send.
+TERMINATE_SIGNAL, TERMINATE_GRACE_MS = "SIGHUP", 2000
 SEAMS = ("run.before_barrier", "run.after_barrier", "terminate.unkillable")
 
 # The value rules every surface shares (RFC-0007 §5, RFC-0013, RFC-0015 §4 and §8).
@@ -99,6 +102,8 @@ class Group:
 
 @dataclass(frozen=True)
 class Field:
+    """One field of a verb's result."""
+
     name: str
     kind: str
     required: bool = True
@@ -153,6 +158,9 @@ class Target:
 
 @dataclass(frozen=True)
 class Verb:
+    """One verb: its params and rules, result, authorization, target, steps, and the facts
+    the CLI and MCP surfaces are generated from."""
+
     name: str
     summary: str
     params: tuple[Param, ...] = ()
@@ -382,8 +390,9 @@ VERBS: tuple[Verb, ...] = (
     Verb("pane.kill", "Stop a pane's process group: signal, grace, then SIGKILL. "
          "Destructive.",
          (S("pane", required=True),
-          S("signal", "Signal sent first", default="SIGHUP", choices=SIGNAL_NAMES),
-          I("grace_ms", "Milliseconds before SIGKILL", default=2000, min=0, max=3600000)),
+          S("signal", "Signal sent first", default=TERMINATE_SIGNAL, choices=SIGNAL_NAMES),
+          I("grace_ms", "Milliseconds before SIGKILL", default=TERMINATE_GRACE_MS, min=0,
+            max=3600000)),
          PANE_RECORD, "write", Check("write", ("pane",)),
          errors=("not_found.pane", "denied.write", "timeout.terminate",
                  "unavailable.shutdown"),
@@ -493,8 +502,9 @@ VERBS: tuple[Verb, ...] = (
     Verb("run.cancel", "Stop a run: signal its pane's process group, grace, then SIGKILL. "
          "Destructive. Returns the completed record.",
          (S("run", required=True),
-          S("signal", "Signal sent first", default="SIGHUP", choices=SIGNAL_NAMES),
-          I("grace_ms", "Milliseconds before SIGKILL", default=2000, min=0, max=3600000)),
+          S("signal", "Signal sent first", default=TERMINATE_SIGNAL, choices=SIGNAL_NAMES),
+          I("grace_ms", "Milliseconds before SIGKILL", default=TERMINATE_GRACE_MS, min=0,
+            max=3600000)),
          run_record(False), "write", Check("write", ("run",)),
          errors=("not_found.run", "denied.write", "timeout.terminate",
                  "unavailable.shutdown"),

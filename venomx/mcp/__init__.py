@@ -54,6 +54,9 @@ def progress_token(ctx: ServerRequestContext) -> Any:
 
 
 class Adapter:
+    """The MCP server's side of the daemon: one connection, the tool list for its principal,
+    and calls turned into requests."""
+
     def __init__(self, socket_path: str | None, token: str | None,
                  all_tools: bool = False) -> None:
         self.client = AsyncClient(socket_path, token)

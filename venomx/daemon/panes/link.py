@@ -25,6 +25,8 @@ def _future() -> asyncio.Future[None]:
 
 @dataclass(eq=False)
 class Link:
+    """The daemon's hold on one pane's processes (see the module's docstring)."""
+
     channel: Channel | None
     exited: asyncio.Future[None] = field(default_factory=_future)  # done in the exit turn
     termination: Termination | None = None

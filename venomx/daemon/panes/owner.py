@@ -50,6 +50,8 @@ OnOutput = Callable[[bytes, int], None]  # bytes, offset after them
 
 
 class Panes:
+    """The pane owner: every pane transition, with its events, in one reactor turn."""
+
     def __init__(self, registry: Registry, events: EventLog, runs: RunTable, config: Config,
                  seams: Seams, lifecycle: Lifecycle, socket_path: str) -> None:
         self.registry = registry
@@ -165,7 +167,8 @@ class Panes:
         await wait_terminated(pane, self.link(pane))
 
     async def terminate_all(self, panes: list[Pane], cause: str) -> None:
-        """Terminate live panes (SIGHUP, 2000 ms) and wait; timeout.terminate lists laggards."""
+        """Terminate live panes (the default signal and grace) and wait; timeout.terminate
+        lists laggards."""
         live = [p for p in panes if p.live]
         for p in live:
             self.terminate(p, cause=cause)

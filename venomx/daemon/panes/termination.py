@@ -16,6 +16,7 @@ import signal as _signal
 import time
 from typing import TYPE_CHECKING
 
+from venomx.manifest.verbs import TERMINATE_GRACE_MS, TERMINATE_SIGNAL
 from venomx.wire import VenomxError
 
 if TYPE_CHECKING:
@@ -24,9 +25,7 @@ if TYPE_CHECKING:
     from venomx.daemon.registry import Pane
 
 KILL_WAIT = 1.0
-# What removal and shutdown send (foundation §9, §11), and pane.kill's defaults.
-DEFAULT_SIGNAL = "SIGHUP"
-DEFAULT_GRACE_MS = 2000
+DEFAULT_SIGNAL, DEFAULT_GRACE_MS = TERMINATE_SIGNAL, TERMINATE_GRACE_MS
 
 
 class Termination:
