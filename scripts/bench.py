@@ -52,6 +52,8 @@ def ms(xs: list[float]) -> str:
 
 
 class Daemon:
+    """A real daemon on a temporary socket, for one benchmark."""
+
     def __init__(self, config: str = "", log_level: str = "warning",
                  nofile: int | None = None) -> None:
         self.dir = tempfile.mkdtemp(prefix="vxb", dir="/tmp")
