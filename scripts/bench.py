@@ -54,8 +54,9 @@ def ms(xs: list[float]) -> str:
 class Daemon:
     """A real daemon on a temporary socket, for one benchmark."""
 
-    def __init__(self, config: str = "", log_level: str = "warning",
-                 nofile: int | None = None) -> None:
+    def __init__(
+        self, config: str = "", log_level: str = "warning", nofile: int | None = None
+    ) -> None:
         self.dir = tempfile.mkdtemp(prefix="vxb", dir="/tmp")
         self.sock = os.path.join(self.dir, "s.sock")
         cfg = os.path.join(self.dir, "c.toml")
@@ -64,11 +65,25 @@ class Daemon:
         def limit() -> None:  # in the child, before exec: its hard and soft fd limit
             if nofile is not None:
                 resource.setrlimit(resource.RLIMIT_NOFILE, (nofile, nofile))
-        self.proc = subprocess.Popen([sys.executable, "-m", "venomx", "serve", "--socket",
-                                      self.sock, "--config", cfg, "--log-level", log_level],
-                                     stderr=open(os.path.join(self.dir, "log"), "wb"),
-                                     start_new_session=True, preexec_fn=limit,
-                                     cwd=self.dir)
+
+        self.proc = subprocess.Popen(
+            [
+                sys.executable,
+                "-m",
+                "venomx",
+                "serve",
+                "--socket",
+                self.sock,
+                "--config",
+                cfg,
+                "--log-level",
+                log_level,
+            ],
+            stderr=open(os.path.join(self.dir, "log"), "wb"),
+            start_new_session=True,
+            preexec_fn=limit,
+            cwd=self.dir,
+        )
         deadline = time.monotonic() + 15
         while True:
             try:
@@ -106,9 +121,13 @@ class Tmux:
 
     def __init__(self) -> None:
         self.sock = tempfile.mktemp(prefix="vxbt", dir="/tmp")
-        self.proc = subprocess.Popen(["tmux", "-S", self.sock, "-C", "new-session", "-x", "80",
-                                      "-y", "24"], stdin=subprocess.PIPE, stdout=subprocess.PIPE,
-                                     stderr=subprocess.DEVNULL, bufsize=0)
+        self.proc = subprocess.Popen(
+            ["tmux", "-S", self.sock, "-C", "new-session", "-x", "80", "-y", "24"],
+            stdin=subprocess.PIPE,
+            stdout=subprocess.PIPE,
+            stderr=subprocess.DEVNULL,
+            bufsize=0,
+        )
         assert self.proc.stdin and self.proc.stdout
         self.out = self.proc.stdout
         while not self.readline().startswith(b"%end"):  # the new-session block itself
@@ -154,6 +173,7 @@ def events(c: Client) -> Iterator[tuple[str, dict[str, Any]]]:
             ev = frame.get("item", {}).get("event", {}) if frame.get("id") == rid else {}
             if ev:
                 yield ev["type"], ev["data"]
+
     return gen()
 
 
@@ -179,12 +199,15 @@ def tmux_starts(t: Tmux | None, resp: list[float], done: list[float]) -> Callabl
         t2 = t.wait_for(b"%window-close")
         resp.append(t1 - t0)
         done.append(t2 - t0)
+
     return sample
 
 
 def bench_start(n: int) -> None:
-    print(f"\n== pane start: {n} x `true`, one persistent connection, "
-          f"alternating with tmux every {BLOCK} ==")
+    print(
+        f"\n== pane start: {n} x `true`, one persistent connection, "
+        f"alternating with tmux every {BLOCK} =="
+    )
     d = Daemon()
     t = Tmux() if shutil.which("tmux") else None
     try:
@@ -204,26 +227,31 @@ def bench_start(n: int) -> None:
                 pass
             resp.append(t1 - t0)
             done.append(time.perf_counter() - t0)
+
         interleaved(n, venomx, tmux_starts(t, t_resp, t_done))
         row("venomx window.create true -> response", ms(resp))
-        row("venomx window.create true -> pane exited", ms(done),
-            f"{pct(done, 50) / pct(t_done, 50):.2f}x tmux" if t_done else "")
+        row(
+            "venomx window.create true -> pane exited",
+            ms(done),
+            f"{pct(done, 50) / pct(t_done, 50):.2f}x tmux" if t_done else "",
+        )
         if t_done:
             row("tmux control mode new-window true -> %end", ms(t_resp))
             row("tmux control mode new-window true -> window closed", ms(t_done))
         # idle after showing something, so its terminal exists (it is built lazily)
-        w = c.call("window.create", {"session": s,
-                                     "argv": ["sh", "-c", "echo ready; exec sleep 60"]})
+        w = c.call(
+            "window.create", {"session": s, "argv": ["sh", "-c", "echo ready; exec sleep 60"]}
+        )
         deadline = time.monotonic() + 10
-        while not any("ready" in ln for ln in
-                      c.call("pane.capture_rows", {"pane": w["pane"]})["lines"]):
+        while not any(
+            "ready" in ln for ln in c.call("pane.capture_rows", {"pane": w["pane"]})["lines"]
+        ):
             assert time.monotonic() < deadline, "the pane never showed its line"
             time.sleep(0.01)
         sen = psutil.Process(w["pid"]).parent()
         assert sen is not None
         uss = sen.memory_full_info().uss / 1048576
-        row("idle sentinel USS (after one line of output)", f"{uss:.2f} MiB",
-            "target <= 4 MiB")
+        row("idle sentinel USS (after one line of output)", f"{uss:.2f} MiB", "target <= 4 MiB")
     finally:
         d.stop()
         if t is not None:
@@ -264,16 +292,20 @@ def bench_throughput(lines: int) -> None:
             cap = c.call("pane.capture_rows", {"pane": r["pane"], "limit": 3})
             last = [ln.strip() for ln in cap["lines"] if ln.strip()][-1:]
             ok = last == [str(lines)] and cap["offset"] >= size
-            row("venomx pane: cat -> run completed", f"{size / el / 1e6:.1f} MB/s",
-                f"{el:.2f} s, status {rec['status']}, last row {'ok' if ok else 'WRONG'}")
+            row(
+                "venomx pane: cat -> run completed",
+                f"{size / el / 1e6:.1f} MB/s",
+                f"{el:.2f} s, status {rec['status']}, last row {'ok' if ok else 'WRONG'}",
+            )
     finally:
         d.stop()
     if shutil.which("tmux"):
         # no client attached: a control client would receive every byte as %output
         sock = tempfile.mktemp(prefix="vxbt", dir="/tmp")
         tmux = ["tmux", "-S", sock]
-        subprocess.run([*tmux, "new-session", "-d", "-x", "80", "-y", "24", "sleep 600"],
-                       check=True)
+        subprocess.run(
+            [*tmux, "new-session", "-d", "-x", "80", "-y", "24", "sleep 600"], check=True
+        )
         subprocess.run([*tmux, "set", "-g", "remain-on-exit", "on"], check=True)
         try:
             t0 = time.perf_counter()
@@ -281,14 +313,24 @@ def bench_throughput(lines: int) -> None:
             subprocess.run([*tmux, "new-window", "-d", cmd], check=True)
             subprocess.run([*tmux, "wait-for", "done"], check=True)
             el = time.perf_counter() - t0
-            shown = subprocess.run([*tmux, "capture-pane", "-p", "-t", ":1"],
-                                   capture_output=True, text=True).stdout.splitlines()
-            last = [ln.strip() for ln in shown  # skip tmux's own "Pane is dead" line
-                    if ln.strip() and not ln.startswith("Pane is dead")][-1:]
-            row("tmux pane: cat -> done", f"{size / el / 1e6:.1f} MB/s",
-                f"{el:.2f} s, last row {'ok' if last == [str(lines)] else 'WRONG ' + str(last)}")
-            row("throughput ratio venomx / tmux", f"{venomx_rate / (size / el):.2f}x",
-                "target >= 1.0")
+            shown = subprocess.run(
+                [*tmux, "capture-pane", "-p", "-t", ":1"], capture_output=True, text=True
+            ).stdout.splitlines()
+            last = [
+                ln.strip()
+                for ln in shown  # skip tmux's own "Pane is dead" line
+                if ln.strip() and not ln.startswith("Pane is dead")
+            ][-1:]
+            row(
+                "tmux pane: cat -> done",
+                f"{size / el / 1e6:.1f} MB/s",
+                f"{el:.2f} s, last row {'ok' if last == [str(lines)] else 'WRONG ' + str(last)}",
+            )
+            row(
+                "throughput ratio venomx / tmux",
+                f"{venomx_rate / (size / el):.2f}x",
+                "target >= 1.0",
+            )
         finally:
             subprocess.run([*tmux, "kill-server"], capture_output=True)
     t0 = time.perf_counter()
@@ -316,27 +358,35 @@ def bench_list_under_load(lines: int) -> None:
     try:
         with d.client() as c:
             s = c.call("session.create")["session"]
-            runs = [c.call("run", {"key": f"c{i}", "session": s, "argv": ["cat", str(path)]})
-                    for i in range(4)]
+            runs = [
+                c.call("run", {"key": f"c{i}", "session": s, "argv": ["cat", str(path)]})
+                for i in range(4)
+            ]
             lat = []
             probe = d.client()
             while True:
                 t0 = time.perf_counter()
                 probe.call("pane.list")
                 lat.append(time.perf_counter() - t0)
-                done = [c.call("run.get", {"run": r["run"], "output": False})["state"]
-                        for r in runs]
+                done = [
+                    c.call("run.get", {"run": r["run"], "output": False})["state"] for r in runs
+                ]
                 if all(x == "completed" for x in done):
                     break
-            row("pane.list during 4 x cat", f"p50 {pct(lat, 50) * 1e3:.2f} / p99 "
-                f"{pct(lat, 99) * 1e3:.2f} ms", f"{len(lat)} samples; target p99 <= 20 ms")
+            row(
+                "pane.list during 4 x cat",
+                f"p50 {pct(lat, 50) * 1e3:.2f} / p99 {pct(lat, 99) * 1e3:.2f} ms",
+                f"{len(lat)} samples; target p99 <= 20 ms",
+            )
     finally:
         d.stop()
 
 
 def bench_runs(n: int) -> None:
-    print(f"\n== run + run.wait of `true`: {n} times, one connection, "
-          f"alternating with tmux every {BLOCK} ==")
+    print(
+        f"\n== run + run.wait of `true`: {n} times, one connection, "
+        f"alternating with tmux every {BLOCK} =="
+    )
     d = Daemon()
     t = Tmux() if shutil.which("tmux") else None
     try:
@@ -351,23 +401,29 @@ def bench_runs(n: int) -> None:
                 r = c.call("run", {"key": f"k{len(lat)}", "session": s, "argv": ["true"]})
                 c.call("run.wait", {"run": r["run"], "output": False})
                 lat.append(time.perf_counter() - t0)
+
             interleaved(n, venomx, tmux_starts(t, t_resp, t_done))
-            row("venomx run + run.wait true", ms(lat),
-                f"{pct(lat, 50) / pct(t_done, 50):.2f}x tmux" if t_done else "")
+            row(
+                "venomx run + run.wait true",
+                ms(lat),
+                f"{pct(lat, 50) / pct(t_done, 50):.2f}x tmux" if t_done else "",
+            )
             if t_done:
                 row("tmux control mode new-window true -> closed", ms(t_done))
             c.call("config.set", {"path": "run.max_active", "value": "64"})
             clients = [d.client() for _ in range(50)]
             t0 = time.perf_counter()
-            rids = [(cl, cl.start("run", {"key": f"z{i}", "session": s,
-                                          "argv": ["sleep", "0.2"]}))
-                    for i, cl in enumerate(clients)]
+            rids = [
+                (cl, cl.start("run", {"key": f"z{i}", "session": s, "argv": ["sleep", "0.2"]}))
+                for i, cl in enumerate(clients)
+            ]
             started = [cl.response(rid) for cl, rid in rids]
             for cl, r in zip(clients, started, strict=True):
                 cl.call("run.wait", {"run": r["run"], "output": False})
             el = time.perf_counter() - t0
-            row("50 concurrent runs of sleep 0.2 (max_active 64)", f"{el:.2f} s wall",
-                "ideal 0.2 s")
+            row(
+                "50 concurrent runs of sleep 0.2 (max_active 64)", f"{el:.2f} s wall", "ideal 0.2 s"
+            )
             for cl in clients:
                 cl.close()
             rss0 = psutil.Process(d.proc.pid).memory_info().rss
@@ -380,8 +436,11 @@ def bench_runs(n: int) -> None:
                             c.call("pane.remove", {"pane": p["pane"]})
             rss1 = psutil.Process(d.proc.pid).memory_info().rss
             doc = c.call("doctor")["run"]["retained"]
-            row("daemon RSS after 1000 completed runs", f"{rss1 / 1048576:.1f} MiB",
-                f"from {rss0 / 1048576:.1f}; retained {doc['count']} runs, {doc['bytes']} bytes")
+            row(
+                "daemon RSS after 1000 completed runs",
+                f"{rss1 / 1048576:.1f} MiB",
+                f"from {rss0 / 1048576:.1f}; retained {doc['count']} runs, {doc['bytes']} bytes",
+            )
     finally:
         d.stop()
         if t is not None:
@@ -390,35 +449,49 @@ def bench_runs(n: int) -> None:
 
 # -- issue 14: worst-case VT cost, deadline with a busy or stopped sentinel ---------------
 
+
 def bench_vt(quick: bool) -> None:
     from workers.vtcost import vt_costs
 
     n, tries = (50_000, 1) if quick else (200_000, 3)
-    print(f"\n== VT worst cases: CPU to feed ~{n} and ~{2 * n} bytes in 128 KiB reads, best of "
-          f"{tries} (workers.vtcost.vt_costs) ==")
+    print(
+        f"\n== VT worst cases: CPU to feed ~{n} and ~{2 * n} bytes in 128 KiB reads, best of "
+        f"{tries} (workers.vtcost.vt_costs) =="
+    )
     for r in vt_costs(n=n, tries=tries):
         ratio = r["ratio"]
         verdict = "linear" if ratio < 2.6 else ("SUPERLINEAR" if ratio < 3.5 else "QUADRATIC")
         if r["seconds_n"] < 0.05:  # a few ms: scheduler noise, not the VT
             verdict = "too short to judge"
-        row(f"vt {r['pattern']}", f"{r['mb_per_s']:.2f} MB/s",
+        row(
+            f"vt {r['pattern']}",
+            f"{r['mb_per_s']:.2f} MB/s",
             f"t(2N)/t(N) {ratio:.2f} ({verdict}); 2N = {r['bytes_2n']} B in "
-            f"{r['seconds_2n']:.3f} s")
+            f"{r['seconds_2n']:.3f} s",
+        )
 
 
-COMBINING_FLOOD = ("import sys\nw = sys.stdout.buffer\nchunk = ('a' + '\\u0301' * 80000)"
-                   ".encode()\nwhile True:\n    w.write(chunk)\n    w.flush()\n")
+COMBINING_FLOOD = (
+    "import sys\nw = sys.stdout.buffer\nchunk = ('a' + '\\u0301' * 80000)"
+    ".encode()\nwhile True:\n    w.write(chunk)\n    w.flush()\n"
+)
 
 
 def _iso(ts: str) -> float:
     return datetime.fromisoformat(ts.replace("Z", "+00:00")).timestamp()
 
 
-def _deadline_once(c: Client, s: str, key: str,
-                   stop_sentinel: bool) -> tuple[float, float, float]:
+def _deadline_once(c: Client, s: str, key: str, stop_sentinel: bool) -> tuple[float, float, float]:
     """(leader's death - deadline, run completion - deadline, sentinel CPU seconds)."""
-    r = c.call("run", {"key": key, "session": s, "argv": [sys.executable, "-c", COMBINING_FLOOD],
-                       "deadline_ms": 1000})
+    r = c.call(
+        "run",
+        {
+            "key": key,
+            "session": s,
+            "argv": [sys.executable, "-c", COMBINING_FLOOD],
+            "deadline_ms": 1000,
+        },
+    )
     pidfd = os.pidfd_open(r["pid"])
     sentinel = psutil.Process(psutil.Process(r["pid"]).ppid())
     cpu0 = sum(sentinel.cpu_times()[:2])
@@ -445,8 +518,10 @@ def _deadline_once(c: Client, s: str, key: str,
 
 def bench_deadline(quick: bool) -> None:
     n = 3 if quick else 10
-    print(f"\n== deadline_ms 1000 -> leader's death, sentinel busy with combining marks or "
-          f"SIGSTOPped, {n} runs each ==")
+    print(
+        f"\n== deadline_ms 1000 -> leader's death, sentinel busy with combining marks or "
+        f"SIGSTOPped, {n} runs each =="
+    )
     d = Daemon()
     try:
         with d.client() as c:
@@ -459,16 +534,22 @@ def bench_deadline(quick: bool) -> None:
                     done.append(b)
                     cpu.append(u)
                 what = "SIGSTOPped" if stopped else "busy (combining flood)"
-                row(f"deadline -> leader dead, sentinel {what}",
+                row(
+                    f"deadline -> leader dead, sentinel {what}",
                     f"p50 {pct(died, 50) * 1e3:.0f} / max {max(died) * 1e3:.0f} ms",
-                    f"target <= 50 ms; sentinel CPU in the run p50 {pct(cpu, 50):.2f} s")
-                row(f"deadline -> run completed, sentinel {what}",
-                    f"p50 {pct(done, 50) * 1e3:.0f} / max {max(done) * 1e3:.0f} ms", "")
+                    f"target <= 50 ms; sentinel CPU in the run p50 {pct(cpu, 50):.2f} s",
+                )
+                row(
+                    f"deadline -> run completed, sentinel {what}",
+                    f"p50 {pct(done, 50) * 1e3:.0f} / max {max(done) * 1e3:.0f} ms",
+                    "",
+                )
     finally:
         d.stop()
 
 
 # -- issue 15: soak ---------------------------------------------------------------------------
+
 
 def raise_nofile() -> int:
     soft, hard = resource.getrlimit(resource.RLIMIT_NOFILE)
@@ -525,20 +606,38 @@ def raw_conn(path: str, token: str | None, timeout: float = 10.0) -> socket.sock
 def _junk(rng: random.Random, depth: int = 0) -> Any:
     pick = rng.randrange(12 if depth < 4 else 7)
     if pick == 0:
-        return rng.randrange(-2**70, 2**70)
+        return rng.randrange(-(2**70), 2**70)
     if pick == 1:
-        return rng.choice([0, -1, 1.5, 2**63, -2**63 - 1, 1e300, True, False, None])
+        return rng.choice([0, -1, 1.5, 2**63, -(2**63) - 1, 1e300, True, False, None])
     if pick == 2:
         return "".join(chr(rng.randrange(1, 0x3000)) for _ in range(rng.randrange(20)))
     if pick == 3:
-        return rng.choice(["", "*", "p1", "w1", "s1", "r1", "r" + "9" * 4400, "r²", "SIGKILL",
-                           "@owner", "../../etc/passwd", "x" * 5000])
+        return rng.choice(
+            [
+                "",
+                "*",
+                "p1",
+                "w1",
+                "s1",
+                "r1",
+                "r" + "9" * 4400,
+                "r²",
+                "SIGKILL",
+                "@owner",
+                "../../etc/passwd",
+                "x" * 5000,
+            ]
+        )
     if pick in (4, 5, 6):
         return rng.choice(["a", "b", 7, None, [], {}])
     if pick in (7, 8, 9):
         return [_junk(rng, depth + 1) for _ in range(rng.randrange(4))]
-    return {rng.choice(["pane", "run", "after", "limit", "path", "value", "id", "x"]):
-            _junk(rng, depth + 1) for _ in range(rng.randrange(4))}
+    return {
+        rng.choice(["pane", "run", "after", "limit", "path", "value", "id", "x"]): _junk(
+            rng, depth + 1
+        )
+        for _ in range(rng.randrange(4))
+    }
 
 
 def fuzz_frame(rng: random.Random, verbs: list[str], rid: int) -> bytes:
@@ -550,14 +649,21 @@ def fuzz_frame(rng: random.Random, verbs: list[str], rid: int) -> bytes:
     if kind == 1:  # a JSON value that is not a request
         return json.dumps(_junk(rng)).encode()
     if kind == 2:  # odd ids, nesting and numbers, as raw text
-        return rng.choice([b'{"id":1e999,"verb":"whoami"}', b'{"id":"x","verb":"whoami"}',
-                           b'{"id":' + b"9" * 400 + b',"verb":"whoami"}',
-                           b'{"id":%d,"verb":"whoami","params":' % rid + b"[" * 5000 +
-                           b"]" * 5000 + b"}", b'{"id":%d}' % rid, b"[" * 100000, b"NaN"])
+        return rng.choice(
+            [
+                b'{"id":1e999,"verb":"whoami"}',
+                b'{"id":"x","verb":"whoami"}',
+                b'{"id":' + b"9" * 400 + b',"verb":"whoami"}',
+                b'{"id":%d,"verb":"whoami","params":' % rid + b"[" * 5000 + b"]" * 5000 + b"}",
+                b'{"id":%d}' % rid,
+                b"[" * 100000,
+                b"NaN",
+            ]
+        )
     name = rng.choice(verbs)
     verb = verb_by_name(name)
     params: dict[str, Any] = {}
-    for p in (verb.params if verb is not None else ()):
+    for p in verb.params if verb is not None else ():
         if rng.random() < 0.6:
             params[p.name] = _junk(rng)
     if rng.random() < 0.2:
@@ -565,8 +671,15 @@ def fuzz_frame(rng: random.Random, verbs: list[str], rid: int) -> bytes:
     return json.dumps({"id": rid, "verb": name, "params": params}).encode()
 
 
-def fuzz_conn(path: str, token: str | None, verbs: list[str], n: int, seed: int,
-              counts: Counts, deadline: float) -> int:
+def fuzz_conn(
+    path: str,
+    token: str | None,
+    verbs: list[str],
+    n: int,
+    seed: int,
+    counts: Counts,
+    deadline: float,
+) -> int:
     """Send ``n`` fuzzed frames on one connection, counting every reply; returns frames
     sent. Streams the frames open are left to the connection's close."""
     sk = raw_conn(path, token) if token is not None else socket.socket(socket.AF_UNIX)
@@ -602,6 +715,7 @@ def fuzz_conn(path: str, token: str | None, verbs: list[str], n: int, seed: int,
                     done.set()
                     return
         done.set()
+
     t = threading.Thread(target=reader, daemon=True)
     t.start()
     sent = 0
@@ -622,8 +736,9 @@ def fuzz_conn(path: str, token: str | None, verbs: list[str], n: int, seed: int,
     return sent
 
 
-def pipeline(c: Client, reqs: list[tuple[str, dict[str, Any]]], timeout: float,
-             counts: Counts) -> list[dict[str, Any]]:
+def pipeline(
+    c: Client, reqs: list[tuple[str, dict[str, Any]]], timeout: float, counts: Counts
+) -> list[dict[str, Any]]:
     """Send every request, then read every answer (by id, in request order)."""
     c.sock.settimeout(timeout)
     rids = [c.start(v, p) for v, p in reqs]
@@ -648,19 +763,27 @@ def held_bytes(doc: Any) -> str:
         if isinstance(node, dict):
             for k, v in node.items():
                 walk(v, f"{path}.{k}" if path else str(k))
-        elif isinstance(node, int) and "bytes" in path and \
-                any(w in path for w in ("exited", "held", "final", "panes")):
+        elif (
+            isinstance(node, int)
+            and "bytes" in path
+            and any(w in path for w in ("exited", "held", "final", "panes"))
+        ):
             found.append(f"{node} ({path})")
+
     walk(doc, "")
     return ", ".join(found) if found else "n/a"
 
 
 # Each run blocks, without using CPU, on a shared lock of the gate file that the bench
 # holds exclusively until every run is live (polling instead where flock(1) is missing).
-GATE_RUN = ('flock -s "$1" true; echo "ran $2"; {end}' if shutil.which("flock") else
-            'while [ -e "$1" ]; do sleep 0.5; done; echo "ran $2"; {end}')
-MARKER_FLOOD = ('while :; do printf "\\033]133;C\\007\\033]7501;state=busy\\007'
-                '\\033]133;D;0\\007"; done')
+GATE_RUN = (
+    'flock -s "$1" true; echo "ran $2"; {end}'
+    if shutil.which("flock")
+    else 'while [ -e "$1" ]; do sleep 0.5; done; echo "ran $2"; {end}'
+)
+MARKER_FLOOD = (
+    'while :; do printf "\\033]133;C\\007\\033]7501;state=busy\\007\\033]133;D;0\\007"; done'
+)
 
 
 def _expect(i: int) -> dict[str, Any]:
@@ -673,8 +796,10 @@ def _expect(i: int) -> dict[str, Any]:
 def bench_soak(quick: bool) -> None:
     frames, idle, nruns = (2000, 100, 60) if quick else (10000, 500, 300)
     hard = raise_nofile()
-    print(f"\n== soak: {frames} fuzzed frames, {idle} idle clients, {nruns} concurrent runs, "
-          f"a pane flooding OSC markers (RLIMIT_NOFILE {hard}); then fds limited to 64 ==")
+    print(
+        f"\n== soak: {frames} fuzzed frames, {idle} idle clients, {nruns} concurrent runs, "
+        f"a pane flooding OSC markers (RLIMIT_NOFILE {hard}); then fds limited to 64 =="
+    )
     counts = Counts()
     gate_fd, gate = tempfile.mkstemp(prefix="vxb-gate", dir="/tmp")
     fcntl.flock(gate_fd, fcntl.LOCK_EX)
@@ -693,10 +818,14 @@ def bench_soak(quick: bool) -> None:
             sk = raw_conn(d.sock, "@owner")
             if sk is not None:
                 idlers.append(sk)
-        row("soak: idle clients connected (hello answered)", f"{len(idlers)} of {idle}",
-            f"{time.monotonic() - t0:.1f} s")
+        row(
+            "soak: idle clients connected (hello answered)",
+            f"{len(idlers)} of {idle}",
+            f"{time.monotonic() - t0:.1f} s",
+        )
 
         from venomx.manifest.verbs import VERBS
+
         reader = c.call("principal.create", {"grants": [{"right": "read", "scope": "*"}]})
         safe = [v.name for v in VERBS if v.dispatch in (None, "read") and v.name != "hello"]
         every = [v.name for v in VERBS]
@@ -704,35 +833,63 @@ def bench_soak(quick: bool) -> None:
         per = frames // len(plan)
         deadline = time.monotonic() + 120
         sent: list[int] = []
-        threads = [threading.Thread(target=lambda i=i, tok=tok, vs=vs: sent.append(
-            fuzz_conn(d.sock, tok, vs, per, 1000 + i, counts, deadline)))
-            for i, (tok, vs) in enumerate(plan)]
+        threads = [
+            threading.Thread(
+                target=lambda i=i, tok=tok, vs=vs: sent.append(
+                    fuzz_conn(d.sock, tok, vs, per, 1000 + i, counts, deadline)
+                )
+            )
+            for i, (tok, vs) in enumerate(plan)
+        ]
         t0 = time.monotonic()
         for t in threads:
             t.start()
         for t in threads:
             t.join(130)
-        row("soak: fuzzed frames sent / replies read", f"{sum(sent)} / {counts.replies}",
-            f"{time.monotonic() - t0:.1f} s over {len(plan)} connections")
+        row(
+            "soak: fuzzed frames sent / replies read",
+            f"{sum(sent)} / {counts.replies}",
+            f"{time.monotonic() - t0:.1f} s over {len(plan)} connections",
+        )
 
         t0 = time.monotonic()
         clients = [d.client() for _ in range(10)]
-        reqs = [[("run", {"key": f"soak{i}", "session": s, "cols": 40, "rows": 5,
-                          "argv": ["sh", "-c", GATE_RUN.format(
-                              end="kill -KILL $$" if i % 10 == 9 else f"exit {i % 5}"),
-                                   "gate", gate, str(i)]})
-                 for i in range(j, nruns, len(clients))] for j in range(len(clients))]
+        reqs = [
+            [
+                (
+                    "run",
+                    {
+                        "key": f"soak{i}",
+                        "session": s,
+                        "cols": 40,
+                        "rows": 5,
+                        "argv": [
+                            "sh",
+                            "-c",
+                            GATE_RUN.format(
+                                end="kill -KILL $$" if i % 10 == 9 else f"exit {i % 5}"
+                            ),
+                            "gate",
+                            gate,
+                            str(i),
+                        ],
+                    },
+                )
+                for i in range(j, nruns, len(clients))
+            ]
+            for j in range(len(clients))
+        ]
         started: list[list[dict[str, Any]]] = [[] for _ in clients]
 
         def start_all(j: int) -> None:
             started[j] = pipeline(clients[j], reqs[j], 120, counts)
+
         starters = [threading.Thread(target=start_all, args=(j,)) for j in range(len(clients))]
         for t in starters:
             t.start()
         for t in starters:
             t.join(130)
-        ok = {int(r["ok"]["key"][4:]): r["ok"] for frames_ in started for r in frames_
-              if "ok" in r}
+        ok = {int(r["ok"]["key"][4:]): r["ok"] for frames_ in started for r in frames_ if "ok" in r}
         peak = 0
         wait_until = time.monotonic() + 60
         while time.monotonic() < wait_until:
@@ -740,8 +897,11 @@ def bench_soak(quick: bool) -> None:
             if peak >= len(ok):
                 break
             time.sleep(0.2)
-        row("soak: runs started / live at once", f"{len(ok)} / {peak}",
-            f"of {nruns}; {time.monotonic() - t0:.1f} s to start")
+        row(
+            "soak: runs started / live at once",
+            f"{len(ok)} / {peak}",
+            f"of {nruns}; {time.monotonic() - t0:.1f} s to start",
+        )
         rss_peak = d.rss()
         fcntl.flock(gate_fd, fcntl.LOCK_UN)  # every run goes on at once
         os.unlink(gate)
@@ -749,9 +909,17 @@ def bench_soak(quick: bool) -> None:
         waits: list[list[dict[str, Any]]] = [[] for _ in clients]
 
         def wait_all(j: int) -> None:
-            waits[j] = pipeline(clients[j], [("run.wait", {"run": r["ok"]["run"],
-                                                            "timeout_ms": 60000})
-                                              for r in started[j] if "ok" in r], 90, counts)
+            waits[j] = pipeline(
+                clients[j],
+                [
+                    ("run.wait", {"run": r["ok"]["run"], "timeout_ms": 60000})
+                    for r in started[j]
+                    if "ok" in r
+                ],
+                90,
+                counts,
+            )
+
         waiters = [threading.Thread(target=wait_all, args=(j,)) for j in range(len(clients))]
         for t in waiters:
             t.start()
@@ -768,9 +936,11 @@ def bench_soak(quick: bool) -> None:
                 lost += 1
             if f"ran {i}" not in [ln.strip() for ln in rec.get("output", {}).get("lines", [])]:
                 bad_output += 1
-        row("soak: lost outcomes (record differs from the program's exit)", str(lost),
-            f"{len(recs)} completed in {time.monotonic() - t1:.1f} s after the gate; "
-            f"target 0")
+        row(
+            "soak: lost outcomes (record differs from the program's exit)",
+            str(lost),
+            f"{len(recs)} completed in {time.monotonic() - t1:.1f} s after the gate; target 0",
+        )
         row("soak: runs whose tail lacks their own line", str(bad_output), "target 0")
         for cl in clients:
             cl.close()
@@ -790,25 +960,46 @@ def bench_soak(quick: bool) -> None:
         lifecycle = {e["resource"] for e in evs if e["type"] in ("run.started", "run.completed")}
         complete = sum(1 for r in ok.values() if f"run:{r['run']}" in lifecycle)
         flood_res = f"pane:{flood['pane']}"
-        kept = sum(1 for e in evs if e["resource"] == flood_res
-                   and e["type"] != "pane.observations_coalesced")
-        held = sum(e["data"]["count"] for e in evs if e["resource"] == flood_res
-                   and e["type"] == "pane.observations_coalesced")
-        row("soak: cursor from before the soak", survived,
-            f"{len(evs)} events since; run.* of {complete}/{len(ok)} runs readable")
-        row("soak: flooding pane's observations kept / coalesced", f"{kept} / {held}",
-            "budget 100/s, burst 200")
+        kept = sum(
+            1
+            for e in evs
+            if e["resource"] == flood_res and e["type"] != "pane.observations_coalesced"
+        )
+        held = sum(
+            e["data"]["count"]
+            for e in evs
+            if e["resource"] == flood_res and e["type"] == "pane.observations_coalesced"
+        )
+        row(
+            "soak: cursor from before the soak",
+            survived,
+            f"{len(evs)} events since; run.* of {complete}/{len(ok)} runs readable",
+        )
+        row(
+            "soak: flooding pane's observations kept / coalesced",
+            f"{kept} / {held}",
+            "budget 100/s, burst 200",
+        )
         alive = pipeline_idle(idlers, counts)
         row("soak: idle clients still answering", f"{alive} of {len(idlers)}", "")
         c.call("pane.kill", {"pane": flood["pane"], "grace_ms": 0})
         doc = c.call("doctor")
-        row("soak: daemon RSS", f"{d.rss() / 1048576:.1f} MiB",
-            f"from {rss0 / 1048576:.1f}; {rss_peak / 1048576:.1f} with {peak} runs live")
+        row(
+            "soak: daemon RSS",
+            f"{d.rss() / 1048576:.1f} MiB",
+            f"from {rss0 / 1048576:.1f}; {rss_peak / 1048576:.1f} with {peak} runs live",
+        )
         row("soak: daemon log bytes", str(d.log_bytes()), "log level info")
-        row("soak: exited-pane bytes held (doctor)", held_bytes(doc),
-            f"{doc['counters']['panes']['exited']} exited panes")
-        row("soak: doctor status", doc["status"],
-            ", ".join(f"{ch['name']}={ch['status']}" for ch in doc["checks"]))
+        row(
+            "soak: exited-pane bytes held (doctor)",
+            held_bytes(doc),
+            f"{doc['counters']['panes']['exited']} exited panes",
+        )
+        row(
+            "soak: doctor status",
+            doc["status"],
+            ", ".join(f"{ch['name']}={ch['status']}" for ch in doc["checks"]),
+        )
         c.close()
     finally:
         for sk in idlers:
@@ -818,9 +1009,12 @@ def bench_soak(quick: bool) -> None:
         if os.path.exists(gate):
             os.unlink(gate)
     soak_fds64(counts)
-    row("soak: internal responses", str(counts.internal),
+    row(
+        "soak: internal responses",
+        str(counts.internal),
         f"of {counts.replies} replies; target 0; codes "
-        + ", ".join(f"{k}={v}" for k, v in sorted(counts.codes.items(), key=lambda kv: -kv[1])[:8]))
+        + ", ".join(f"{k}={v}" for k, v in sorted(counts.codes.items(), key=lambda kv: -kv[1])[:8]),
+    )
 
 
 def pipeline_idle(idlers: list[socket.socket], counts: Counts) -> int:
@@ -863,39 +1057,64 @@ def soak_fds64(counts: Counts) -> None:
                 break
             conns.append(sk)
         # live runs hold descriptors in the daemon (channel, pidfd): some must fail
-        res = pipeline(c, [("run", {"key": f"f{i}", "session": s, "argv": ["sleep", "30"]})
-                           for i in range(20)], 30, counts)
+        res = pipeline(
+            c,
+            [("run", {"key": f"f{i}", "session": s, "argv": ["sleep", "30"]}) for i in range(20)],
+            30,
+            counts,
+        )
         codes: dict[str, int] = {}
         for r in res:
             code = r["error"]["code"] if "error" in r else "ok"
             codes[code] = codes.get(code, 0) + 1
         doc = pipeline(c, [("doctor", {})], 30, counts)[0]
-        fds = next((ch for ch in doc.get("ok", {}).get("checks", []) if ch["name"] == "fds"),
-                   {"status": "?", "detail": str(doc.get("error"))})
+        fds = next(
+            (ch for ch in doc.get("ok", {}).get("checks", []) if ch["name"] == "fds"),
+            {"status": "?", "detail": str(doc.get("error"))},
+        )
         errnos = {str(r["error"].get("data", {}).get("errno")) for r in res if "error" in r}
-        row("soak fds=64: clients accepted; 20 runs at the limit",
+        row(
+            "soak fds=64: clients accepted; 20 runs at the limit",
             f"{len(conns)}; " + ", ".join(f"{k} {v}" for k, v in sorted(codes.items())),
             f"errno {','.join(sorted(errnos)) or '-'}; doctor fds {fds['status']} "
-            f"({fds['detail']})")
-        pipeline(c, [("run.cancel", {"run": r["ok"]["run"], "signal": "SIGKILL",
-                                     "grace_ms": 0}) for r in res if "ok" in r], 30, counts)
+            f"({fds['detail']})",
+        )
+        pipeline(
+            c,
+            [
+                ("run.cancel", {"run": r["ok"]["run"], "signal": "SIGKILL", "grace_ms": 0})
+                for r in res
+                if "ok" in r
+            ],
+            30,
+            counts,
+        )
         for sk in conns:
             sk.close()
         conns.clear()
         t0 = time.monotonic()
         recovered = "no (30 s)"
         while time.monotonic() - t0 < 30:
-            r = pipeline(c, [("run", {"key": f"g{time.monotonic()}", "session": s,
-                                      "argv": ["true"]})], 30, counts)[0]
+            r = pipeline(
+                c,
+                [("run", {"key": f"g{time.monotonic()}", "session": s, "argv": ["true"]})],
+                30,
+                counts,
+            )[0]
             if "ok" in r:
-                w = pipeline(c, [("run.wait", {"run": r["ok"]["run"], "timeout_ms": 10000})],
-                             30, counts)[0]
-                recovered = (f"yes, {time.monotonic() - t0:.2f} s, "
-                             f"outcome {w.get('ok', {}).get('outcome')}")
+                w = pipeline(
+                    c, [("run.wait", {"run": r["ok"]["run"], "timeout_ms": 10000})], 30, counts
+                )[0]
+                recovered = (
+                    f"yes, {time.monotonic() - t0:.2f} s, outcome {w.get('ok', {}).get('outcome')}"
+                )
                 break
             time.sleep(0.1)
-        row("soak fds=64: a run after the clients left", recovered,
-            f"log {d.log_bytes()} bytes, daemon {'alive' if d.proc.poll() is None else 'DEAD'}")
+        row(
+            "soak fds=64: a run after the clients left",
+            recovered,
+            f"log {d.log_bytes()} bytes, daemon {'alive' if d.proc.poll() is None else 'DEAD'}",
+        )
         c.close()
     finally:
         for sk in conns:
@@ -918,11 +1137,14 @@ DEFAULT = ("start", "throughput", "list", "runs", "vt", "deadline")  # soak: onl
 def main() -> None:
     ap = argparse.ArgumentParser()
     ap.add_argument("--quick", action="store_true")
-    ap.add_argument("--only", default=",".join(DEFAULT),
-                    help=f"comma-separated, of {', '.join(BENCHES)}")
+    ap.add_argument(
+        "--only", default=",".join(DEFAULT), help=f"comma-separated, of {', '.join(BENCHES)}"
+    )
     args = ap.parse_args()
-    print(f"venomx bench on {os.cpu_count()} cores, python {sys.version.split()[0]}, "
-          f"tmux {subprocess.run(['tmux', '-V'], capture_output=True, text=True).stdout.strip()}")
+    print(
+        f"venomx bench on {os.cpu_count()} cores, python {sys.version.split()[0]}, "
+        f"tmux {subprocess.run(['tmux', '-V'], capture_output=True, text=True).stdout.strip()}"
+    )
     names = args.only.split(",")
     unknown = [n for n in names if n not in BENCHES]
     if unknown:

@@ -55,8 +55,9 @@ class CliApi:
         self.d = d
         self.token = token
 
-    def call(self, verb: str, params: dict[str, Any] | None = None,
-             token: str | None = None) -> Outcome:
+    def call(
+        self, verb: str, params: dict[str, Any] | None = None, token: str | None = None
+    ) -> Outcome:
         r = self.d.cli(*cli_args(verb, params or {}), token=token or self.token)
         obj = json.loads(r.out.strip().splitlines()[-1])
         if "error" in obj and set(obj) == {"error"}:
@@ -93,12 +94,12 @@ class McpApi:
         env["VENOMX_SOCKET"] = d.socket
         if token:
             env["VENOMX_TOKEN"] = token
-        params = StdioServerParameters(command=sys.executable, args=["-m", "venomx", "mcp"],
-                                       env=env)
+        params = StdioServerParameters(
+            command=sys.executable, args=["-m", "venomx", "mcp"], env=env
+        )
         self.requests = asyncio.Queue()
         try:
-            async with stdio_client(params) as (read, write), \
-                    ClientSession(read, write) as session:
+            async with stdio_client(params) as (read, write), ClientSession(read, write) as session:
                 await session.initialize()
                 self.tools = await session.list_tools()
                 self.ready.set()
@@ -121,12 +122,12 @@ class McpApi:
 
         fut: concurrent.futures.Future[Any] = concurrent.futures.Future()
         assert self.requests is not None
-        self.loop.call_soon_threadsafe(self.requests.put_nowait,
-                                       (mcp_name(verb), params, fut))
+        self.loop.call_soon_threadsafe(self.requests.put_nowait, (mcp_name(verb), params, fut))
         return fut.result(60)
 
-    def call(self, verb: str, params: dict[str, Any] | None = None,
-             token: str | None = None) -> Outcome:
+    def call(
+        self, verb: str, params: dict[str, Any] | None = None, token: str | None = None
+    ) -> Outcome:
         assert token is None, "the MCP adapter's token is fixed at start"
         res = self.call_raw(verb, params or {})
         if res.is_error:

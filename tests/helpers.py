@@ -58,28 +58,36 @@ class Daemon:
         self.clients.append(c)
         return c
 
-    def call(self, verb: str, params: dict[str, Any] | None = None,
-             token: str | None = "@owner") -> dict[str, Any]:
+    def call(
+        self, verb: str, params: dict[str, Any] | None = None, token: str | None = "@owner"
+    ) -> dict[str, Any]:
         with Client(self.socket, token) as c:
             return c.call(verb, params or {})
 
-    def error(self, verb: str, params: dict[str, Any] | None = None,
-              token: str | None = "@owner") -> VenomxError:
+    def error(
+        self, verb: str, params: dict[str, Any] | None = None, token: str | None = "@owner"
+    ) -> VenomxError:
         try:
             self.call(verb, params, token)
         except VenomxError as exc:
             return exc
         raise AssertionError(f"{verb} succeeded")
 
-    def cli(self, *args: str, token: str | None = "@owner", env: dict[str, str] | None = None,
-            timeout: float = 30) -> CliResult:
+    def cli(
+        self,
+        *args: str,
+        token: str | None = "@owner",
+        env: dict[str, str] | None = None,
+        timeout: float = 30,
+    ) -> CliResult:
         e = {k: v for k, v in os.environ.items() if not k.startswith("VENOMX_")}
         e["VENOMX_SOCKET"] = self.socket
         if token is not None:
             e["VENOMX_TOKEN"] = token
         e.update(env or {})
-        p = subprocess.run([PY, "-m", "venomx", *args], capture_output=True, text=True,
-                           env=e, timeout=timeout)
+        p = subprocess.run(
+            [PY, "-m", "venomx", *args], capture_output=True, text=True, env=e, timeout=timeout
+        )
         return CliResult(p.returncode, p.stdout, p.stderr)
 
     def children(self) -> list[int]:
@@ -94,8 +102,12 @@ class Daemon:
             return c.call("run.wait", {"run": run, "timeout_ms": int(timeout * 1000)})
 
 
-def start_daemon(extra: list[str] | None = None, config: str | None = None,
-                 env: dict[str, str] | None = None, seams: bool = True) -> Daemon:
+def start_daemon(
+    extra: list[str] | None = None,
+    config: str | None = None,
+    env: dict[str, str] | None = None,
+    seams: bool = True,
+) -> Daemon:
     d = tempfile.mkdtemp(prefix="vx", dir="/tmp")
     sock = os.path.join(d, "s.sock")
     log = Path(d) / "daemon.log"
@@ -109,8 +121,14 @@ def start_daemon(extra: list[str] | None = None, config: str | None = None,
     e = {k: v for k, v in os.environ.items() if not k.startswith("VENOMX_")}
     e.update(env or {})
     with open(log, "wb") as logf:
-        proc = subprocess.Popen(args + (extra or []), stdout=subprocess.DEVNULL, stderr=logf,
-                                start_new_session=True, env=e, cwd=d)
+        proc = subprocess.Popen(
+            args + (extra or []),
+            stdout=subprocess.DEVNULL,
+            stderr=logf,
+            start_new_session=True,
+            env=e,
+            cwd=d,
+        )
 
     wait_listening(proc, sock, log)
     return Daemon(sock, proc, log)
@@ -118,6 +136,7 @@ def start_daemon(extra: list[str] | None = None, config: str | None = None,
 
 def wait_listening(proc: subprocess.Popen[bytes], sock: str, log: Path) -> None:
     """Until the daemon answers hello on ``sock``; fail with its log if it exits first."""
+
     def ready() -> bool:
         if proc.poll() is not None:
             raise AssertionError("daemon exited: " + log.read_text())
@@ -126,6 +145,7 @@ def wait_listening(proc: subprocess.Popen[bytes], sock: str, log: Path) -> None:
             return True
         except VenomxError:
             return False
+
     wait_for(ready, 15, "daemon socket")
 
 

@@ -37,8 +37,9 @@ class Unreachable(VenomxError):
     other transport failure; ``errno`` tells the CLI whether to suggest starting a daemon."""
 
     def __init__(self, path: str, exc: OSError) -> None:
-        super().__init__("transport", f"cannot reach the daemon at {path}: "
-                         f"{exc.strerror or exc}", {})
+        super().__init__(
+            "transport", f"cannot reach the daemon at {path}: {exc.strerror or exc}", {}
+        )
         self.path = path
         self.errno = exc.errno
 
@@ -49,12 +50,15 @@ def check_server(sock: Any, path: str) -> None:
         creds = sock.getsockopt(socket.SOL_SOCKET, socket.SO_PEERCRED, struct.calcsize("3i"))
         _, uid, _ = struct.unpack("3i", creds)
     except OSError as exc:
-        raise transport_error(f"cannot identify the server at {path}: "
-                              f"{exc.strerror or exc}") from None
+        raise transport_error(
+            f"cannot identify the server at {path}: {exc.strerror or exc}"
+        ) from None
     me = os.getuid()
     if uid not in (me, 0):
-        raise transport_error(f"refusing the server at {path}: it runs as uid {uid}, not as "
-                              f"uid {me} or root", {"socket": path, "server_uid": uid})
+        raise transport_error(
+            f"refusing the server at {path}: it runs as uid {uid}, not as uid {me} or root",
+            {"socket": path, "server_uid": uid},
+        )
 
 
 def connect(sock: socket.socket, path: str) -> None:
@@ -73,9 +77,13 @@ class Client:
     """A synchronous connection to the daemon for one-request CLI commands: hello, then
     requests and their replies in order."""
 
-    def __init__(self, path: str | None = None, token: str | None = None,
-                 max_frame: int = DEFAULT_MAX_FRAME, client: str = f"venomx-cli/{__version__}"
-                 ) -> None:
+    def __init__(
+        self,
+        path: str | None = None,
+        token: str | None = None,
+        max_frame: int = DEFAULT_MAX_FRAME,
+        client: str = f"venomx-cli/{__version__}",
+    ) -> None:
         self.path = path or default_socket()
         self.sock = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
         try:
@@ -124,8 +132,7 @@ class Client:
         frame: dict[str, Any] = json.loads(line)
         return frame
 
-    def start(self, verb: str, params: dict[str, Any] | None = None,
-              rid: int | None = None) -> int:
+    def start(self, verb: str, params: dict[str, Any] | None = None, rid: int | None = None) -> int:
         rid = next(self.ids) if rid is None else rid
         self.send({"id": rid, "verb": verb, "params": params or {}})
         return rid
@@ -142,8 +149,9 @@ class Client:
                 result: dict[str, Any] = frame["ok"]
                 return result
 
-    def call(self, verb: str, params: dict[str, Any] | None = None,
-             rid: int | None = None) -> dict[str, Any]:
+    def call(
+        self, verb: str, params: dict[str, Any] | None = None, rid: int | None = None
+    ) -> dict[str, Any]:
         """One request, one result; ``KeyboardInterrupt`` sends ``cancel`` and re-raises."""
         rid = self.start(verb, params, rid)
         try:
@@ -155,8 +163,7 @@ class Client:
     def cancel(self, rid: int) -> None:
         self.start("cancel", {"id": rid})
 
-    def stream(self, verb: str, params: dict[str, Any] | None = None
-               ) -> Iterator[dict[str, Any]]:
+    def stream(self, verb: str, params: dict[str, Any] | None = None) -> Iterator[dict[str, Any]]:
         """Yield items; the final result is yielded as ``{"result": …}``."""
         rid = self.start(verb, params)
         while True:
@@ -188,19 +195,25 @@ class AsyncClient:
 
     @property
     def connected(self) -> bool:
-        return self.writer is not None and not self.writer.is_closing() and \
-            self.pump is not None and not self.pump.done()
+        return (
+            self.writer is not None
+            and not self.writer.is_closing()
+            and self.pump is not None
+            and not self.pump.done()
+        )
 
     async def connect(self) -> None:
         sock = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
         try:
             connect(sock, self.path)  # a short local connect: blocking is fine here
             self.reader, self.writer = await asyncio.open_unix_connection(
-                sock=sock, limit=2 * DEFAULT_MAX_FRAME + 1024)
+                sock=sock, limit=2 * DEFAULT_MAX_FRAME + 1024
+            )
         except OSError as exc:
             sock.close()
-            raise transport_error(f"cannot reach the daemon at {self.path}: "
-                                  f"{exc.strerror or exc}") from None
+            raise transport_error(
+                f"cannot reach the daemon at {self.path}: {exc.strerror or exc}"
+            ) from None
         try:
             check_server(self.writer.get_extra_info("socket"), self.path)
         except VenomxError:
@@ -248,8 +261,9 @@ class AsyncClient:
             frame = await fut
         except asyncio.CancelledError:
             if self.connected:
-                self.writer.write(dumps({"id": next(self.ids), "verb": "cancel",
-                                         "params": {"id": rid}}) + b"\n")
+                self.writer.write(
+                    dumps({"id": next(self.ids), "verb": "cancel", "params": {"id": rid}}) + b"\n"
+                )
             raise
         except OSError:
             raise transport_error("connection to the daemon lost") from None

@@ -15,8 +15,16 @@ MAX_MAX_FRAME = 16777216
 HUGE = 10**100
 
 EXIT_CODES = {
-    "internal": 1, "invalid_params": 2, "invalid_request": 2, "not_found": 3, "denied": 4,
-    "conflict": 5, "unavailable": 6, "timeout": 7, "cancelled": 8, "transport": 9,
+    "internal": 1,
+    "invalid_params": 2,
+    "invalid_request": 2,
+    "not_found": 3,
+    "denied": 4,
+    "conflict": 5,
+    "unavailable": 6,
+    "timeout": 7,
+    "cancelled": 8,
+    "transport": 9,
     "unsupported": 10,
 }
 
@@ -35,8 +43,11 @@ class VenomxError(Exception):
 
     @classmethod
     def from_dict(cls, d: dict[str, Any]) -> VenomxError:
-        return cls(str(d.get("code", "internal")), str(d.get("message", "")),
-                   d.get("data") if isinstance(d.get("data"), dict) else {})
+        return cls(
+            str(d.get("code", "internal")),
+            str(d.get("message", "")),
+            d.get("data") if isinstance(d.get("data"), dict) else {},
+        )
 
     @property
     def exit_code(self) -> int:
@@ -63,7 +74,7 @@ def id_number(ident: str, prefix: str) -> int | None:
     one: the prefix, then ASCII digits written as the daemon writes them (no leading
     zero). Digits past ``ID_DIGITS`` name no ID that can exist: ``ID_BEYOND``, above
     every real counter, without converting thousands of digits."""
-    n = ident[len(prefix):] if ident.startswith(prefix) else ""
+    n = ident[len(prefix) :] if ident.startswith(prefix) else ""
     if not (n.isascii() and n.isdigit()) or (n[0] == "0" and len(n) > 1):
         return None
     return int(n) if len(n) <= ID_DIGITS else ID_BEYOND
@@ -121,8 +132,11 @@ def loads(data: bytes | str, max_depth: int = MAX_DEPTH) -> Any:
     except ValueError as exc:
         raise JsonError("syntax", f"not JSON: {exc}") from None
     # Cheap first: nesting needs at least that many brackets.
-    if (isinstance(value, (dict, list)) and text.count("[") + text.count("{") > max_depth
-            and _deeper_than(value, max_depth)):
+    if (
+        isinstance(value, (dict, list))
+        and text.count("[") + text.count("{") > max_depth
+        and _deeper_than(value, max_depth)
+    ):
         raise too_deep
     return value
 

@@ -20,7 +20,7 @@ if TYPE_CHECKING:
     from workers.vt import Terminal
 
 _FAST_CHUNK = re.compile(rb"(?:[\x20-\x7e\r\n]|\x1b\[[0-9;]*m)*\Z")
-_PLAIN = bytes(range(0x20, 0x7f)) + b"\r\n"  # bytes the fast path takes without a regex
+_PLAIN = bytes(range(0x20, 0x7F)) + b"\r\n"  # bytes the fast path takes without a regex
 _SGR = re.compile(r"\x1b\[[0-9;]*m")
 _SGR_RESET = re.compile(r"\x1b\[(?:0*)?m")
 _PIECE = re.compile(r"\r|\x1b\[[0-9;]*m|[\x20-\x7e]+")
@@ -34,13 +34,21 @@ class _NotFast(Exception):
 def _fast_state_ok(term: Terminal) -> bool:
     s = term.screen
     st = term.stream
-    return bool(not term.alternate and st._taking_plain_text
-            and 0 <= s.cursor.y < s.lines and 0 <= s.cursor.x <= s.columns
-            and st.utf8_decoder.getstate()[0] == b"" and st.use_utf8
-            and (s.margins is None or (s.margins.top == 0 and s.margins.bottom == s.lines - 1))
-            and mo.DECAWM in s.mode and mo.IRM not in s.mode and mo.LNM not in s.mode
-            and s.charset == 0 and s.g0_charset is pyte.charsets.LAT1_MAP
-            and s._lead is None)
+    return bool(
+        not term.alternate
+        and st._taking_plain_text
+        and 0 <= s.cursor.y < s.lines
+        and 0 <= s.cursor.x <= s.columns
+        and st.utf8_decoder.getstate()[0] == b""
+        and st.use_utf8
+        and (s.margins is None or (s.margins.top == 0 and s.margins.bottom == s.lines - 1))
+        and mo.DECAWM in s.mode
+        and mo.IRM not in s.mode
+        and mo.LNM not in s.mode
+        and s.charset == 0
+        and s.g0_charset is pyte.charsets.LAT1_MAP
+        and s._lead is None
+    )
 
 
 def _bulk_lines(term: Terminal, text: str) -> bool:
@@ -65,6 +73,7 @@ def _bulk_lines(term: Terminal, text: str) -> bool:
 
         def old_row(y: int) -> list[str]:
             return row_cells(s.buffer[y], cols)
+
     if text[0] == "\n" and x0 == 0:
         text = "\r" + text  # the LF of a CR LF split across reads: the same at column 0
     trailing_cr = text[-1] == "\r"
@@ -84,22 +93,22 @@ def _bulk_lines(term: Terminal, text: str) -> bool:
     # the first part written over it, then rows made of whole parts
     old = [old_row(y) for y in range(min(nrows, top))]
     first = old[y0] if y0 < len(old) else [" "] * cols
-    first[x0:x0 + len(parts[0])] = parts[0]
+    first[x0 : x0 + len(parts[0])] = parts[0]
     out = ["".join(cells) for cells in old[:y0]]
     out.append("".join(first))
     fresh_from = max(y0 + 1, nrows)  # rows at or past the old bottom start blank
     for r in range(y0 + 1, min(top, fresh_from)):
         part = parts[r - y0]
         cells = old[r]
-        cells[:len(part)] = part
+        cells[: len(part)] = part
         out.append("".join(cells))
     term.history.extend(out)
     if top > fresh_from:
         # only what the history can hold is kept; rows are padded when read
         keep = term.history.maxlen if term.history.maxlen is not None else top
-        term.history.extend(parts[max(fresh_from, top - keep) - y0:top - y0])
+        term.history.extend(parts[max(fresh_from, top - keep) - y0 : top - y0])
     term.scrolled += top
-    term.pending = (parts[top - y0:], trailing_cr)
+    term.pending = (parts[top - y0 :], trailing_cr)
     return True
 
 
@@ -174,7 +183,7 @@ def fast_feed(term: Terminal, data: bytes) -> bool:
                             row += 1
                             entries.append((row, pos + i, 0))
                         n = min(len(tok) - i, cols - x)
-                        get(row)[x:x + n] = tok[i:i + n]
+                        get(row)[x : x + n] = tok[i : i + n]
                         x += n
                         i += n
     except _NotFast:
@@ -195,11 +204,10 @@ def fast_feed(term: Terminal, data: bytes) -> bool:
     last_reset = max((i for i, q in enumerate(sgrs) if _SGR_RESET.fullmatch(q)), default=-1)
     s.buffer.clear()
     s.dirty.update(range(lines))
-    if sgrs[last_reset + 1:] or last_reset >= 0:
-        term.stream.feed("".join(sgrs[max(last_reset, 0):]).encode())
+    if sgrs[last_reset + 1 :] or last_reset >= 0:
+        term.stream.feed("".join(sgrs[max(last_reset, 0) :]).encode())
     s.cursor.y = 0
     s.cursor.x = ex
     term.stream.feed(text[pos:].encode())
     term.fast_bytes += len(data)
     return True
-

@@ -29,8 +29,9 @@ def serve(control: socket.socket) -> None:
     while True:
         try:
             # Close-on-exec from birth: no channel may ever reach a pane program.
-            msg, fds, _flags, _addr = socket.recv_fds(control, 16, protocol.FORK_BATCH_MAX,
-                                                      socket.MSG_CMSG_CLOEXEC)
+            msg, fds, _flags, _addr = socket.recv_fds(
+                control, 16, protocol.FORK_BATCH_MAX, socket.MSG_CMSG_CLOEXEC
+            )
         except OSError:
             return
         if not msg:
@@ -63,7 +64,7 @@ def fork_batch(control: socket.socket, fds: list[int], spare: bool = False) -> N
             for i, fd in enumerate(fds):
                 try:
                     if os.fork() == 0:
-                        for other in fds[i + 1:]:  # the earlier ones are closed already
+                        for other in fds[i + 1 :]:  # the earlier ones are closed already
                             os.close(other)
                         sentinel.main(fd)
                 except OSError:

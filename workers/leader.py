@@ -25,8 +25,11 @@ def resolve(argv0: str, env: dict[str, str]) -> list[str]:
 
 
 # Every catchable signal starts at its default in the leader, whatever the sentinel did.
-SIGDEF = [s for s in signal.valid_signals()
-          if s not in (signal.SIGKILL, signal.SIGSTOP) and s < signal.SIGRTMIN]
+SIGDEF = [
+    s
+    for s in signal.valid_signals()
+    if s not in (signal.SIGKILL, signal.SIGSTOP) and s < signal.SIGRTMIN
+]
 
 
 def spawn_leader(argv: list[str], env: dict[str, str], slave: str) -> int:
@@ -35,8 +38,11 @@ def spawn_leader(argv: list[str], env: dict[str, str], slave: str) -> int:
     Raises OSError with the exec errno; follows execvpe's rules for PATH search (EACCES
     is remembered and reported only if nothing else runs). Never falls back to a shell.
     """
-    actions: list[tuple[Any, ...]] = [(os.POSIX_SPAWN_OPEN, 0, slave, os.O_RDWR, 0),
-                                      (os.POSIX_SPAWN_DUP2, 0, 1), (os.POSIX_SPAWN_DUP2, 0, 2)]
+    actions: list[tuple[Any, ...]] = [
+        (os.POSIX_SPAWN_OPEN, 0, slave, os.O_RDWR, 0),
+        (os.POSIX_SPAWN_DUP2, 0, 1),
+        (os.POSIX_SPAWN_DUP2, 0, 2),
+    ]
     # Every fd of ours is close-on-exec already; closing each one explicitly as well means
     # one slip (a library fd, a future change) still cannot hand the program a channel.
     actions += [(os.POSIX_SPAWN_CLOSE, fd) for fd in open_fds() if fd > 2]
@@ -52,15 +58,21 @@ def spawn_leader(argv: list[str], env: dict[str, str], slave: str) -> int:
                 last = exc
                 continue
         try:
-            return os.posix_spawn(path, argv, env, file_actions=actions, setsid=True,
-                                  setsigdef=SIGDEF, setsigmask=())
+            return os.posix_spawn(
+                path, argv, env, file_actions=actions, setsid=True, setsigdef=SIGDEF, setsigmask=()
+            )
         except OSError as exc:
             last = exc
             if exc.errno == errno.EACCES:
                 seen_eacces = True
                 continue
-            if exc.errno in (errno.ENOENT, errno.ENOTDIR, errno.ESTALE, errno.ENODEV,
-                             errno.ETIMEDOUT):
+            if exc.errno in (
+                errno.ENOENT,
+                errno.ENOTDIR,
+                errno.ESTALE,
+                errno.ENODEV,
+                errno.ETIMEDOUT,
+            ):
                 continue
             raise
     if seen_eacces:

@@ -12,7 +12,8 @@ from dataclasses import dataclass
 
 _MARKER = re.compile(
     rb"\x1b\](?:133;(C)|133;(D)(?:;(\d{1,9}))?|7501;state=([A-Za-z0-9_.:-]{0,64}))"
-    rb"(?:\x07|\x1b\\)")
+    rb"(?:\x07|\x1b\\)"
+)
 _TERMINATOR = re.compile(rb"\x07|\x1b\\")
 MAX_CARRY = 256
 

@@ -241,10 +241,17 @@ def snapshot_ok(d: object) -> bool:
         if type(v) is not int or v < 0:
             return False
     history, lines, cursor = d["history"], d["lines"], d["cursor"]
-    return (type(history) is list and type(lines) is list and len(lines) == d["rows"]
-            and type(cursor) is list and len(cursor) == 2
-            and type(cursor[0]) is int and type(cursor[1]) is int
-            and _all_str(history) and _all_str(lines))
+    return (
+        type(history) is list
+        and type(lines) is list
+        and len(lines) == d["rows"]
+        and type(cursor) is list
+        and len(cursor) == 2
+        and type(cursor[0]) is int
+        and type(cursor[1]) is int
+        and _all_str(history)
+        and _all_str(lines)
+    )
 
 
 @dataclass(frozen=True)
@@ -255,8 +262,7 @@ class Exit(Message):
 
     KIND: ClassVar[Kind] = Kind.EXIT
     status: int
-    state: dict[str, Any] = field(
-        metadata={"check": snapshot_ok, "type": "a terminal state"})
+    state: dict[str, Any] = field(metadata={"check": snapshot_ok, "type": "a terminal state"})
 
 
 @dataclass(frozen=True)
@@ -289,8 +295,28 @@ class Pong(Message):
 
 MESSAGES: dict[int, type[Message]] = {
     cls.KIND: cls
-    for cls in (Spawn, Release, Abort, Input, Resize, Stream, Capture, Ping, Hello, Ready,
-                Started, Failed, Output, Marker, Rows, Screen, Exit, Resized, Wrote, Pong)
+    for cls in (
+        Spawn,
+        Release,
+        Abort,
+        Input,
+        Resize,
+        Stream,
+        Capture,
+        Ping,
+        Hello,
+        Ready,
+        Started,
+        Failed,
+        Output,
+        Marker,
+        Rows,
+        Screen,
+        Exit,
+        Resized,
+        Wrote,
+        Pong,
+    )
 }
 
 
@@ -317,8 +343,9 @@ def _check(hint: Any) -> Check:
         only = frozenset(args)
         return lambda v: type(v) is list and {*map(type, v)} <= only
     if origin is dict and args == (str, str):
-        return lambda v: type(v) is dict and all(
-            type(k) is str and type(x) is str for k, x in v.items())
+        return lambda v: (
+            type(v) is dict and all(type(k) is str and type(x) is str for k, x in v.items())
+        )
     if origin is dict and args == (str, Any):
         return lambda v: type(v) is dict and all(type(k) is str for k in v)
     raise TypeError(f"no wire check for {hint!r}")
@@ -335,12 +362,23 @@ def _name(hint: Any) -> str:
 def _shape(cls: type[Message]) -> Shape:
     hints = typing.get_type_hints(cls)
     fields = dataclasses.fields(cls)
-    required = sum(1 for f in fields if f.default is dataclasses.MISSING
-                   and f.default_factory is dataclasses.MISSING)
-    return cls, required, tuple(
-        (f.name, f.metadata.get("check") or _check(hints[f.name]),
-         f.metadata.get("type") or _name(hints[f.name]))
-        for f in fields)
+    required = sum(
+        1
+        for f in fields
+        if f.default is dataclasses.MISSING and f.default_factory is dataclasses.MISSING
+    )
+    return (
+        cls,
+        required,
+        tuple(
+            (
+                f.name,
+                f.metadata.get("check") or _check(hints[f.name]),
+                f.metadata.get("type") or _name(hints[f.name]),
+            )
+            for f in fields
+        ),
+    )
 
 
 SHAPES: dict[int, Shape] = {kind: _shape(cls) for kind, cls in MESSAGES.items()}
@@ -371,8 +409,9 @@ class Decoder:
     """Incremental frame reader: feed bytes, get whole messages in order."""
 
     def __init__(self, max_buffer: int = 256 * 1024 * 1024) -> None:
-        self._unpacker = msgpack.Unpacker(raw=False, max_buffer_size=max_buffer,
-                                          strict_map_key=False)
+        self._unpacker = msgpack.Unpacker(
+            raw=False, max_buffer_size=max_buffer, strict_map_key=False
+        )
 
     def feed(self, data: bytes) -> list[Message]:
         try:

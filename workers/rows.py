@@ -51,9 +51,18 @@ class RowSource(Protocol):
 
 def blank_snapshot(cols: int, rows: int) -> dict[str, Any]:
     """``Terminal(cols, rows).snapshot()`` before any byte, without building a screen."""
-    return {"screen": "primary", "epoch": 1, "offset": 0, "cols": cols, "rows": rows,
-            "oldest": 0, "history": [], "lines": [" " * cols] * rows, "cursor": [0, 0],
-            "dropped": 0}
+    return {
+        "screen": "primary",
+        "epoch": 1,
+        "offset": 0,
+        "cols": cols,
+        "rows": rows,
+        "oldest": 0,
+        "history": [],
+        "lines": [" " * cols] * rows,
+        "cursor": [0, 0],
+        "dropped": 0,
+    }
 
 
 class Snapshot:
@@ -63,12 +72,31 @@ class Snapshot:
     (``_Rows``) rather than as one padded string per row.
     """
 
-    __slots__ = ("_rows", "cols", "cursor", "dropped", "epoch", "offset", "oldest", "rows",
-                 "screen_name")
+    __slots__ = (
+        "_rows",
+        "cols",
+        "cursor",
+        "dropped",
+        "epoch",
+        "offset",
+        "oldest",
+        "rows",
+        "screen_name",
+    )
 
-    def __init__(self, screen_name: str, epoch: int, offset: int, cols: int, rows: int,
-                 oldest: int, history: list[str], lines: list[str], cursor: tuple[int, int],
-                 dropped: int = 0) -> None:
+    def __init__(
+        self,
+        screen_name: str,
+        epoch: int,
+        offset: int,
+        cols: int,
+        rows: int,
+        oldest: int,
+        history: list[str],
+        lines: list[str],
+        cursor: tuple[int, int],
+        dropped: int = 0,
+    ) -> None:
         self.screen_name = screen_name
         self.epoch = epoch
         self.offset = offset
@@ -81,9 +109,18 @@ class Snapshot:
 
     @classmethod
     def from_dict(cls, d: dict[str, Any]) -> Snapshot:
-        return cls(d["screen"], d["epoch"], d["offset"], d["cols"], d["rows"], d["oldest"],
-                   d["history"], d["lines"], (d["cursor"][0], d["cursor"][1]),
-                   d.get("dropped", 0))
+        return cls(
+            d["screen"],
+            d["epoch"],
+            d["offset"],
+            d["cols"],
+            d["rows"],
+            d["oldest"],
+            d["history"],
+            d["lines"],
+            (d["cursor"][0], d["cursor"][1]),
+            d.get("dropped", 0),
+        )
 
     @property
     def end(self) -> int:
@@ -99,8 +136,11 @@ class Snapshot:
 
 _CHECKPOINT = 64  # rows between stored offsets; a row is found by summing at most this many
 # what str.isspace() holds besides " " (a unit test checks it against the running Python)
-OTHER_SPACES = "\t\n\x0b\x0c\r\x1c\x1d\x1e\x1f\x85\xa0\u1680" + "".join(
-    map(chr, range(0x2000, 0x200B))) + "\u2028\u2029\u202f\u205f\u3000"
+OTHER_SPACES = (
+    "\t\n\x0b\x0c\r\x1c\x1d\x1e\x1f\x85\xa0\u1680"
+    + "".join(map(chr, range(0x2000, 0x200B)))
+    + "\u2028\u2029\u202f\u205f\u3000"
+)
 
 
 class _Rows:
@@ -152,13 +192,17 @@ class _Rows:
             base = i - i % _CHECKPOINT
             start = self._marks[base // _CHECKPOINT] + sum(lens[base:i])
         self._at = (i, start)
-        text = self._blob[start:start + lens[i]].decode("utf-8", "surrogatepass")
+        text = self._blob[start : start + lens[i]].decode("utf-8", "surrogatepass")
         width = self._cols if self._widths is None else self._widths[i]
         return text + " " * (width - len(text))
 
     def nbytes(self) -> int:
-        return (sys.getsizeof(self._blob) + sys.getsizeof(self._lens)
-                + sys.getsizeof(self._marks) + sys.getsizeof(self._widths))
+        return (
+            sys.getsizeof(self._blob)
+            + sys.getsizeof(self._lens)
+            + sys.getsizeof(self._marks)
+            + sys.getsizeof(self._widths)
+        )
 
 
 def _packed(values: list[int]) -> array[int]:
@@ -175,12 +219,14 @@ def repaint(src: RowSource) -> bytes:
     base = src.end - src.rows
     lines = [src.row(base + i).rstrip(" ") for i in range(src.rows)]
     row, col = src.cursor
-    return ("\x1b[H\x1b[2J" + "\r\n".join(lines)
-            + f"\x1b[{row - base + 1};{col + 1}H").encode("utf-8", "replace")
+    return ("\x1b[H\x1b[2J" + "\r\n".join(lines) + f"\x1b[{row - base + 1};{col + 1}H").encode(
+        "utf-8", "replace"
+    )
 
 
-def capture(src: RowSource, epoch: int | None, start: int | None, end: int | None,
-            limit: int) -> dict[str, Any]:
+def capture(
+    src: RowSource, epoch: int | None, start: int | None, end: int | None, limit: int
+) -> dict[str, Any]:
     """Rows ``[start, end)`` of the active screen, clamped to ``[oldest, end]`` (§7)."""
     if epoch is not None and epoch != src.epoch:
         raise EpochConflict(src.epoch)
@@ -193,9 +239,16 @@ def capture(src: RowSource, epoch: int | None, start: int | None, end: int | Non
         e = s + limit
     row, col = src.cursor
     return {
-        "screen": src.screen_name, "epoch": src.epoch, "offset": src.offset,
-        "cols": src.cols, "rows": src.rows, "oldest": oldest, "start": s, "end": e,
-        "lines": [src.row(n) for n in range(s, e)], "cursor": {"row": row, "col": col},
+        "screen": src.screen_name,
+        "epoch": src.epoch,
+        "offset": src.offset,
+        "cols": src.cols,
+        "rows": src.rows,
+        "oldest": oldest,
+        "start": s,
+        "end": e,
+        "lines": [src.row(n) for n in range(s, e)],
+        "cursor": {"row": row, "col": col},
     }
 
 
@@ -214,8 +267,14 @@ def tail(src: RowSource, output_rows: int, output_bytes: int) -> dict[str, Any]:
         s -= 1
     complete = src.screen_name == "primary" and src.epoch == 1 and oldest == 0 and s == 0
     return {
-        "screen": src.screen_name, "epoch": src.epoch, "offset": src.offset,
-        "cols": src.cols, "rows": src.rows, "oldest": oldest, "start": s, "end": e,
-        "complete": complete, "lines": [src.row(n) for n in range(s, e)],
+        "screen": src.screen_name,
+        "epoch": src.epoch,
+        "offset": src.offset,
+        "cols": src.cols,
+        "rows": src.rows,
+        "oldest": oldest,
+        "start": s,
+        "end": e,
+        "complete": complete,
+        "lines": [src.row(n) for n in range(s, e)],
     }
-

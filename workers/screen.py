@@ -118,14 +118,20 @@ class Screen(pyte.Screen):
         self._lead_y = 0
         super().__init__(cols, rows)
         self.buffer = _Buffer(  # type: ignore[assignment]
-            lambda: _Line(_BLANK_REVERSE if mo.DECSCNM in self.mode else _BLANK))
+            lambda: _Line(_BLANK_REVERSE if mo.DECSCNM in self.mode else _BLANK)
+        )
         self._ready = True
 
     # -- text -------------------------------------------------------------------------
     def draw(self, data: str) -> None:
         data = data.translate(self.g1_charset if self.charset else self.g0_charset)
-        if (data.isascii() and data.isprintable() and self._lead is None
-                and mo.DECAWM in self.mode and mo.IRM not in self.mode):
+        if (
+            data.isascii()
+            and data.isprintable()
+            and self._lead is None
+            and mo.DECAWM in self.mode
+            and mo.IRM not in self.mode
+        ):
             try:
                 self._draw_ascii(data)
             except Exception:
@@ -187,7 +193,7 @@ class Screen(pyte.Screen):
                 self.linefeed()
             x = cursor.x
             k = min(n - i, columns - x)
-            cells = map(cell, data[i:i + k])
+            cells = map(cell, data[i : i + k])
             self.buffer[cursor.y].update(zip(range(x, x + k), cells, strict=True))
             cursor.x = x + k
             i += k
@@ -243,9 +249,11 @@ class Screen(pyte.Screen):
     def index(self) -> None:
         term = self._term
         bottom = self.lines - 1
-        if (not term.alternate and self.cursor.y == bottom
-                and (self.margins is None or (self.margins.top == 0
-                                              and self.margins.bottom == bottom))):
+        if (
+            not term.alternate
+            and self.cursor.y == bottom
+            and (self.margins is None or (self.margins.top == 0 and self.margins.bottom == bottom))
+        ):
             term._push_history(row_text(self.buffer[0], self.columns))
         top, bottom = self.margins or (0, self.lines - 1)
         if self.cursor.y != bottom:
@@ -446,8 +454,7 @@ class ByteStream(pyte.ByteStream):
         super().__init__(screen)
 
     def feed(self, data: bytes) -> None:  # type: ignore[override]
-        self.feed_text(self.utf8_decoder.decode(data) if self.use_utf8
-                       else data.decode("latin-1"))
+        self.feed_text(self.utf8_decoder.decode(data) if self.use_utf8 else data.decode("latin-1"))
 
     def feed_text(self, data: str) -> None:
         """Parse decoded text; the one place the parser is driven."""

@@ -234,8 +234,7 @@ class Sentinel:
         """Whether the leader has exited (it stays an unreaped zombie: WNOWAIT)."""
         if self.exited is None:
             try:
-                self.exited = os.waitid(os.P_PID, self.leader,
-                                        os.WEXITED | os.WNOHANG | os.WNOWAIT)
+                self.exited = os.waitid(os.P_PID, self.leader, os.WEXITED | os.WNOHANG | os.WNOWAIT)
             except ChildProcessError:  # pragma: no cover - only we could have reaped it
                 return True
         return self.exited is not None
@@ -285,7 +284,7 @@ class Sentinel:
             req, data, until_ms, written = entry
             if written < len(data) and now_ms < until_ms and not self.master_eof:
                 try:
-                    entry[3] = written + os.write(self.master, data[written:written + 65536])
+                    entry[3] = written + os.write(self.master, data[written : written + 65536])
                     continue
                 except BlockingIOError:
                     break
@@ -393,17 +392,26 @@ def warm_up() -> None:
     server forks makes every sentinel start on warm code instead of paying it per pane.
     """
     term = Terminal(80, 24, 100)
-    sample = (b"$ make\r\n\x1b[1;32mok\x1b[0m\tdone\r\n\x1b]133;A\x07\x1b[2J\x1b[H"
-              b"\xe2\x94\x80 wide \xe4\xb8\xad\x1b[K\r\n"
-              b"e\xcc\x81\xe2\x80\x8b zero-width\r\n")
+    sample = (
+        b"$ make\r\n\x1b[1;32mok\x1b[0m\tdone\r\n\x1b]133;A\x07\x1b[2J\x1b[H"
+        b"\xe2\x94\x80 wide \xe4\xb8\xad\x1b[K\r\n"
+        b"e\xcc\x81\xe2\x80\x8b zero-width\r\n"
+    )
     for _ in range(30):
         term.feed(sample)
     term.feed(b"\n".join(b"%d" % i for i in range(100)) + b"\n")
     Scanner().feed(sample, len(sample))
     capture(term, None, None, None, 100)
     repaint(term)
-    frames = [P.Hello(1), P.Spawn("p1", ["true"], {"A": "b"}, "/", 80, 24, 100, True),
-              P.Ready(), P.Started(2), P.Exit(0, term.snapshot()), P.Wrote(1, 1), P.Pong(1)]
+    frames = [
+        P.Hello(1),
+        P.Spawn("p1", ["true"], {"A": "b"}, "/", 80, 24, 100, True),
+        P.Ready(),
+        P.Started(2),
+        P.Exit(0, term.snapshot()),
+        P.Wrote(1, 1),
+        P.Pong(1),
+    ]
     P.Decoder().feed(b"".join(P.encode(m) for m in frames))
 
 

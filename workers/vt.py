@@ -126,8 +126,7 @@ class Terminal:
         s = self.screen
         if cols != s.columns and any(len(h) < s.columns for h in self.history):
             width = s.columns
-            self.history = deque((h.ljust(width) for h in self.history),
-                                 maxlen=self.history.maxlen)
+            self.history = deque((h.ljust(width) for h in self.history), maxlen=self.history.maxlen)
         if self.alternate:
             self._resize_saved(cols, rows)
         if rows < s.lines:
@@ -190,10 +189,16 @@ class Terminal:
         """The whole state as plain data, for EXIT."""
         base = 0 if self.alternate else self.scrolled
         return {
-            "screen": self.screen_name, "epoch": self.epoch, "offset": self.offset,
-            "cols": self.cols, "rows": self.rows, "oldest": self.oldest,
-            "history": [] if self.alternate else [self.row(n) for n in range(
-                self.oldest, self.scrolled)],
+            "screen": self.screen_name,
+            "epoch": self.epoch,
+            "offset": self.offset,
+            "cols": self.cols,
+            "rows": self.rows,
+            "oldest": self.oldest,
+            "history": []
+            if self.alternate
+            else [self.row(n) for n in range(self.oldest, self.scrolled)],
             "lines": [self.row(base + i) for i in range(self.rows)],
-            "cursor": list(self.cursor), "dropped": self.dropped,
+            "cursor": list(self.cursor),
+            "dropped": self.dropped,
         }

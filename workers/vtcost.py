@@ -42,8 +42,9 @@ COST_PATTERNS: dict[str, Callable[[int], bytes]] = {
 }
 
 
-def vt_costs(n: int = 200_000, cols: int = 80, rows: int = 24,
-             tries: int = 3) -> list[dict[str, Any]]:
+def vt_costs(
+    n: int = 200_000, cols: int = 80, rows: int = 24, tries: int = 3
+) -> list[dict[str, Any]]:
     """CPU time to feed each hostile pattern of about ``n`` and ``2n`` bytes, best of
     ``tries``, in a sentinel's 128 KiB reads; a ``ratio`` near 2 means linear cost."""
     import time
@@ -58,7 +59,7 @@ def vt_costs(n: int = 200_000, cols: int = 80, rows: int = 24,
                 term = Terminal(cols, rows)
                 t0 = time.process_time()
                 for i in range(0, len(data), 131072):
-                    term.feed(data[i:i + 131072])
+                    term.feed(data[i : i + 131072])
                 term.snapshot()
                 best = min(best, time.process_time() - t0)
             result[f"bytes_{label}"] = len(data)

@@ -23,11 +23,16 @@ def world(d: Daemon) -> dict[str, Any]:
     doc = d.call("doctor")
     counters = doc["counters"]
     runs = d.call("run.list", {"limit": 1024})["runs"]
-    return {"panes": counters["panes"], "sessions": counters["sessions"],
-            "windows": counters["windows"], "principals": counters["principals"],
-            "events": counters["events"], "bindings": doc["run"]["key_bindings"],
-            "runs": [r["run"] for r in runs],
-            "children": wait_for(lambda: _settled(d), 10, "children to settle")}
+    return {
+        "panes": counters["panes"],
+        "sessions": counters["sessions"],
+        "windows": counters["windows"],
+        "principals": counters["principals"],
+        "events": counters["events"],
+        "bindings": doc["run"]["key_bindings"],
+        "runs": [r["run"] for r in runs],
+        "children": wait_for(lambda: _settled(d), 10, "children to settle"),
+    }
 
 
 def _settled(d: Daemon) -> int | None:

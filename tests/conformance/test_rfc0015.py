@@ -57,6 +57,7 @@ def marker_env(tmp_path: Path, name: str = "m") -> tuple[Path, dict[str, str]]:
 
 # -- rows 1-5: outcomes ----------------------------------------------------------------------
 
+
 def test_row01_true_succeeds(api: Api, daemon: Daemon) -> None:
     r = ok(start(api, daemon, "k1", argv=["true"]))
     w = waited(api, r["run"])
@@ -66,8 +67,10 @@ def test_row01_true_succeeds(api: Api, daemon: Daemon) -> None:
     parity(api, daemon, r["run"])
 
 
-@pytest.mark.parametrize(("params", "code"), [({"shell": "exit 3"}, 3), ({"argv": ["false"]}, 1),
-                                              ({"shell": "nosuchcmd"}, 127)])
+@pytest.mark.parametrize(
+    ("params", "code"),
+    [({"shell": "exit 3"}, 3), ({"argv": ["false"]}, 1), ({"shell": "nosuchcmd"}, 127)],
+)
 def test_row02_failures(api: Api, daemon: Daemon, params: dict[str, Any], code: int) -> None:
     r = ok(start(api, daemon, "k2", **params))
     w = waited(api, r["run"])
@@ -84,8 +87,12 @@ def test_row03_exec_failure_has_no_side_effects(api: Api, daemon: Daemon, tmp_pa
     noshebang.chmod(noshebang.stat().st_mode | stat.S_IXUSR)
     s = session(daemon)
     before = world(daemon)
-    for argv, errno in ([["/nonexistent/prog"], "ENOENT"], [["no-such-program-xyz"], "ENOENT"],
-                        [[str(noexec)], "EACCES"], [[str(noshebang)], "ENOEXEC"]):
+    for argv, errno in (
+        [["/nonexistent/prog"], "ENOENT"],
+        [["no-such-program-xyz"], "ENOENT"],
+        [[str(noexec)], "EACCES"],
+        [[str(noshebang)], "ENOEXEC"],
+    ):
         o = api.call("run", {"key": "k3", "session": s, "argv": argv, "env": env})
         assert o.err_code == "unavailable.spawn" and o.code == 6
         assert o.error is not None and o.error["data"] == {"errno": errno}
@@ -100,18 +107,28 @@ def test_row04_signaled(api: Api, daemon: Daemon) -> None:
     r = ok(start(api, daemon, "k4", shell="kill -SEGV $$"))
     w = waited(api, r["run"])
     rec = ok(w)
-    assert (rec["outcome"], rec["signal"], rec["status"], w.code) == ("signaled", "SIGSEGV", 139, 139)
+    assert (rec["outcome"], rec["signal"], rec["status"], w.code) == (
+        "signaled",
+        "SIGSEGV",
+        139,
+        139,
+    )
     assert "exit_code" not in rec
 
 
 def test_row05_deadline(api: Api, daemon: Daemon) -> None:
     s = session(daemon)
     # the shells get 1000 ms so that their trap is surely set when SIGHUP comes
-    runs = [ok(api.call("run", {"key": f"k5{i}", "session": s, **p}))["run"]
-            for i, p in enumerate([{"argv": ["sleep", "100"], "deadline_ms": 300},
-                                   {"shell": 'trap "exit 0" HUP; sleep 100 & wait',
-                                    "deadline_ms": 1000},
-                                   {"shell": 'trap "" HUP; sleep 100', "deadline_ms": 1000}])]
+    runs = [
+        ok(api.call("run", {"key": f"k5{i}", "session": s, **p}))["run"]
+        for i, p in enumerate(
+            [
+                {"argv": ["sleep", "100"], "deadline_ms": 300},
+                {"shell": 'trap "exit 0" HUP; sleep 100 & wait', "deadline_ms": 1000},
+                {"shell": 'trap "" HUP; sleep 100', "deadline_ms": 1000},
+            ]
+        )
+    ]
     recs = [ok(waited(api, r)) for r in runs]
     for rec in recs:
         assert (rec["outcome"], rec["cause"], rec["status"]) == ("terminated", "deadline", 124)
@@ -122,6 +139,7 @@ def test_row05_deadline(api: Api, daemon: Daemon) -> None:
 
 
 # -- rows 6-9: waiting and termination --------------------------------------------------------
+
 
 def hung(api: Api, d: Daemon, tmp_path: Path, key: str = "hung") -> str:
     f, env = marker_env(tmp_path, key)
@@ -152,7 +170,11 @@ def test_row06_wait_never_touches_the_run(api: Api, daemon: Daemon, tmp_path: Pa
 def test_row07_cancel_then_again(api: Api, daemon: Daemon, tmp_path: Path) -> None:
     run = hung(api, daemon, tmp_path)
     first = ok(api.call("run.cancel", {"run": run, "signal": "SIGTERM"}))
-    assert (first["outcome"], first["cause"], first["signal"]) == ("terminated", "cancel", "SIGTERM")
+    assert (first["outcome"], first["cause"], first["signal"]) == (
+        "terminated",
+        "cancel",
+        "SIGTERM",
+    )
     seq = daemon.call("events.read", {"limit": 1024})["next"]
     again = ok(api.call("run.cancel", {"run": run}))
     assert again == first
@@ -165,7 +187,8 @@ def test_row08_unkillable(api: Api, daemon: Daemon, tmp_path: Path) -> None:
     o = api.call("run.cancel", {"run": run, "grace_ms": 0})
     assert o.err_code == "timeout.terminate"
     assert o.error is not None and o.error["data"]["panes"] == [
-        daemon.call("run.get", {"run": run})["pane"]]
+        daemon.call("run.get", {"run": run})["pane"]
+    ]
     assert daemon.call("run.get", {"run": run})["state"] == "terminating"
     daemon.call("seam.set", {"name": "terminate.unkillable", "state": "release"})
     rec = ok(waited(api, run))
@@ -189,7 +212,11 @@ def test_row09_other_causes(api: Api, daemon: Daemon, tmp_path: Path) -> None:
     # the waiter must get the record (§7), not cancelled
     rec = c.response(rid)
     assert (rec["outcome"], rec["cause"], rec["signal"], rec["status"]) == (
-        "terminated", "shutdown", "SIGHUP", 125), rec
+        "terminated",
+        "shutdown",
+        "SIGHUP",
+        125,
+    ), rec
     daemon.proc.wait(10)
     assert daemon.proc.returncode == 0
     assert not os.path.exists(daemon.socket)
@@ -210,8 +237,12 @@ def test_row10_forged_markers_change_nothing(api: Api, daemon: Daemon, tmp_path:
     def seen() -> list[dict[str, Any]]:
         evs = daemon.call("events.read", {"limit": 1024})["events"]
         return [e for e in evs if e["data"].get("pane") == pane]
-    evs = wait_for(lambda: (e := seen()) and any(x["type"] == "program.status_changed"
-                                                 for x in e) and e, 10, "markers")
+
+    evs = wait_for(
+        lambda: (e := seen()) and any(x["type"] == "program.status_changed" for x in e) and e,
+        10,
+        "markers",
+    )
     types = [e["type"] for e in evs]
     assert "command.started" in types
     fin = [e for e in evs if e["type"] == "command.finished"]
@@ -238,8 +269,12 @@ def test_row12_and_14_long_output(api: Api, daemon: Daemon) -> None:
     assert len(out["lines"]) == 100 and out["complete"] is False and out["oldest"] > 0
     assert [ln.strip() for ln in out["lines"]] == [str(n) for n in range(99901, 100001)]
     assert out["end"] - out["start"] == 100
-    before = ok(api.call("pane.capture_rows", {"pane": r["pane"], "epoch": out["epoch"],
-                                                "end": out["start"], "limit": 5}))
+    before = ok(
+        api.call(
+            "pane.capture_rows",
+            {"pane": r["pane"], "epoch": out["epoch"], "end": out["start"], "limit": 5},
+        )
+    )
     assert [ln.strip() for ln in before["lines"]] == [str(n) for n in range(99896, 99901)]
     # row 14: a 4096-byte connection cannot carry the record; output=false can
     with Client(daemon.socket, "@owner", max_frame=4096) as small:
@@ -254,8 +289,12 @@ def test_row13_byte_limits(api: Api, daemon: Daemon) -> None:
     shell = 'for i in 1 2 3 4; do printf "€€€€€€€€€€\\n"; done; printf "\\n\\n"'
     rows = {}
     for key, extra in (("a", {"output_bytes": 75}), ("b", {"output_rows": 0})):
-        r = ok(api.call("run", {"key": f"k13{key}", "session": s, "cols": 10, "rows": 10,
-                                "shell": shell, **extra}))
+        r = ok(
+            api.call(
+                "run",
+                {"key": f"k13{key}", "session": s, "cols": 10, "rows": 10, "shell": shell, **extra},
+            )
+        )
         rows[key] = ok(waited(api, r["run"]))["output"]
     assert rows["a"]["lines"] == ["€" * 10] * 2
     assert rows["a"]["end"] == 4  # trailing blank rows are not output
@@ -263,6 +302,7 @@ def test_row13_byte_limits(api: Api, daemon: Daemon) -> None:
 
 
 # -- rows 15-19: keys, retries, validation --------------------------------------------------------
+
 
 @pytest.mark.parametrize("seam", ["run.before_barrier", "run.after_barrier"])
 def test_row15_dropped_connection(api: Api, daemon: Daemon, tmp_path: Path, seam: str) -> None:
@@ -308,8 +348,10 @@ def test_row16_keys(api: Api, daemon: Daemon, tmp_path: Path) -> None:
     o = api.call("run", {**params, "shell": 'echo y >> "$F"'})
     assert o.err_code == "conflict.run_key" and o.code == 5
     assert o.error is not None and o.error["data"] == {"run": first["run"]}
-    other = daemon.call("principal.create", {"grants": [{"right": "spawn", "scope": "*"},
-                                                        {"right": "read", "scope": "*"}]})
+    other = daemon.call(
+        "principal.create",
+        {"grants": [{"right": "spawn", "scope": "*"}, {"right": "read", "scope": "*"}]},
+    )
     mine = daemon.call("run", params, token=other["token"])
     assert mine["run"] != first["run"] and mine["reused"] is False
     daemon.wait_exit(mine["run"])
@@ -329,8 +371,16 @@ def test_row17_restart_and_source(tmp_path: Path) -> None:
     try:
         s = session(d2)
         api = CliApi(d2)
-        o = api.call("run", {"key": "K", "session": s, "shell": 'echo x >> "$F"', "env": env,
-                             "source": r["source"]})
+        o = api.call(
+            "run",
+            {
+                "key": "K",
+                "session": s,
+                "shell": 'echo x >> "$F"',
+                "env": env,
+                "source": r["source"],
+            },
+        )
         assert o.err_code == "conflict.source" and o.code == 5
         assert o.error is not None and o.error["data"] == {"source": d2.call("whoami")["source"]}
         assert marker_count(f) == 1
@@ -375,6 +425,7 @@ def test_row19_command_and_target_rules(api: Api, daemon: Daemon) -> None:
 
 # -- rows 20-22: authorization ---------------------------------------------------------------------
 
+
 def test_row20_spawn_denied_identically(api: Api, daemon: Daemon) -> None:
     s = session(daemon)
     pane = daemon.call("window.create", {"session": s, "argv": ["sleep", "100"]})["pane"]
@@ -385,40 +436,62 @@ def test_row20_spawn_denied_identically(api: Api, daemon: Daemon) -> None:
     errors = []
     for token in (None, reader["token"], selfer["token"]):
         seen = []
-        for params in ({"session": s, "argv": ["true"]}, {"session": "s999", "argv": ["true"]},
-                       {"pane": pane, "axis": "cols", "argv": ["true"]},
-                       {"session": s, "argv": [], "cols": 1}):
+        for params in (
+            {"session": s, "argv": ["true"]},
+            {"session": "s999", "argv": ["true"]},
+            {"pane": pane, "axis": "cols", "argv": ["true"]},
+            {"session": s, "argv": [], "cols": 1},
+        ):
             e = daemon.error("run", {"key": "k20", **params}, token=token).to_dict()
             errors.append(e)
             seen.append(e)
         assert [x for x in seen if x != seen[0]] == [], [e["message"] for e in errors[-4:]]
     # identical for all: every caller, every target, valid params or not
-    assert [e for e in errors if e != {"code": "denied.spawn", "message": "spawn denied",
-                                       "data": {}}] == []
-    cli = CliApi(daemon, token=reader["token"]).call("run", {"key": "k", "session": s,
-                                                            "argv": ["true"]})
+    assert [
+        e for e in errors if e != {"code": "denied.spawn", "message": "spawn denied", "data": {}}
+    ] == []
+    cli = CliApi(daemon, token=reader["token"]).call(
+        "run", {"key": "k", "session": s, "argv": ["true"]}
+    )
     assert cli.err_code == "denied.spawn" and cli.code == 4
     assert world(daemon) == before
-    audit = daemon.call("audit.list", {"limit": 10000})["records"][len(audit_before):]
+    audit = daemon.call("audit.list", {"limit": 10000})["records"][len(audit_before) :]
     # one record per denial (RFC-0005 §10), after audit.list's own record for `audit_before`;
     # the resource is recorded only where the resource check ran (the caller holds spawn)
-    denied = [(p, "run", "denied.spawn", None) for p in ("anonymous", reader["principal"])
-              for _ in range(4)]
-    denied += [(selfer["principal"], "run", "denied.spawn", r)
-               for r in (f"session:{s}", "session:s999", f"pane:{pane}", f"session:{s}")]
+    denied = [
+        (p, "run", "denied.spawn", None)
+        for p in ("anonymous", reader["principal"])
+        for _ in range(4)
+    ]
+    denied += [
+        (selfer["principal"], "run", "denied.spawn", r)
+        for r in (f"session:{s}", "session:s999", f"pane:{pane}", f"session:{s}")
+    ]
     denied.append((reader["principal"], "run", "denied.spawn", None))  # the CLI's
     assert [(a["principal"], a["verb"], a["code"], a.get("resource")) for a in audit] == [
-        ("g0", "audit.list", "ok", "*"), *denied]
+        ("g0", "audit.list", "ok", "*"),
+        *denied,
+    ]
     assert all(set(a) <= {"seq", "ts", "principal", "verb", "code", "resource"} for a in audit)
 
 
 def test_row21_delegation(api: Api, daemon: Daemon) -> None:
     s = session(daemon)
-    narrow = daemon.call("principal.create", {"grants": [{"right": "spawn", "scope": f"session:{s}"},
-                                                         {"right": "read", "scope": "*"}]})
+    narrow = daemon.call(
+        "principal.create",
+        {"grants": [{"right": "spawn", "scope": f"session:{s}"}, {"right": "read", "scope": "*"}]},
+    )
     before = world(daemon)
-    e = daemon.error("run", {"key": "k21", "session": s, "argv": ["true"],
-                             "grants": [{"right": "spawn", "scope": "*"}]}, token=narrow["token"])
+    e = daemon.error(
+        "run",
+        {
+            "key": "k21",
+            "session": s,
+            "argv": ["true"],
+            "grants": [{"right": "spawn", "scope": "*"}],
+        },
+        token=narrow["token"],
+    )
     assert e.code == "denied.delegation"
     assert e.data == {"grant": {"right": "spawn", "scope": "*"}}
     assert world(daemon) == before
@@ -427,14 +500,22 @@ def test_row21_delegation(api: Api, daemon: Daemon) -> None:
 def test_row22_read_authority(api: Api, daemon: Daemon, tmp_path: Path) -> None:
     s = session(daemon)
     tok = tmp_path / "tok"
-    r = daemon.call("run", {"key": "k22", "session": s, "env": {"T": str(tok)},
-                            "shell": 'echo "$VENOMX_TOKEN" > "$T"; exec sleep 100'})
+    r = daemon.call(
+        "run",
+        {
+            "key": "k22",
+            "session": s,
+            "env": {"T": str(tok)},
+            "shell": 'echo "$VENOMX_TOKEN" > "$T"; exec sleep 100',
+        },
+    )
     run = r["run"]
     wait_for(lambda: tok.exists() and len(tok.read_text().strip()) == 64, 10, "token")
 
     def mint(*grants: tuple[str, str]) -> str:
         g = [{"right": a, "scope": b} for a, b in grants]
         return str(daemon.call("principal.create", {"grants": g})["token"])
+
     panes_only = mint(("read", "pane:*"), ("write", "pane:*"))
     assert daemon.error("run.get", {"run": run}, token=panes_only).code == "denied.read"
     assert daemon.call("run.list", token=panes_only)["runs"] == []
@@ -456,12 +537,15 @@ def test_row22_read_authority(api: Api, daemon: Daemon, tmp_path: Path) -> None:
 
 # -- rows 23-25: limits, retention, events ------------------------------------------------------
 
+
 def test_row23_max_active(api: Api, daemon: Daemon) -> None:
     daemon.call("config.set", {"path": "run.max_active", "value": "4"})
     s = session(daemon)
     clients = [daemon.client() for _ in range(50)]
-    rids = [c.start("run", {"key": f"k23-{i}", "session": s, "argv": ["sleep", "100"]})
-            for i, c in enumerate(clients)]
+    rids = [
+        c.start("run", {"key": f"k23-{i}", "session": s, "argv": ["sleep", "100"]})
+        for i, c in enumerate(clients)
+    ]
     good, bad = [], []
     for c, rid in zip(clients, rids, strict=True):
         try:
@@ -493,11 +577,15 @@ def test_row24_retention(api: Api, daemon: Daemon) -> None:
     assert o.err_code == "not_found.run" and o.error is not None
     assert o.error["data"] == {"reason": "expired"}
     assert daemon.error("run.get", {"run": "r999"}).data == {"reason": "unknown"}
-    pane_reader = daemon.call("principal.create", {
-        "grants": [{"right": "read", "scope": f"pane:{done[0]['pane']}"}]})["token"]
+    pane_reader = daemon.call(
+        "principal.create", {"grants": [{"right": "read", "scope": f"pane:{done[0]['pane']}"}]}
+    )["token"]
     assert daemon.error("run.get", {"run": done[0]["run"]}, token=pane_reader).code == "denied.read"
-    expired = [e for e in daemon.call("events.read", {"limit": 1024})["events"]
-               if e["type"] == "run.expired"]
+    expired = [
+        e
+        for e in daemon.call("events.read", {"limit": 1024})["events"]
+        if e["type"] == "run.expired"
+    ]
     assert [e["data"]["run"] for e in expired] == [done[0]["run"]]
     again = ok(api.call("run", {"key": "k24-0", "session": s, "argv": ["true"]}))
     assert again["reused"] is False and again["run"] != done[0]["run"]
@@ -515,13 +603,20 @@ def test_row24_retention(api: Api, daemon: Daemon) -> None:
         after = page["next"]
     assert hold in seen and len(seen) == 3
     daemon.call("config.set", {"path": "run.retain_ms", "value": "100"})
-    wait_for(lambda: [x["run"] for x in daemon.call("run.list")["runs"]] == [hold], 10,
-             "age eviction")
+    wait_for(
+        lambda: [x["run"] for x in daemon.call("run.list")["runs"]] == [hold], 10, "age eviction"
+    )
     daemon.call("config.set", {"path": "run.retain_ms", "value": "3600000"})
     daemon.call("config.set", {"path": "run.retain_bytes", "value": "10"})
     r = ok(api.call("run", {"key": "bytes", "session": s, "shell": "echo 0123456789abcdef"}))
-    wait_for(lambda: any(e["type"] == "run.expired" and e["data"]["run"] == r["run"] for e in
-                         daemon.call("events.read", {"limit": 1024})["events"]), 10, "evicted")
+    wait_for(
+        lambda: any(
+            e["type"] == "run.expired" and e["data"]["run"] == r["run"]
+            for e in daemon.call("events.read", {"limit": 1024})["events"]
+        ),
+        10,
+        "evicted",
+    )
     assert [x["run"] for x in daemon.call("run.list")["runs"]] == [hold]
     assert daemon.call("run.get", {"run": hold})["state"] == "running"
 
@@ -529,18 +624,29 @@ def test_row24_retention(api: Api, daemon: Daemon) -> None:
 def test_row25_event_order(api: Api, daemon: Daemon) -> None:
     s = session(daemon)
     sub = daemon.client()
-    sub_rid = sub.start("events.subscribe", {"after": daemon.call("events.read",
-                                                                  {"limit": 1024})["next"]})
+    sub_rid = sub.start(
+        "events.subscribe", {"after": daemon.call("events.read", {"limit": 1024})["next"]}
+    )
     r = ok(api.call("run", {"key": "k25", "session": s, "argv": ["sleep", "100"]}))
     run, pane = r["run"], r["pane"]
     ok(api.call("run.cancel", {"run": run}))
-    reader = daemon.call("principal.create", {"grants": [{"right": "read",
-                                                          "scope": f"pane:{pane}"}]})["token"]
+    reader = daemon.call(
+        "principal.create", {"grants": [{"right": "read", "scope": f"pane:{pane}"}]}
+    )["token"]
     daemon.call("pane.remove", {"pane": pane})
     daemon.call("config.set", {"path": "run.retain_count", "value": "0"})
-    want = ["window.created", "pane.created", "run.started", "pane.terminating",
-            "run.terminating", "pane.exited", "run.completed", "pane.removed", "window.removed",
-            "run.expired"]
+    want = [
+        "window.created",
+        "pane.created",
+        "run.started",
+        "pane.terminating",
+        "run.terminating",
+        "pane.exited",
+        "run.completed",
+        "pane.removed",
+        "window.removed",
+        "run.expired",
+    ]
     got: list[str] = []
     while len([t for t in got if t in want]) < len(want):
         frame = sub.read()
@@ -559,8 +665,16 @@ def test_row25_snapshot_has_run_until_expiry(daemon: Daemon) -> None:
     with Client(daemon.socket, "@owner") as c:
         snap = next(c.stream("events.subscribe", {}))["snapshot"]
     runs = [e for e in snap["entities"] if e["kind"] == "run"]
-    assert runs == [{"kind": "run", "run": r["run"], "pane": r["pane"], "state": "completed",
-                     "outcome": "succeeded", "exit_code": 0}]
+    assert runs == [
+        {
+            "kind": "run",
+            "run": r["run"],
+            "pane": r["pane"],
+            "state": "completed",
+            "outcome": "succeeded",
+            "exit_code": 0,
+        }
+    ]
     daemon.call("config.set", {"path": "run.retain_count", "value": "0"})
     with Client(daemon.socket, "@owner") as c:
         snap = next(c.stream("events.subscribe", {}))["snapshot"]
@@ -569,20 +683,24 @@ def test_row25_snapshot_has_run_until_expiry(daemon: Daemon) -> None:
 
 # -- rows 26-28 -------------------------------------------------------------------------------------
 
+
 def test_row26_escaped_writer(api: Api, daemon: Daemon, tmp_path: Path) -> None:
     pidfile, go, wrote = tmp_path / "pid", tmp_path / "go", tmp_path / "wrote"
     # the escaped writer prints LATE only when the test says so, after the run completed
-    shell = (f'setsid sh -c \'echo $$ > {pidfile}; while [ ! -e {go} ]; do sleep 0.01; done; '
-             f'echo LATE; touch {wrote}; exec sleep 300\' & '
-             f'while [ ! -s {pidfile} ]; do sleep 0.01; done; echo early; exit 0')
+    shell = (
+        f"setsid sh -c 'echo $$ > {pidfile}; while [ ! -e {go} ]; do sleep 0.01; done; "
+        f"echo LATE; touch {wrote}; exec sleep 300' & "
+        f"while [ ! -s {pidfile} ]; do sleep 0.01; done; echo early; exit 0"
+    )
     r = ok(start(api, daemon, "k26", shell=shell))
     rec = ok(waited(api, r["run"]))
     # completed at the leader's reap, long before the escaped writer (alive 300 s) ends
     assert rec["outcome"] == "succeeded" and rec["duration_ms"] < 5000
     assert any("early" in ln for ln in rec["output"]["lines"])
     pid = int(wait_for(lambda: pidfile.exists() and pidfile.read_text().strip(), 5, "pid"))
-    doc = wait_for(lambda: (x := daemon.call("doctor"))["escapees"]["count"] == 1 and x, 10,
-                   "escapee counted")
+    doc = wait_for(
+        lambda: (x := daemon.call("doctor"))["escapees"]["count"] == 1 and x, 10, "escapee counted"
+    )
     assert doc["escapees"]["panes"] == {r["pane"]: 1}
     go.touch()
     wait_for(wrote.exists, 10, "the escaped writer's LATE")
@@ -596,12 +714,24 @@ def test_row26_escaped_writer(api: Api, daemon: Daemon, tmp_path: Path) -> None:
 def test_row27_interactive_split(api: Api, daemon: Daemon) -> None:
     s = session(daemon)
     base = daemon.call("window.create", {"session": s, "argv": ["sleep", "100"]})["pane"]
-    r = ok(api.call("run", {"key": "k27", "pane": base, "axis": "rows",
-                            "shell": 'printf "name? "; read x; echo "hi $x"; exit 0'}))
+    r = ok(
+        api.call(
+            "run",
+            {
+                "key": "k27",
+                "pane": base,
+                "axis": "rows",
+                "shell": 'printf "name? "; read x; echo "hi $x"; exit 0',
+            },
+        )
+    )
     watch = daemon.client()
     rid = watch.start("pane.attach", {"pane": r["pane"]})
-    wait_for(lambda: "name?" in "".join(daemon.call("pane.capture_rows",
-                                                    {"pane": r["pane"]})["lines"]), 10, "prompt")
+    wait_for(
+        lambda: "name?" in "".join(daemon.call("pane.capture_rows", {"pane": r["pane"]})["lines"]),
+        10,
+        "prompt",
+    )
     ok(api.call("pane.send", {"pane": r["pane"], "text": "bob\r"}))
     rec = ok(waited(api, r["run"]))
     assert rec["outcome"] == "succeeded" and any("hi bob" in ln for ln in rec["output"]["lines"])
@@ -625,22 +755,42 @@ def test_row28_canaries(api: Api, daemon: Daemon, tmp_path: Path) -> None:
     s = session(daemon)
     (tmp_path / "CANARYDIR").mkdir()
     (tmp_path / "CANARYDIR" / "echo").symlink_to("/bin/echo")
-    r1 = ok(api.call("run", {"key": "CANARYKEY", "session": s,
-                             "argv": [str(tmp_path / "CANARYDIR" / "echo"), "CANARYARG"],
-                             "env": {"X": "CANARYENV"}, "cwd": str(cwd)}))
-    r2 = ok(api.call("run", {"key": "k28b", "session": s,
-                             "shell": "echo CANARYSHELL; echo CANARYOUT"}))
+    r1 = ok(
+        api.call(
+            "run",
+            {
+                "key": "CANARYKEY",
+                "session": s,
+                "argv": [str(tmp_path / "CANARYDIR" / "echo"), "CANARYARG"],
+                "env": {"X": "CANARYENV"},
+                "cwd": str(cwd),
+            },
+        )
+    )
+    r2 = ok(
+        api.call("run", {"key": "k28b", "session": s, "shell": "echo CANARYSHELL; echo CANARYOUT"})
+    )
     link = tmp_path / "CANARYBASE"
     link.symlink_to("/bin/true")
     r3 = ok(api.call("run", {"key": "k28c", "session": s, "argv": [str(link)]}))
     for r in (r1, r2, r3):
         ok(waited(api, r["run"]))
-    everything = [daemon.call("events.read", {"limit": 1024}), daemon.call("doctor"),
-                  daemon.call("audit.list"), daemon.call("events.read", {"limit": 1024},
-                                                         token=None)]
+    everything = [
+        daemon.call("events.read", {"limit": 1024}),
+        daemon.call("doctor"),
+        daemon.call("audit.list"),
+        daemon.call("events.read", {"limit": 1024}, token=None),
+    ]
     text = repr(everything) + daemon.log.read_text()
-    for canary in ("CANARYKEY", "CANARYDIR", "CANARYARG", "CANARYENV", "CANARYCWD",
-                   "CANARYSHELL", "CANARYOUT"):
+    for canary in (
+        "CANARYKEY",
+        "CANARYDIR",
+        "CANARYARG",
+        "CANARYENV",
+        "CANARYCWD",
+        "CANARYSHELL",
+        "CANARYOUT",
+    ):
         assert canary not in text, canary
     assert text.count("CANARYBASE") > 0
     created = [e for e in everything[0]["events"] if e["type"] == "pane.created"]

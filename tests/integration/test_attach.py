@@ -15,10 +15,15 @@ from tests.helpers import PY, Daemon, wait_for
 
 def test_attach_stream_items_and_exit(daemon: Daemon) -> None:
     s = daemon.call("session.create")["session"]
-    w = daemon.call("window.create", {"session": s, "argv": ["sh", "-c", "echo one; read x; echo $x"],
-                                      "cols": 20, "rows": 5})
-    wait_for(lambda: "one" in daemon.call("pane.capture_rows", {"pane": w["pane"]})["lines"][0], 10,
-             "first line")
+    w = daemon.call(
+        "window.create",
+        {"session": s, "argv": ["sh", "-c", "echo one; read x; echo $x"], "cols": 20, "rows": 5},
+    )
+    wait_for(
+        lambda: "one" in daemon.call("pane.capture_rows", {"pane": w["pane"]})["lines"][0],
+        10,
+        "first line",
+    )
     c = daemon.client()
     stream = c.stream("pane.attach", {"pane": w["pane"]})
     first = next(stream)["screen"]
@@ -45,13 +50,28 @@ def test_venomx_attach_in_tmux(daemon: Daemon) -> None:
     sock = f"/tmp/{name}.tmux"
     env = {**os.environ, "VENOMX_SOCKET": daemon.socket, "VENOMX_TOKEN": "@owner"}
     tmux = ["tmux", "-S", sock]
-    subprocess.run([*tmux, "new-session", "-d", "-s", name, "-x", "60", "-y", "15",
-                    f"{PY} -m venomx attach --pane {w['pane']}; echo attach-exit=$?"],
-                   env=env, check=True)
+    subprocess.run(
+        [
+            *tmux,
+            "new-session",
+            "-d",
+            "-s",
+            name,
+            "-x",
+            "60",
+            "-y",
+            "15",
+            f"{PY} -m venomx attach --pane {w['pane']}; echo attach-exit=$?",
+        ],
+        env=env,
+        check=True,
+    )
 
     def screen() -> str:
-        return subprocess.run([*tmux, "capture-pane", "-p", "-t", name], capture_output=True,
-                              text=True).stdout
+        return subprocess.run(
+            [*tmux, "capture-pane", "-p", "-t", name], capture_output=True, text=True
+        ).stdout
+
     # keep the pane after `venomx attach` exits, so its last words and status can be read
     # (the shell prints the status: tmux 3.3a may leave pane_dead_status empty)
     subprocess.run([*tmux, "set-option", "-t", name, "remain-on-exit", "on"], check=True)
@@ -59,8 +79,14 @@ def test_venomx_attach_in_tmux(daemon: Daemon) -> None:
         wait_for(lambda: "before-attach" in screen(), 20, "repaint in tmux")
         subprocess.run([*tmux, "send-keys", "-t", name, "typed-in-tmux", "Enter"], check=True)
         wait_for(lambda: screen().count("typed-in-tmux") >= 2, 20, "typed text echoed by cat")
-        wait_for(lambda: any("typed-in-tmux" in ln for ln in daemon.call(
-            "pane.capture_rows", {"pane": w["pane"]})["lines"]), 10, "input reached the pane")
+        wait_for(
+            lambda: any(
+                "typed-in-tmux" in ln
+                for ln in daemon.call("pane.capture_rows", {"pane": w["pane"]})["lines"]
+            ),
+            10,
+            "input reached the pane",
+        )
         subprocess.run([*tmux, "send-keys", "-t", name, "C-\\"], check=True)
         wait_for(lambda: "attach-exit=" in screen(), 20, "venomx attach exited")
         assert "[detached]" in screen() and "attach-exit=0" in screen(), screen()

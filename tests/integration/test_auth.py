@@ -20,17 +20,26 @@ def mint(d: Daemon, *grants: tuple[str, str]) -> dict[str, str]:
 def test_anonymous_reads_only(daemon: Daemon) -> None:
     s = daemon.call("session.create")["session"]
     assert daemon.call("whoami", token=None) == {
-        "principal": None, "grants": [{"right": "read", "scope": "*"}],
-        "source": daemon.call("whoami")["source"]}
+        "principal": None,
+        "grants": [{"right": "read", "scope": "*"}],
+        "source": daemon.call("whoami")["source"],
+    }
     assert daemon.call("session.list", token=None)["sessions"][0]["session"] == s
-    for verb, params, code in (("session.create", {}, "denied.spawn"),
-                               ("window.create", {"session": s}, "denied.spawn"),
-                               ("pane.kill", {"pane": "p0"}, "denied.write"),
-                               ("shutdown", {}, "denied.admin"),
-                               ("principal.create", {"grants": []}, "denied.anonymous")):
+    for verb, params, code in (
+        ("session.create", {}, "denied.spawn"),
+        ("window.create", {"session": s}, "denied.spawn"),
+        ("pane.kill", {"pane": "p0"}, "denied.write"),
+        ("shutdown", {}, "denied.admin"),
+        ("principal.create", {"grants": []}, "denied.anonymous"),
+    ):
         assert daemon.error(verb, params, token=None).code == code
-    daemon.call("config.set", {"path": "auth.default_grants",
-                               "value": '[{"right":"spawn","scope":"*"},{"right":"read","scope":"*"}]'})
+    daemon.call(
+        "config.set",
+        {
+            "path": "auth.default_grants",
+            "value": '[{"right":"spawn","scope":"*"},{"right":"read","scope":"*"}]',
+        },
+    )
     assert daemon.error("session.create", token=None).code == "denied.spawn"
 
 
@@ -43,16 +52,20 @@ def test_pane_principal_acts_through_its_environment(daemon: Daemon, tmp_path: P
     out = tmp_path / "out"
     s = daemon.call("session.create")["session"]
     venomx = shutil.which("venomx") or f"{PY} -m venomx"
-    script = (f'{venomx} whoami --json > {out}; '
-              f'{venomx} run --key inner --session {s} --json -- true >> {out}; '
-              f'{venomx} session create --json >> {out}; echo done >> {out}')
+    script = (
+        f"{venomx} whoami --json > {out}; "
+        f"{venomx} run --key inner --session {s} --json -- true >> {out}; "
+        f"{venomx} session create --json >> {out}; echo done >> {out}"
+    )
     w = daemon.call("window.create", {"session": s, "argv": ["sh", "-c", script]})
     wait_for(lambda: out.exists() and "done" in out.read_text(), 20, "inner CLI")
     lines = [json.loads(x) for x in out.read_text().splitlines()[:-1]]
     assert lines[0]["principal"] == w["principal"]
-    assert lines[0]["grants"] == [{"right": "read", "scope": "self"},
-                                  {"right": "write", "scope": "self"},
-                                  {"right": "spawn", "scope": "self"}]
+    assert lines[0]["grants"] == [
+        {"right": "read", "scope": "self"},
+        {"right": "write", "scope": "self"},
+        {"right": "spawn", "scope": "self"},
+    ]
     assert lines[1]["error"]["code"] == "denied.spawn"  # self does not cover the session
     assert lines[2]["error"]["code"] == "denied.spawn"
 
@@ -63,14 +76,22 @@ def test_minted_principal_and_delegation(daemon: Daemon) -> None:
     p = mint(daemon, ("spawn", f"session:{s}"), ("read", f"session:{s}"), ("write", f"session:{s}"))
     assert len(p["token"]) == 64 and p["principal"].startswith("g")
     w = daemon.call("window.create", {"session": s, "argv": ["sleep", "60"]}, token=p["token"])
-    assert daemon.error("window.create", {"session": other}, token=p["token"]).code == "denied.spawn"
-    assert daemon.error("window.create", {"session": "s999"}, token=p["token"]).code == "denied.spawn"
+    assert (
+        daemon.error("window.create", {"session": other}, token=p["token"]).code == "denied.spawn"
+    )
+    assert (
+        daemon.error("window.create", {"session": "s999"}, token=p["token"]).code == "denied.spawn"
+    )
     assert [x["pane"] for x in daemon.call("pane.list", token=p["token"])["panes"]] == [w["pane"]]
-    e = daemon.error("principal.create", {"grants": [{"right": "admin", "scope": "*"}]},
-                     token=p["token"])
+    e = daemon.error(
+        "principal.create", {"grants": [{"right": "admin", "scope": "*"}]}, token=p["token"]
+    )
     assert e.code == "denied.delegation" and e.data == {"grant": {"right": "admin", "scope": "*"}}
-    sub = daemon.call("principal.create", {"grants": [{"right": "read", "scope": f"pane:{w['pane']}"}]},
-                      token=p["token"])
+    sub = daemon.call(
+        "principal.create",
+        {"grants": [{"right": "read", "scope": f"pane:{w['pane']}"}]},
+        token=p["token"],
+    )
     assert daemon.call("pane.list", token=sub["token"])["panes"][0]["pane"] == w["pane"]
     # the window's default pane principal got read/write/spawn self, narrowed to p's grants
     r = daemon.call("principal.revoke", {"principal": p["principal"]})
@@ -78,22 +99,28 @@ def test_minted_principal_and_delegation(daemon: Daemon) -> None:
     assert sorted(r["revoked"]) == sorted([p["principal"], sub["principal"], w["principal"]])
     for t in (p["token"], sub["token"]):
         assert daemon.error("whoami", token=t).code == "denied.token"
-    assert daemon.error("principal.revoke", {"principal": "g0"}, token=None).code == "denied.anonymous"
+    assert (
+        daemon.error("principal.revoke", {"principal": "g0"}, token=None).code == "denied.anonymous"
+    )
 
 
 def test_denied_identical_for_existing_and_missing(daemon: Daemon) -> None:
     s = daemon.call("session.create")["session"]
     w = daemon.call("window.create", {"session": s, "argv": ["sleep", "60"]})
     narrow = mint(daemon, ("read", "pane:p999"), ("write", "pane:p999"))["token"]
-    for verb, right, kind, real, missing in (("pane.kill", "write", "pane", w["pane"], "p998"),
-                                             ("pane.capture_rows", "read", "pane", w["pane"],
-                                              "p998"),
-                                             ("window.get", "read", "window", w["window"], "w998"),
-                                             ("session.get", "read", "session", s, "s998")):
+    for verb, right, kind, real, missing in (
+        ("pane.kill", "write", "pane", w["pane"], "p998"),
+        ("pane.capture_rows", "read", "pane", w["pane"], "p998"),
+        ("window.get", "read", "window", w["window"], "w998"),
+        ("session.get", "read", "session", s, "s998"),
+    ):
         # the same answer, whatever the target, existing or not
         for target in (real, missing):
             assert daemon.error(verb, {kind: target}, token=narrow).to_dict() == {
-                "code": f"denied.{right}", "message": f"{right} denied", "data": {}}
+                "code": f"denied.{right}",
+                "message": f"{right} denied",
+                "data": {},
+            }
     # covered by ID: absent is not_found
     assert daemon.error("pane.kill", {"pane": "p999"}, token=narrow).code == "not_found.pane"
     audit = daemon.call("audit.list", {"limit": 10000})["records"]
@@ -105,12 +132,22 @@ def test_no_token_in_logs_events_audit_doctor(daemon: Daemon, tmp_path: Path) ->
     p = mint(daemon, ("read", "*"))
     s = daemon.call("session.create")["session"]
     tok = tmp_path / "t"
-    daemon.call("window.create", {"session": s, "argv": ["sh", "-c", f'echo "$VENOMX_TOKEN" > {tok}']})
+    daemon.call(
+        "window.create", {"session": s, "argv": ["sh", "-c", f'echo "$VENOMX_TOKEN" > {tok}']}
+    )
     wait_for(lambda: tok.exists() and len(tok.read_text().strip()) == 64, 10, "pane token")
     daemon.call("whoami", token=p["token"])
     daemon.error("whoami", token="f" * 64)
-    blob = json.dumps([daemon.call("events.read", {"limit": 1024}), daemon.call("doctor"),
-                       daemon.call("audit.list", {"limit": 10000})]) + daemon.log.read_text()
+    blob = (
+        json.dumps(
+            [
+                daemon.call("events.read", {"limit": 1024}),
+                daemon.call("doctor"),
+                daemon.call("audit.list", {"limit": 10000}),
+            ]
+        )
+        + daemon.log.read_text()
+    )
     for t in (p["token"], tok.read_text().strip(), "f" * 64):
         assert t not in blob
 
@@ -121,9 +158,11 @@ def test_owner_from_another_uid(daemon: Daemon) -> None:
         pytest.skip("needs root and setpriv or runuser")
     os.chmod(os.path.dirname(daemon.socket), 0o755)
     os.chmod(daemon.socket, 0o666)
-    code = ("import json,socket;s=socket.socket(socket.AF_UNIX);s.connect(%r);"
-            "s.sendall(b'{\"id\":0,\"verb\":\"hello\",\"params\":{\"protocol\":1,"
-            "\"token\":\"@owner\"}}\\n');print(s.makefile().readline())" % daemon.socket)
+    code = (
+        "import json,socket;s=socket.socket(socket.AF_UNIX);s.connect(%r);"
+        's.sendall(b\'{"id":0,"verb":"hello","params":{"protocol":1,'
+        '"token":"@owner"}}\\n\');print(s.makefile().readline())' % daemon.socket
+    )
     if tool.endswith("setpriv"):
         cmd = [tool, "--reuid=65534", "--regid=65534", "--clear-groups", PY, "-c", code]
     else:

@@ -22,7 +22,11 @@ def test_exit_codes_per_error_class(shared_daemon: Daemon) -> None:
         (["run", "--key", "k", "--session", s, "--argv", "NaN"], 2, "invalid_params.type"),
         (["pane", "send", "--pane", "p999", "--text", "x"], 3, "not_found.pane"),
         (["seam", "wait", "--name", "run.after_barrier", "--timeout-ms", "10"], 7, "timeout.seam"),
-        (["run", "--key", "k", "--session", s, "--argv", '["/nonexistent"]'], 6, "unavailable.spawn"),
+        (
+            ["run", "--key", "k", "--session", s, "--argv", '["/nonexistent"]'],
+            6,
+            "unavailable.spawn",
+        ),
     ]
     for args, code, err in cases:
         r = d.cli(*args, "--json")
@@ -32,8 +36,9 @@ def test_exit_codes_per_error_class(shared_daemon: Daemon) -> None:
         assert human.code == code and human.err.startswith(f"venomx: {err}: ")
     assert d.cli("config", "get", "--json", token=None).code == 4
     sock = d.socket + ".missing"
-    r = subprocess.run([PY, "-m", "venomx", "whoami", "--json", "--socket", sock],
-                       capture_output=True, text=True)
+    r = subprocess.run(
+        [PY, "-m", "venomx", "whoami", "--json", "--socket", sock], capture_output=True, text=True
+    )
     assert r.returncode == 9 and json.loads(r.stdout)["error"]["code"] == "transport"
     r = d.cli("run", "get", "--run", "r1", "--json", env={})
     assert r.code in (3, 0)
@@ -65,7 +70,9 @@ def test_boolean_forms_and_argv_sugar(shared_daemon: Daemon) -> None:
     assert "output" in json.loads(w.out)
     bad = d.cli("run", "wait", "--run", run, "--output=maybe", "--json")
     assert bad.code == 2 and json.loads(bad.out)["error"]["data"] == {
-        "param": "output", "expected": "boolean"}
+        "param": "output",
+        "expected": "boolean",
+    }
     assert d.cli("pane", "list", "--bogus").code == 2  # a plain usage error
 
 
@@ -80,8 +87,9 @@ def test_readable_output(shared_daemon: Daemon) -> None:
 
 @pytest.mark.parametrize("shell", ["bash", "zsh", "fish"])
 def test_completion(shell: str) -> None:
-    r = subprocess.run([sys.executable, "-m", "venomx", "completion", shell], capture_output=True,
-                       text=True)
+    r = subprocess.run(
+        [sys.executable, "-m", "venomx", "completion", shell], capture_output=True, text=True
+    )
     assert r.returncode == 0 and "_VENOMX_COMPLETE" in r.stdout
 
 
@@ -100,25 +108,49 @@ def test_no_input_reaches_internal(shared_daemon: Daemon) -> None:
     d = shared_daemon
     s = d.call("session.create")["session"]
     cases: list[tuple[list[str], int, str, dict[str, object]]] = [
-        (["config", "set", "--path", "run.max_active", "--value", "[" * 5000], 2,
-         "invalid_params.config", {"path": "run.max_active",
-                                   "reason": "value is nested deeper than 62 arrays and objects"}),
-        (["config", "set", "--path", "run.max_active", "--value", "9" * 4400], 2,
-         "invalid_params.config", {"path": "run.max_active",
-                                   "reason": "must be between 1 and 4096"}),
-        (["window", "create", "--session", s, "--argv", "[" * 63 + "]" * 63], 2,
-         "invalid_params.type", {"param": "argv", "expected": "array"}),
-        (["window", "create", "--session", s, "--argv", "[" * 62 + "]" * 62], 2,
-         "invalid_params.type", {"param": "argv", "expected": "array of string"}),
-        (["window", "create", "--session", s, "--cols", "١٢"], 2, "invalid_params.type",
-         {"param": "cols", "expected": "integer"}),
-        (["window", "create", "--session", s, "--cols", "9" * 4400], 2, "invalid_params.range",
-         {"param": "cols", "min": 1, "max": 65535}),
+        (
+            ["config", "set", "--path", "run.max_active", "--value", "[" * 5000],
+            2,
+            "invalid_params.config",
+            {
+                "path": "run.max_active",
+                "reason": "value is nested deeper than 62 arrays and objects",
+            },
+        ),
+        (
+            ["config", "set", "--path", "run.max_active", "--value", "9" * 4400],
+            2,
+            "invalid_params.config",
+            {"path": "run.max_active", "reason": "must be between 1 and 4096"},
+        ),
+        (
+            ["window", "create", "--session", s, "--argv", "[" * 63 + "]" * 63],
+            2,
+            "invalid_params.type",
+            {"param": "argv", "expected": "array"},
+        ),
+        (
+            ["window", "create", "--session", s, "--argv", "[" * 62 + "]" * 62],
+            2,
+            "invalid_params.type",
+            {"param": "argv", "expected": "array of string"},
+        ),
+        (
+            ["window", "create", "--session", s, "--cols", "١٢"],
+            2,
+            "invalid_params.type",
+            {"param": "cols", "expected": "integer"},
+        ),
+        (
+            ["window", "create", "--session", s, "--cols", "9" * 4400],
+            2,
+            "invalid_params.range",
+            {"param": "cols", "min": 1, "max": 65535},
+        ),
     ]
     for verb in ("get", "wait", "cancel"):
         for run in (LONG_RUN, "r²"):
-            cases.append((["run", verb, "--run", run], 3, "not_found.run",
-                          {"reason": "unknown"}))
+            cases.append((["run", verb, "--run", run], 3, "not_found.run", {"reason": "unknown"}))
     for args, code, err, data in cases:
         r = d.cli(*args, "--json")
         assert r.code == code, (args[:4], r.out, r.err)

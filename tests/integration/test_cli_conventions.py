@@ -26,8 +26,14 @@ def test_version_and_short_help_everywhere(shared_daemon: Daemon) -> None:
     for args in (["--version"], ["run", "--version"], ["pane", "capture-rows", "--version"]):
         r = d.cli(*args)
         assert (r.code, r.out.split()[:2]) == (0, ["venomx", "0.1.0"]), (args, r.out, r.err)
-    for args in (["-h"], ["run", "-h"], ["run", "wait", "-h"], ["serve", "-h"],
-                 ["events", "-h"], ["session", "-h"]):
+    for args in (
+        ["-h"],
+        ["run", "-h"],
+        ["run", "wait", "-h"],
+        ["serve", "-h"],
+        ["events", "-h"],
+        ["session", "-h"],
+    ):
         r = d.cli(*args)
         assert r.code == 0 and r.out.startswith("Usage: venomx"), (args, r.out, r.err)
 
@@ -37,11 +43,17 @@ def test_boolean_flags_and_their_value_forms(shared_daemon: Daemon) -> None:
     s = d.call("session.create")["session"]
     run = d.call("run", {"key": "flags", "session": s, "argv": ["true"]})["run"]
     d.wait_exit(run)
-    for form, has_output in ((["--no-output"], False), (["--output=false"], False),
-                             (["--output", "false"], False), (["--output=TRUE"], True),
-                             (["--output", "true"], True), (["--output"], True),
-                             (["--no-output", "--output"], True),
-                             (["--output", "--no-output"], False), ([], True)):
+    for form, has_output in (
+        (["--no-output"], False),
+        (["--output=false"], False),
+        (["--output", "false"], False),
+        (["--output=TRUE"], True),
+        (["--output", "true"], True),
+        (["--output"], True),
+        (["--no-output", "--output"], True),
+        (["--output", "--no-output"], False),
+        ([], True),
+    ):
         r = d.cli("run", "get", "--run", run, *form, "--json")
         assert r.code == 0 and ("output" in r.json) == has_output, (form, r.out, r.err)
     r = d.cli("run", "get", "--run", run, "--output=maybe", "--json")
@@ -54,9 +66,11 @@ def test_a_mistyped_verb_never_becomes_the_program(shared_daemon: Daemon, tmp: P
     r = d.cli("run", "wiat", "--run", "r0")
     assert r.code == 2 and "No such command 'wiat'. Did you mean 'wait'?" in r.err, r.err
     marker = tmp / "made"
-    for args in (["run", "--key", "stray", "--session", s, "touch", str(marker)],
-                 ["run", "--key", "stray", "--session", s, "make"],
-                 ["window", "create", "--session", s, "touch", str(marker)]):
+    for args in (
+        ["run", "--key", "stray", "--session", s, "touch", str(marker)],
+        ["run", "--key", "stray", "--session", s, "make"],
+        ["window", "create", "--session", s, "touch", str(marker)],
+    ):
         r = d.cli(*args)
         assert r.code == 2 and "goes after --" in r.err, (args, r.err)
     r = d.cli("run", "--key", "stray", "--session", s, "wiat")
@@ -74,20 +88,42 @@ def test_a_mistyped_verb_never_becomes_the_program(shared_daemon: Daemon, tmp: P
 def test_no_daemon_says_how_to_start_one(tmp: Path) -> None:
     sock = str(tmp / "none.sock")
     e = {k: v for k, v in os.environ.items() if not k.startswith("VENOMX_")}
-    r = subprocess.run([PY, "-m", "venomx", "whoami", "--socket", sock], capture_output=True,
-                       text=True, env=e)
+    r = subprocess.run(
+        [PY, "-m", "venomx", "whoami", "--socket", sock], capture_output=True, text=True, env=e
+    )
     assert r.returncode == 9
     assert r.stderr.splitlines() == [
         f"venomx: transport: cannot reach the daemon at {sock}: No such file or directory",
         f"hint: no daemon is listening at {sock}; start one with: venomx serve --detach "
-        f"--socket {sock}"]
-    r = subprocess.run([PY, "-m", "venomx", "whoami", "--json"], capture_output=True,
-                       text=True, env={**e, "VENOMX_SOCKET": sock})
-    assert r.returncode == 9 and r.stdout == json.dumps({"error": {
-        "code": "transport", "message": f"cannot reach the daemon at {sock}: No such file "
-        "or directory", "data": {}}}, separators=(",", ":")) + "\n"
-    r = subprocess.run([PY, "-m", "venomx", "whoami"], capture_output=True, text=True,
-                       env={**e, "VENOMX_SOCKET": sock})  # serve reads $VENOMX_SOCKET too
+        f"--socket {sock}",
+    ]
+    r = subprocess.run(
+        [PY, "-m", "venomx", "whoami", "--json"],
+        capture_output=True,
+        text=True,
+        env={**e, "VENOMX_SOCKET": sock},
+    )
+    assert (
+        r.returncode == 9
+        and r.stdout
+        == json.dumps(
+            {
+                "error": {
+                    "code": "transport",
+                    "message": f"cannot reach the daemon at {sock}: No such file or directory",
+                    "data": {},
+                }
+            },
+            separators=(",", ":"),
+        )
+        + "\n"
+    )
+    r = subprocess.run(
+        [PY, "-m", "venomx", "whoami"],
+        capture_output=True,
+        text=True,
+        env={**e, "VENOMX_SOCKET": sock},
+    )  # serve reads $VENOMX_SOCKET too
     assert r.stderr.splitlines()[-1].endswith("start one with: venomx serve --detach")
 
 
@@ -119,10 +155,13 @@ def test_spawn_failure_names_the_program(shared_daemon: Daemon) -> None:
     r = d.cli("run", "--key", "enoent", "--session", s, "--", "/nonexistent/prog", "-x")
     assert r.code == 6 and r.err.splitlines()[0] == (
         "venomx: unavailable.spawn: cannot start '/nonexistent/prog': ENOENT "
-        "(No such file or directory)"), r.err
+        "(No such file or directory)"
+    ), r.err
     r = d.cli("window", "create", "--session", s, "--argv", '["/nonexistent/win"]')
     assert r.code == 6 and "cannot start '/nonexistent/win': ENOENT" in r.err, r.err
     j = d.cli("run", "--key", "enoent2", "--session", s, "--json", "--", "/nonexistent/prog")
     assert j.code == 6 and j.json["error"] == {
-        "code": "unavailable.spawn", "message": "cannot start the program: ENOENT",
-        "data": {"errno": "ENOENT"}}
+        "code": "unavailable.spawn",
+        "message": "cannot start the program: ENOENT",
+        "data": {"errno": "ENOENT"},
+    }

@@ -25,8 +25,15 @@ def test_run_list_shows_the_columns_a_person_needs(shared_daemon: Daemon) -> Non
     r = d.cli("run", "list", "--pane", done["pane"])
     lines = r.out.splitlines()
     assert r.code == 0 and lines[0].split() == RUN_HEADER, r.out
-    assert lines[1].split() == [done["run"], "list-failed", "completed", "failed", "3",
-                                lines[1].split()[5], "sh"], r.out
+    assert lines[1].split() == [
+        done["run"],
+        "list-failed",
+        "completed",
+        "failed",
+        "3",
+        lines[1].split()[5],
+        "sh",
+    ], r.out
     assert re.fullmatch(r"\d+ms|\d+\.\ds", lines[1].split()[5]), lines[1]
     assert "venomx/" not in r.out and len(lines) == 2  # no source column, one run
     row = d.cli("run", "list", "--pane", live["pane"]).out.splitlines()[1].split()
@@ -47,8 +54,8 @@ def test_wait_says_how_many_earlier_rows_it_omits(shared_daemon: Daemon) -> None
     lines = r.out.splitlines()
     head = next(ln for ln in lines if ln.startswith("output"))
     assert r.code == 0 and "200 earlier rows omitted" in head, r.out
-    assert lines[lines.index(head) + 1:] == [f"  {n}" for n in range(201, 301)]
-    hint = head[head.index("venomx pane"):].rstrip("):")
+    assert lines[lines.index(head) + 1 :] == [f"  {n}" for n in range(201, 301)]
+    hint = head[head.index("venomx pane") :].rstrip("):")
     earlier = d.cli(*hint.split()[1:])  # the command it names prints the rows it left out
     assert earlier.out.splitlines() == [str(n) for n in range(1, 201)], earlier.out[-200:]
     got = d.cli("run", "get", "--run", long["run"])
@@ -77,31 +84,48 @@ def doctor_lines(d: Daemon) -> list[str]:
     return r.out.splitlines()
 
 
-def test_doctor_speaks_in_durations_and_names_what_it_found(daemon: Daemon,
-                                                             tmp: Path) -> None:
+def test_doctor_speaks_in_durations_and_names_what_it_found(daemon: Daemon, tmp: Path) -> None:
     d = daemon
     head = doctor_lines(d)[0]
-    assert re.fullmatch(r"venomx doctor: ok \(daemon pid \d+, up (\d+ms|\d+\.\ds), "
-                        r"version \S+\)", head), head
+    assert re.fullmatch(
+        r"venomx doctor: ok \(daemon pid \d+, up (\d+ms|\d+\.\ds), "
+        r"version \S+\)",
+        head,
+    ), head
     s = d.call("session.create")["session"]
     pidfile = tmp / "p"
-    esc = d.call("run", {"key": "escape", "session": s, "argv": [
-        "sh", "-c", f"setsid sh -c 'echo $$ > {pidfile}; exec sleep 300' & "
-                    f"while [ ! -s {pidfile} ]; do sleep 0.01; done"]})
+    esc = d.call(
+        "run",
+        {
+            "key": "escape",
+            "session": s,
+            "argv": [
+                "sh",
+                "-c",
+                f"setsid sh -c 'echo $$ > {pidfile}; exec sleep 300' & "
+                f"while [ ! -s {pidfile} ]; do sleep 0.01; done",
+            ],
+        },
+    )
     d.wait_exit(esc["run"])
     pid = int(wait_for(lambda: pidfile.exists() and pidfile.read_text().strip(), 10, "pid"))
     wait_for(lambda: d.call("doctor")["escapees"]["count"] == 1, 10, "escapee")
     lines = doctor_lines(d)
     row = next(ln for ln in lines if ln.split()[1:2] == ["escapees"])
     assert row.split()[0] == "warn" and "1 process left its pane's process group" in row
-    assert lines[lines.index(row) + 1].strip() == f"pane {esc['pane']} (run {esc['run']}): " \
-                                                  f"pid {pid}", lines
+    assert (
+        lines[lines.index(row) + 1].strip() == f"pane {esc['pane']} (run {esc['run']}): pid {pid}"
+    ), lines
     os.kill(pid, signal.SIGKILL)
 
-    lost = d.call("run", {"key": "lost", "session": s,
-                          "shell": 'trap "" HUP; echo ready; exec sleep 60'})
-    wait_for(lambda: "ready" in d.call("pane.capture_rows", {"pane": lost["pane"]})["lines"][0],
-             10, "ready")
+    lost = d.call(
+        "run", {"key": "lost", "session": s, "shell": 'trap "" HUP; echo ready; exec sleep 60'}
+    )
+    wait_for(
+        lambda: "ready" in d.call("pane.capture_rows", {"pane": lost["pane"]})["lines"][0],
+        10,
+        "ready",
+    )
     sentinel = psutil.Process(lost["pid"]).parent()
     assert sentinel is not None
     sentinel.kill()

@@ -19,11 +19,24 @@ def test_healthy_report_and_exit_codes(daemon: Daemon) -> None:
     doc = daemon.call("doctor")
     assert doc["status"] == "ok"
     assert {k: v for k, v in doc["sentinels"].items() if k != "spares"} == {
-        "expected": 1, "alive": 1, "missing": [], "orphaned": 0, "orphaned_pids": [],
+        "expected": 1,
+        "alive": 1,
+        "missing": [],
+        "orphaned": 0,
+        "orphaned_pids": [],
         "stopped": [],
-        "unresponsive": [], "lost": {"count": 0, "recent": []}}
-    assert {c["name"] for c in doc["checks"]} >= {"sentinels", "escapees", "zombies", "fds",
-                                                 "fork_server", "run.active", "run.stuck"}
+        "unresponsive": [],
+        "lost": {"count": 0, "recent": []},
+    }
+    assert {c["name"] for c in doc["checks"]} >= {
+        "sentinels",
+        "escapees",
+        "zombies",
+        "fds",
+        "fork_server",
+        "run.active",
+        "run.stuck",
+    }
     assert doc["counters"]["panes"]["running"] == 1 and doc["counters"]["sessions"] == 1
     r = daemon.cli("doctor")
     assert r.code == 0 and "sentinels" in r.out
@@ -42,12 +55,23 @@ def test_sentinel_title_and_parent(daemon: Daemon) -> None:
 def test_escapee_counted_until_killed(daemon: Daemon, tmp_path: Path) -> None:
     pidfile = tmp_path / "p"
     s = daemon.call("session.create")["session"]
-    w = daemon.call("window.create", {"session": s, "argv": [
-        "sh", "-c", f"setsid sh -c 'echo $$ > {pidfile}; exec sleep 300' & "
-                    f"while [ ! -s {pidfile} ]; do sleep 0.01; done"]})
+    w = daemon.call(
+        "window.create",
+        {
+            "session": s,
+            "argv": [
+                "sh",
+                "-c",
+                f"setsid sh -c 'echo $$ > {pidfile}; exec sleep 300' & "
+                f"while [ ! -s {pidfile} ]; do sleep 0.01; done",
+            ],
+        },
+    )
     wait_for(lambda: daemon.call("pane.list")["panes"][0]["state"] == "exited", 10, "exit")
     pid = int(wait_for(lambda: pidfile.exists() and pidfile.read_text().strip(), 10, "pid"))
-    doc = wait_for(lambda: (d := daemon.call("doctor"))["escapees"]["count"] == 1 and d, 10, "count")
+    doc = wait_for(
+        lambda: (d := daemon.call("doctor"))["escapees"]["count"] == 1 and d, 10, "count"
+    )
     assert doc["escapees"]["panes"] == {w["pane"]: 1} and doc["status"] == "warn"
     assert doc["escapees"]["pids"] == {w["pane"]: [pid]}
     assert daemon.cli("doctor").code == 0  # warn is still exit 0
@@ -60,10 +84,14 @@ def test_killed_sentinel(daemon: Daemon) -> None:
     """Killing a sentinel hangs up its PTY; a leader that ignores SIGHUP lives on, re-parented
     to the daemon, which reports the sentinel missing and reaps the leader itself."""
     s = daemon.call("session.create")["session"]
-    r = daemon.call("run", {"key": "k", "session": s,
-                            "shell": 'trap "" HUP; echo ready; exec sleep 60'})
-    wait_for(lambda: "ready" in daemon.call("pane.capture_rows", {"pane": r["pane"]})["lines"][0],
-             10, "ready")
+    r = daemon.call(
+        "run", {"key": "k", "session": s, "shell": 'trap "" HUP; echo ready; exec sleep 60'}
+    )
+    wait_for(
+        lambda: "ready" in daemon.call("pane.capture_rows", {"pane": r["pane"]})["lines"][0],
+        10,
+        "ready",
+    )
     sentinel = psutil.Process(r["pid"]).parent()
     assert sentinel is not None
     sentinel.kill()
@@ -92,6 +120,7 @@ def test_exited_panes_are_counted_and_evicted_only_when_asked(daemon: Daemon) ->
 
     def exited() -> dict[str, Any]:
         return daemon.call("doctor")["exited_panes"]
+
     wait_for(lambda: exited()["count"] == 4, 10, "four exited panes")
     held = exited()
     assert set(held["largest"]) == {*panes, with_run}
@@ -118,9 +147,12 @@ def test_dropped_vt_sequences_reach_doctor(daemon: Daemon) -> None:
     s = daemon.call("session.create")["session"]
     assert daemon.call("doctor")["counters"]["vt_dropped"] == 0
     # a zero-width space at column 0 that nothing is drawn after at that place is dropped
-    r = daemon.call("run", {"key": "zw", "session": s,
-                            "shell": "printf '\\342\\200\\213\\r\\nok\\n'"})
+    r = daemon.call(
+        "run", {"key": "zw", "session": s, "shell": "printf '\\342\\200\\213\\r\\nok\\n'"}
+    )
     rec = daemon.wait_exit(r["run"])
     assert rec["outcome"] == "succeeded" and [ln.rstrip() for ln in rec["output"]["lines"]] == [
-        "", "ok"]
+        "",
+        "ok",
+    ]
     assert daemon.call("doctor")["counters"]["vt_dropped"] == 1

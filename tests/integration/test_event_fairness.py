@@ -17,8 +17,10 @@ from tests.helpers import Daemon, start_daemon, stop_daemon, wait_for
 from venomx.client import Client
 
 FLOODS = 20000  # each loop prints command.started and command.finished: 40,000 markers
-FLOOD = (f'i=0; while [ $i -lt {FLOODS} ]; do printf "\\033]133;C\\007\\033]133;D;0\\007"; '
-         'i=$((i+1)); done; printf "\\033]7501;state=done\\007"; exit 0')
+FLOOD = (
+    f'i=0; while [ $i -lt {FLOODS} ]; do printf "\\033]133;C\\007\\033]133;D;0\\007"; '
+    'i=$((i+1)); done; printf "\\033]7501;state=done\\007"; exit 0'
+)
 OBSERVATIONS = {"command.started", "command.finished", "program.status_changed"}
 
 
@@ -63,13 +65,15 @@ def test_flood_is_coalesced_and_others_survive(small_log: Daemon) -> None:
     sub.sock.settimeout(60)
     stream = sub.stream("events.subscribe", {"after": cursor})  # not read until the end
     flood = d.call("window.create", {"session": s, "argv": ["sh", "-c", FLOOD]})
-    wait_for(lambda: any(e["type"] == "command.started"
-                         for e in of(read_all(d, cursor), flood["pane"])), 20, "the flood")
+    wait_for(
+        lambda: any(e["type"] == "command.started" for e in of(read_all(d, cursor), flood["pane"])),
+        20,
+        "the flood",
+    )
     run = d.call("run", {"key": "other", "session": s, "argv": ["sh", "-c", "exit 3"]})
     rec = d.wait_exit(run["run"], 30)
     assert rec["outcome"] == "failed" and rec["exit_code"] == 3
-    wait_for(lambda: state(d, flood["pane"]) == "exited", 60,
-             "the flood's end")
+    wait_for(lambda: state(d, flood["pane"]) == "exited", 60, "the flood's end")
 
     evs = read_all(d, cursor)  # the cursor from before the flood is still good
     assert evs[0]["seq"] == cursor + 1
@@ -102,8 +106,10 @@ def test_flood_is_coalesced_and_others_survive(small_log: Daemon) -> None:
         if e["type"] in ("program.status_changed", "pane.observations_coalesced"):
             last = e["data"]["state"]
     assert last == "done"
-    print(f"flood: {len(kept)} observations kept, {held} held in {len(coalesced)} "
-          f"coalesced events over {span:.2f} s")
+    print(
+        f"flood: {len(kept)} observations kept, {held} held in {len(coalesced)} "
+        f"coalesced events over {span:.2f} s"
+    )
 
     # the subscriber that never read kept its place, and sees the same events in order
     seen = []
@@ -129,11 +135,11 @@ def test_budget_is_config_and_applies_at_once(daemon: Daemon) -> None:
     n = 1500
     shell = FLOOD.replace(str(FLOODS), str(n))
     w = daemon.call("window.create", {"session": s, "argv": ["sh", "-c", shell]})
-    wait_for(lambda: state(daemon, w["pane"]) == "exited", 30,
-             "exit")
+    wait_for(lambda: state(daemon, w["pane"]) == "exited", 30, "exit")
     types = [e["type"] for e in of(read_all(daemon, cursor), w["pane"])]
     assert types.count("command.started") == types.count("command.finished") == n
     assert "pane.observations_coalesced" not in types
     daemon.call("config.set", {"path": "events.observe_burst", "value": "1"})  # lower edge
-    assert daemon.call("config.get", {"path": "events.observe_burst"})["config"] \
-        == {"events.observe_burst": 1}
+    assert daemon.call("config.get", {"path": "events.observe_burst"})["config"] == {
+        "events.observe_burst": 1
+    }

@@ -22,6 +22,7 @@ def test_snapshot_then_live_without_gap_or_duplicate(daemon: Daemon) -> None:
                 daemon.call("pane.kill", {"pane": w["pane"], "grace_ms": 0})
         except BaseException as exc:  # reported below, not lost in the thread
             errors.append(exc)
+
     t = threading.Thread(target=churn)
     t.start()
     try:
@@ -64,8 +65,9 @@ def test_events_read_waits(daemon: Daemon) -> None:
     nxt = daemon.call("events.read")["next"]
     assert daemon.call("events.read", {"after": nxt, "timeout_ms": 0})["events"] == []
     res: list[dict[str, Any]] = []
-    t = threading.Thread(target=lambda: res.append(
-        daemon.call("events.read", {"after": nxt, "timeout_ms": 10000})))
+    t = threading.Thread(
+        target=lambda: res.append(daemon.call("events.read", {"after": nxt, "timeout_ms": 10000}))
+    )
     t.start()
     wait_for(lambda: len(daemon.call("doctor")["counters"]) and t.is_alive(), 5, "waiting")
     daemon.call("session.create")
@@ -77,10 +79,12 @@ def test_filtering_by_read_and_frozen_after_removal(daemon: Daemon) -> None:
     s = daemon.call("session.create")["session"]
     a = daemon.call("window.create", {"session": s, "argv": ["true"]})
     daemon.call("window.create", {"session": s, "argv": ["true"]})
-    tok = daemon.call("principal.create", {"grants": [{"right": "read",
-                                                       "scope": f"pane:{a['pane']}"}]})["token"]
-    wait_for(lambda: all(p["state"] == "exited" for p in daemon.call("pane.list")["panes"]), 10,
-             "exits")
+    tok = daemon.call(
+        "principal.create", {"grants": [{"right": "read", "scope": f"pane:{a['pane']}"}]}
+    )["token"]
+    wait_for(
+        lambda: all(p["state"] == "exited" for p in daemon.call("pane.list")["panes"]), 10, "exits"
+    )
     daemon.call("pane.remove", {"pane": a["pane"]})
     evs = daemon.call("events.read", {"limit": 1024}, token=tok)["events"]
     assert evs and all(e["data"].get("pane") == a["pane"] for e in evs)
@@ -93,8 +97,10 @@ def test_slow_subscriber_is_dropped(daemon: Daemon) -> None:
     sk = socket.socket(socket.AF_UNIX)
     sk.setsockopt(socket.SOL_SOCKET, socket.SO_RCVBUF, 4096)
     sk.connect(daemon.socket)
-    sk.sendall(b'{"id":0,"verb":"hello","params":{"protocol":1,"token":"@owner"}}\n'
-               b'{"id":1,"verb":"events.subscribe","params":{}}\n')
+    sk.sendall(
+        b'{"id":0,"verb":"hello","params":{"protocol":1,"token":"@owner"}}\n'
+        b'{"id":1,"verb":"events.subscribe","params":{}}\n'
+    )
     s = daemon.call("session.create")["session"]
     with Client(daemon.socket, "@owner") as c:
         for i in range(400):  # events with big layouts, never read by the subscriber
@@ -105,8 +111,10 @@ def test_slow_subscriber_is_dropped(daemon: Daemon) -> None:
     sk.close()
 
 
-FORGE = r'printf "\033]133;C\007"; printf "\033]7501;state=busy\007"; ' \
+FORGE = (
+    r'printf "\033]133;C\007"; printf "\033]7501;state=busy\007"; '
     'while [ ! -e "$1" ]; do sleep 0.01; done; exit 4'
+)
 
 
 def test_osc_observation_and_pane_exit_sequence(daemon: Daemon, tmp_path: Path) -> None:
@@ -114,15 +122,30 @@ def test_osc_observation_and_pane_exit_sequence(daemon: Daemon, tmp_path: Path) 
     s = daemon.call("session.create")["session"]
     w = daemon.call("window.create", {"session": s, "argv": ["sh", "-c", FORGE, "sh", str(go)]})
     # the program exits only once both observations are events, never racing them
-    wait_for(lambda: "program.status_changed" in [
-        e["type"] for e in daemon.call("events.read", {"limit": 1024})["events"]], 10, "busy")
+    wait_for(
+        lambda: (
+            "program.status_changed"
+            in [e["type"] for e in daemon.call("events.read", {"limit": 1024})["events"]]
+        ),
+        10,
+        "busy",
+    )
     go.touch()
     wait_for(lambda: daemon.call("pane.list")["panes"][0]["state"] == "exited", 10, "exit")
-    evs = [e for e in daemon.call("events.read", {"limit": 1024})["events"]
-           if e["resource"] == f"pane:{w['pane']}"]
+    evs = [
+        e
+        for e in daemon.call("events.read", {"limit": 1024})["events"]
+        if e["resource"] == f"pane:{w['pane']}"
+    ]
     types = [e["type"] for e in evs]
-    assert types == ["pane.created", "command.started", "program.status_changed",
-                     "command.finished", "program.status_changed", "pane.exited"]
+    assert types == [
+        "pane.created",
+        "command.started",
+        "program.status_changed",
+        "command.finished",
+        "program.status_changed",
+        "pane.exited",
+    ]
     assert evs[2]["data"] == {"pane": w["pane"], "state": "busy"}
     assert evs[3]["data"] == {"pane": w["pane"], "reason": "pane_exit"}
     assert evs[4]["data"] == {"pane": w["pane"], "state": None}
@@ -138,5 +161,4 @@ def test_events_cli(daemon: Daemon) -> None:
     assert j.code == 0 and '"type":"session.created"' in j.out
     assert daemon.cli("events", "--after", "999999").out == ""
     e = daemon.error("events.read", {"after": -1})
-    assert (e.code, e.data) == ("invalid_params.range", {"param": "after", "min": 0,
-                                                         "max": 2**62})
+    assert (e.code, e.data) == ("invalid_params.range", {"param": "after", "min": 0, "max": 2**62})

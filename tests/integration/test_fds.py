@@ -30,10 +30,17 @@ def limited_daemon(tmp: Path, soft: int, hard: int) -> Daemon:
 
     def limit() -> None:
         resource.setrlimit(resource.RLIMIT_NOFILE, (soft, hard))
+
     env = {k: v for k, v in os.environ.items() if not k.startswith("VENOMX_")}
-    proc = subprocess.Popen([PY, "-m", "venomx", "serve", "--socket", sock, "--log-file",
-                             str(log)], stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
-                            env=env, cwd="/tmp", start_new_session=True, preexec_fn=limit)
+    proc = subprocess.Popen(
+        [PY, "-m", "venomx", "serve", "--socket", sock, "--log-file", str(log)],
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.DEVNULL,
+        env=env,
+        cwd="/tmp",
+        start_new_session=True,
+        preexec_fn=limit,
+    )
     d = Daemon(sock, proc, log)
 
     def ready() -> bool:
@@ -43,6 +50,7 @@ def limited_daemon(tmp: Path, soft: int, hard: int) -> Daemon:
             return True
         except VenomxError:
             return False
+
     try:
         wait_for(ready, 15, "daemon socket")
     except BaseException:
@@ -66,12 +74,18 @@ def world(c: Client, d: Daemon) -> dict[str, Any]:
     """What a failed start must not change, read over an already open connection."""
     doc = c.call("doctor", {})
     counters = doc["counters"]
-    return {"panes": counters["panes"], "sessions": counters["sessions"],
-            "windows": counters["windows"], "principals": counters["principals"],
-            "events": counters["events"], "bindings": doc["run"]["key_bindings"],
-            "runs": [r["run"] for r in c.call("run.list", {"limit": 1024})["runs"]],
-            "sentinels": doc["sentinels"]["expected"], "spares": doc["sentinels"]["spares"],
-            "children": len(d.children())}
+    return {
+        "panes": counters["panes"],
+        "sessions": counters["sessions"],
+        "windows": counters["windows"],
+        "principals": counters["principals"],
+        "events": counters["events"],
+        "bindings": doc["run"]["key_bindings"],
+        "runs": [r["run"] for r in c.call("run.list", {"limit": 1024})["runs"]],
+        "sentinels": doc["sentinels"]["expected"],
+        "spares": doc["sentinels"]["spares"],
+        "children": len(d.children()),
+    }
 
 
 def fill(d: Daemon, upto: int, held: list[socket.socket]) -> None:
@@ -103,14 +117,19 @@ def test_a_start_out_of_descriptors_fails_emfile_and_leaves_nothing(tmp: Path) -
         base = wait_for(lambda: settled(c, d), 15, "a full spare pool")
         base_fds = d.fds()
         assert base["fds"] == base_fds and base["fds_limit"] == 64
-        assert next(x for x in base["checks"] if x["name"] == "fds") == \
-            {"name": "fds", "status": "ok", "detail": f"{base_fds} of 64 open"}
+        assert next(x for x in base["checks"] if x["name"] == "fds") == {
+            "name": "fds",
+            "status": "ok",
+            "detail": f"{base_fds} of 64 open",
+        }
         # the warn edge: 80% of 64 is 51.2, so 51 is ok and 52 warns
         for n, status in ((51, "ok"), (52, "warn")):
             fill(d, n, held)
             doc = c.call("doctor", {})
-            assert (doc["fds"], next(x for x in doc["checks"] if x["name"] == "fds")) == \
-                (n, {"name": "fds", "status": status, "detail": f"{n} of 64 open"})
+            assert (doc["fds"], next(x for x in doc["checks"] if x["name"] == "fds")) == (
+                n,
+                {"name": "fds", "status": status, "detail": f"{n} of 64 open"},
+            )
         fill(d, 64, held)
         for _ in range(5):  # clients still knocking, waiting in the backlog
             k = socket.socket(socket.AF_UNIX)
@@ -145,11 +164,13 @@ def test_a_start_out_of_descriptors_fails_emfile_and_leaves_nothing(tmp: Path) -
         assert world(c, d) == before
         # A fork server that dies now cannot be replaced (no socketpair): starts keep
         # failing EMFILE, and it is tried again until descriptors are back.
-        forkserver = int(next(x for x in doc["checks"]
-                              if x["name"] == "fork_server")["detail"].split()[1])
+        forkserver = int(
+            next(x for x in doc["checks"] if x["name"] == "fork_server")["detail"].split()[1]
+        )
         os.kill(forkserver, signal.SIGKILL)
-        wait_for(lambda: "cannot restart the fork server" in d.log.read_text(), 15,
-                 "the failed restart")
+        wait_for(
+            lambda: "cannot restart the fork server" in d.log.read_text(), 15, "the failed restart"
+        )
         e = c.call("doctor", {})
         assert next(x for x in e["checks"] if x["name"] == "fork_server")["status"] == "fail"
         try:
@@ -164,8 +185,9 @@ def test_a_start_out_of_descriptors_fails_emfile_and_leaves_nothing(tmp: Path) -
         # Descriptors are back: the fork server is restarted, the same key starts (it was
         # never bound), the pool refills.
         key = f"fd{len(started)}"
-        r = wait_for(lambda: attempt(c, {"key": key, "session": s, "argv": ["true"]}), 15,
-                     "a start")
+        r = wait_for(
+            lambda: attempt(c, {"key": key, "session": s, "argv": ["true"]}), 15, "a start"
+        )
         assert r["reused"] is False
         assert d.wait_exit(r["run"])["outcome"] == "succeeded"
         for run in started:
@@ -206,8 +228,9 @@ def test_accept_out_of_descriptors_backs_off_without_spinning(tmp: Path) -> None
         # A loop that retried on every readiness would burn about a core: > 10x this.
         assert cpu <= 0.1 * wall, (cpu, wall)
         window = accept_lines(d)[first:]
-        tries = len(window) + sum(int(n) for ln in window
-                                  for n in re.findall(r"suppressed=(\d+)", ln))
+        tries = len(window) + sum(
+            int(n) for ln in window for n in re.findall(r"suppressed=(\d+)", ln)
+        )
         assert tries <= 2 * wall + 2, (tries, wall, window)  # asyncio's server: ~100 a second
         assert "trace=" not in d.log.read_text()
         for k in held:
@@ -243,17 +266,20 @@ def test_the_daemon_raises_its_limit_and_every_leader_keeps_the_original(tmp: Pa
             return int(check["detail"].split()[1]) if check["status"] == "ok" else 0
 
         def limits(key: str) -> list[str]:
-            r = c.call("run", {"key": key, "session": s,
-                               "argv": ["sh", "-c", "ulimit -Sn; ulimit -Hn"]})
+            r = c.call(
+                "run", {"key": key, "session": s, "argv": ["sh", "-c", "ulimit -Sn; ulimit -Hn"]}
+            )
             rec = d.wait_exit(r["run"])
             assert rec["outcome"] == "succeeded", rec
             return [ln.strip() for ln in rec["output"]["lines"] if ln.strip()]
+
         old = forkserver()
         assert nofile(old) == (256, 4096)
         assert limits("before") == ["256", "4096"]
         os.kill(old, signal.SIGKILL)
-        new = wait_for(lambda: (pid := forkserver()) not in (0, old) and pid, 15,
-                       "a new fork server")
+        new = wait_for(
+            lambda: (pid := forkserver()) not in (0, old) and pid, 15, "a new fork server"
+        )
         # (it gives the limit back before it forks anything; it may still be importing)
         wait_for(lambda: nofile(new) == (256, 4096), 15, "the new fork server's limit")
         for i in range(9):  # past the old spares: sentinels of the new fork server too
@@ -262,18 +288,23 @@ def test_the_daemon_raises_its_limit_and_every_leader_keeps_the_original(tmp: Pa
         stop_daemon(d)
 
 
-@pytest.mark.parametrize(("n", "status"), [(79, "ok"), (80, "warn"), (94, "warn"),
-                                            (95, "fail"), (100, "fail")])
+@pytest.mark.parametrize(
+    ("n", "status"), [(79, "ok"), (80, "warn"), (94, "warn"), (95, "fail"), (100, "fail")]
+)
 def test_fds_check_warns_at_80_and_fails_at_95_percent(n: int, status: str) -> None:
-    assert doctor.fds_check(doctor.ProcFacts(fds=n), 100) == \
-        ({"name": "fds", "status": status, "detail": f"{n} of 100 open"}, n)
+    assert doctor.fds_check(doctor.ProcFacts(fds=n), 100) == (
+        {"name": "fds", "status": status, "detail": f"{n} of 100 open"},
+        n,
+    )
 
 
 def test_fds_check_when_proc_cannot_be_read() -> None:
     check, n = doctor.fds_check(doctor.ProcFacts(short="EMFILE"), 64)
-    assert n == 64 and check == {"name": "fds", "status": "fail", "detail":
-                                 "64 of 64 open; out of descriptors (EMFILE), process "
-                                 "checks incomplete"}
+    assert n == 64 and check == {
+        "name": "fds",
+        "status": "fail",
+        "detail": "64 of 64 open; out of descriptors (EMFILE), process checks incomplete",
+    }
     check, n = doctor.fds_check(doctor.ProcFacts(fds=40, short="EMFILE"), 64)
     assert (n, check["status"]) == (40, "fail")  # counted, but the rest could not be read
     check, n = doctor.fds_check(doctor.ProcFacts(short="ENFILE"), 64)

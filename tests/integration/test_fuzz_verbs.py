@@ -89,8 +89,9 @@ class Conn:
             self.buf += chunk
         line, _, self.buf = self.buf.partition(b"\n")
         obj: dict[str, Any] = json.loads(line)
-        assert not (isinstance(obj.get("error"), dict)
-                    and obj["error"].get("code") == "internal"), obj
+        assert not (
+            isinstance(obj.get("error"), dict) and obj["error"].get("code") == "internal"
+        ), obj
         return obj
 
     def request(self, verb: str, params_text: str | None) -> dict[str, Any]:
@@ -133,11 +134,17 @@ def fuzzed() -> Iterator[tuple[Daemon, Conn]]:
         yield d, conn
         # nothing is left running: every program was `true` or never started
         conn.request("config.reload", None)  # undo any config.set of a small max_frame
-        wait_for(lambda: all(p["state"] == "exited"
-                             for p in conn.request("pane.list", None)["ok"]["panes"]),
-                 15, "every pane exited")
-        assert all(r["state"] == "completed" for r in conn.request(
-            "run.list", '{"limit":1024}')["ok"]["runs"])
+        wait_for(
+            lambda: all(
+                p["state"] == "exited" for p in conn.request("pane.list", None)["ok"]["panes"]
+            ),
+            15,
+            "every pane exited",
+        )
+        assert all(
+            r["state"] == "completed"
+            for r in conn.request("run.list", '{"limit":1024}')["ok"]["runs"]
+        )
     finally:
         if conn is not None:
             conn.close()
@@ -145,46 +152,149 @@ def fuzzed() -> Iterator[tuple[Daemon, Conn]]:
 
 
 LONG = "r" + "9" * 4400
-IDS = ["s0", "w0", "p0", "p1", "r0", "r1", "g0", "g1", "r01", "r²", "r١", LONG, "p" + "9" * 30,
-       "", "*", "session:*", "self", "run.max_active", "auth.default_grants",
-       "protocol.max_frame", "spawn.default_shell", "SIGKILL", "cols", "\udcff", "a\0b"]
-EDGE_INTS = [0, 1, -1, 2**31, 2**62, 2**62 + 1, 2**63 - 1, 2**63, -2**63, -2**63 - 1, 2**64,
-             65535, 65536, 3600001, 86400001, 10**30]
-NUMBERS = [Raw("1e999"), Raw("-1e999"), Raw("1" + "0" * 400), Raw("-" + "9" * 5000),
-           Raw("-0.0"), Raw("1.0"), Raw("1e308"), Raw("0.5"), float("inf"), float("nan")]
-DEPTHS = [Deep(n) for n in (1, MAX_DEPTH - 3, MAX_DEPTH - 2, MAX_DEPTH - 1, MAX_DEPTH, 1000,
-                            5000, 100_000)]
+IDS = [
+    "s0",
+    "w0",
+    "p0",
+    "p1",
+    "r0",
+    "r1",
+    "g0",
+    "g1",
+    "r01",
+    "r²",
+    "r١",
+    LONG,
+    "p" + "9" * 30,
+    "",
+    "*",
+    "session:*",
+    "self",
+    "run.max_active",
+    "auth.default_grants",
+    "protocol.max_frame",
+    "spawn.default_shell",
+    "SIGKILL",
+    "cols",
+    "\udcff",
+    "a\0b",
+]
+EDGE_INTS = [
+    0,
+    1,
+    -1,
+    2**31,
+    2**62,
+    2**62 + 1,
+    2**63 - 1,
+    2**63,
+    -(2**63),
+    -(2**63) - 1,
+    2**64,
+    65535,
+    65536,
+    3600001,
+    86400001,
+    10**30,
+]
+NUMBERS = [
+    Raw("1e999"),
+    Raw("-1e999"),
+    Raw("1" + "0" * 400),
+    Raw("-" + "9" * 5000),
+    Raw("-0.0"),
+    Raw("1.0"),
+    Raw("1e308"),
+    Raw("0.5"),
+    float("inf"),
+    float("nan"),
+]
+DEPTHS = [
+    Deep(n)
+    for n in (1, MAX_DEPTH - 3, MAX_DEPTH - 2, MAX_DEPTH - 1, MAX_DEPTH, 1000, 5000, 100_000)
+]
 
-scalars = (st.none() | st.booleans() | st.integers(-2**200, 2**200) | st.sampled_from(EDGE_INTS)
-           | st.floats(allow_nan=False, allow_infinity=False) | st.sampled_from(NUMBERS)
-           | st.text(max_size=12) | st.sampled_from(IDS)
-           | st.sampled_from([0, 1, 64, 65, 4097, 300_000, 2_000_000]).map(lambda n: "x" * n))
+scalars = (
+    st.none()
+    | st.booleans()
+    | st.integers(-(2**200), 2**200)
+    | st.sampled_from(EDGE_INTS)
+    | st.floats(allow_nan=False, allow_infinity=False)
+    | st.sampled_from(NUMBERS)
+    | st.text(max_size=12)
+    | st.sampled_from(IDS)
+    | st.sampled_from([0, 1, 64, 65, 4097, 300_000, 2_000_000]).map(lambda n: "x" * n)
+)
 anything = st.recursive(
     scalars | st.sampled_from(DEPTHS),
-    lambda inner: st.lists(inner, max_size=4) | st.dictionaries(
-        st.text(max_size=6) | st.sampled_from(["right", "scope", "PATH", "A"]), inner,
-        max_size=4),
-    max_leaves=10)
+    lambda inner: (
+        st.lists(inner, max_size=4)
+        | st.dictionaries(
+            st.text(max_size=6) | st.sampled_from(["right", "scope", "PATH", "A"]),
+            inner,
+            max_size=4,
+        )
+    ),
+    max_leaves=10,
+)
 
 
-RUN_IDS = ["r0", "r1", "r9", "r01", "r-1", "r+1", "r 1", "r²", "r١", "r", LONG, "r" + "9" * 20,
-           "r" + "9" * 21, "R0", "p0"]
-JSON_TEXTS = ["1", "64", "0", "5000", "true", '"/bin/sh"', "[]", "{}", "", "NaN", "1e999",
-              "1.0", "9" * 5000, "[" * 5000, "[" * 5000 + "]" * 5000, "[" * 62 + "]" * 62,
-              "[" * 63 + "]" * 63, '[{"right":"read","scope":"*"}]',
-              '[{"right":"read","scope":' + "[" * 60 + "]" * 60 + "}]", "\udcff", "[1,"]
-STRINGS = {"run": RUN_IDS, "after": RUN_IDS, "value": JSON_TEXTS,
-           "pane": ["p0", "p1", "p2", "p01", "p²", "p" + "9" * 4400],
-           "session": ["s0", "s1", "s01", "s²", "s" + "9" * 4400],
-           "window": ["w0", "w1", "w01", "w²", "w" + "9" * 4400],
-           "principal": ["g0", "g1", "g2", "g²", "g" + "9" * 4400],
-           "path": ["run.max_active", "auth.default_grants", "vt.scrollback", "nope", ""]}
+RUN_IDS = [
+    "r0",
+    "r1",
+    "r9",
+    "r01",
+    "r-1",
+    "r+1",
+    "r 1",
+    "r²",
+    "r١",
+    "r",
+    LONG,
+    "r" + "9" * 20,
+    "r" + "9" * 21,
+    "R0",
+    "p0",
+]
+JSON_TEXTS = [
+    "1",
+    "64",
+    "0",
+    "5000",
+    "true",
+    '"/bin/sh"',
+    "[]",
+    "{}",
+    "",
+    "NaN",
+    "1e999",
+    "1.0",
+    "9" * 5000,
+    "[" * 5000,
+    "[" * 5000 + "]" * 5000,
+    "[" * 62 + "]" * 62,
+    "[" * 63 + "]" * 63,
+    '[{"right":"read","scope":"*"}]',
+    '[{"right":"read","scope":' + "[" * 60 + "]" * 60 + "}]",
+    "\udcff",
+    "[1,",
+]
+STRINGS = {
+    "run": RUN_IDS,
+    "after": RUN_IDS,
+    "value": JSON_TEXTS,
+    "pane": ["p0", "p1", "p2", "p01", "p²", "p" + "9" * 4400],
+    "session": ["s0", "s1", "s01", "s²", "s" + "9" * 4400],
+    "window": ["w0", "w1", "w01", "w²", "w" + "9" * 4400],
+    "principal": ["g0", "g1", "g2", "g²", "g" + "9" * 4400],
+    "path": ["run.max_active", "auth.default_grants", "vt.scrollback", "nope", ""],
+}
 
 
 def plausible(p: Param) -> st.SearchStrategy[Any]:
     """Values of the param's declared kind, edges and choices included."""
     if p.kind == "integer":
-        lo = -2**63 if p.min is None else p.min
+        lo = -(2**63) if p.min is None else p.min
         hi = 2**63 - 1 if p.max is None else p.max
         return st.integers(lo, hi) | st.sampled_from([lo, hi, lo - 1, hi + 1])
     if p.kind == "boolean":
@@ -194,19 +304,29 @@ def plausible(p: Param) -> st.SearchStrategy[Any]:
         return own | own | st.sampled_from(IDS) | st.text(max_size=20)
     if p.kind == "array":
         if p.items == "object":
-            return st.lists(st.fixed_dictionaries(
-                {"right": st.sampled_from(["read", "write", "spawn", "admin", "x"]),
-                 "scope": st.sampled_from(IDS)}), max_size=3)
+            return st.lists(
+                st.fixed_dictionaries(
+                    {
+                        "right": st.sampled_from(["read", "write", "spawn", "admin", "x"]),
+                        "scope": st.sampled_from(IDS),
+                    }
+                ),
+                max_size=3,
+            )
         return st.lists(st.text(max_size=8) | st.sampled_from(IDS), max_size=4)
-    return st.dictionaries(st.sampled_from(["A", "PATH", "=", "a b", ""]),
-                           st.text(max_size=8) | anything, max_size=3)
+    return st.dictionaries(
+        st.sampled_from(["A", "PATH", "=", "a b", ""]), st.text(max_size=8) | anything, max_size=3
+    )
 
 
 def params_text(draw: Callable[[st.SearchStrategy[Any]], Any], verb: Verb) -> str | None:
     """Params for ``verb``: all plausible (to reach the handler's own checks), all but one
     plausible, each anything, absent, or not an object."""
-    shape = draw(st.sampled_from(["plausible", "plausible", "one-wrong", "one-wrong",
-                                  "anything", "absent", "not-object"]))
+    shape = draw(
+        st.sampled_from(
+            ["plausible", "plausible", "one-wrong", "one-wrong", "anything", "absent", "not-object"]
+        )
+    )
     params: dict[str, Any] = {}
     if shape == "not-object":
         value = draw(anything)  # (null params mean {}: a shutdown, so wrap it too)
@@ -227,7 +347,8 @@ def params_text(draw: Callable[[st.SearchStrategy[Any]], Any], verb: Verb) -> st
     if verb.name in SPAWNING or verb.name == "run":
         argv = params.get("argv")
         if (isinstance(argv, list) and all(isinstance(a, str) for a in argv)) or (
-                verb.name in SPAWNING and "argv" not in params):
+            verb.name in SPAWNING and "argv" not in params
+        ):
             params["argv"] = ["true"]
         if isinstance(params.get("shell"), str):
             params["shell"] = "true"
@@ -254,8 +375,9 @@ def specified(verb: Verb, answer: dict[str, Any]) -> None:
 @pytest.mark.parametrize("verb", [v for v in VERBS if v.name != "hello"], ids=lambda v: v.name)
 @settings(max_examples=20, deadline=None, suppress_health_check=list(HealthCheck))
 @given(data=st.data())
-def test_every_verb_with_bad_params(fuzzed: tuple[Daemon, Conn], verb: Verb,
-                                    data: st.DataObject) -> None:
+def test_every_verb_with_bad_params(
+    fuzzed: tuple[Daemon, Conn], verb: Verb, data: st.DataObject
+) -> None:
     d, conn = fuzzed
     answer = conn.request(verb.name, params_text(data.draw, verb))
     specified(verb, answer)
@@ -283,16 +405,24 @@ def test_hello_with_bad_params(fuzzed: tuple[Daemon, Conn], data: st.DataObject)
 # odd id text -> (code, id echoed back): a scalar comes back as the frame sent it, anything
 # JSON cannot carry back faithfully (infinity, beyond 64 bits, over 64 chars) as null
 ODD_IDS: dict[str, tuple[str, Any]] = {
-    "1e999": ("invalid_request.id", None), "-1e999": ("invalid_request.id", None),
-    "NaN": ("invalid_request.json", None), "1.5": ("invalid_request.id", 1.5),
-    "-0.0": ("invalid_request.id", -0.0), "1e308": ("invalid_request.id", 1e308),
+    "1e999": ("invalid_request.id", None),
+    "-1e999": ("invalid_request.id", None),
+    "NaN": ("invalid_request.json", None),
+    "1.5": ("invalid_request.id", 1.5),
+    "-0.0": ("invalid_request.id", -0.0),
+    "1e308": ("invalid_request.id", 1e308),
     "9223372036854775808": ("invalid_request.id", None),
     "-9223372036854775809": ("invalid_request.id", None),
-    "9" * 400: ("invalid_request.id", None), "-" + "9" * 5000: ("invalid_request.id", None),
-    '"1"': ("invalid_request.id", "1"), '"' + "x" * 100 + '"': ("invalid_request.id", None),
-    "true": ("invalid_request.id", True), "false": ("invalid_request.id", False),
-    "null": ("invalid_request.id", None), "[]": ("invalid_request.id", None),
-    "{}": ("invalid_request.id", None), "[1]": ("invalid_request.id", None),
+    "9" * 400: ("invalid_request.id", None),
+    "-" + "9" * 5000: ("invalid_request.id", None),
+    '"1"': ("invalid_request.id", "1"),
+    '"' + "x" * 100 + '"': ("invalid_request.id", None),
+    "true": ("invalid_request.id", True),
+    "false": ("invalid_request.id", False),
+    "null": ("invalid_request.id", None),
+    "[]": ("invalid_request.id", None),
+    "{}": ("invalid_request.id", None),
+    "[1]": ("invalid_request.id", None),
     '{"a":1}': ("invalid_request.id", None),
     "[" * 70 + "]" * 70: ("invalid_request.json", None),  # deeper than a frame may nest
     '"\\ud800"': ("invalid_request.id", "\ud800"),
@@ -300,10 +430,8 @@ ODD_IDS: dict[str, tuple[str, Any]] = {
 
 
 @settings(max_examples=100, deadline=None, suppress_health_check=list(HealthCheck))
-@given(st.sampled_from(list(ODD_IDS)),
-       st.sampled_from(["whoami", "cancel", "hello", "nope", None]))
-def test_raw_frames_with_odd_ids(fuzzed: tuple[Daemon, Conn], rid: str,
-                                 verb: str | None) -> None:
+@given(st.sampled_from(list(ODD_IDS)), st.sampled_from(["whoami", "cancel", "hello", "nope", None]))
+def test_raw_frames_with_odd_ids(fuzzed: tuple[Daemon, Conn], rid: str, verb: str | None) -> None:
     d, conn = fuzzed
     body = f'"id":{rid}' + (f',"verb":"{verb}"' if verb else "")
     conn.send_text("{" + body + "}")

@@ -32,13 +32,19 @@ def test_sighup_reopens_the_log_and_the_daemon_keeps_its_runs(tmp: Path) -> None
         assert any("listening socket=" in line for line in lines(log))
         os.rename(log, tmp / "d.log.1")  # what logrotate does before postrotate
         os.kill(d.proc.pid, signal.SIGHUP)
-        wait_for(lambda: any("SIGHUP: log file reopened" in line for line in lines(log)), 10,
-                 "a new log file")
+        wait_for(
+            lambda: any("SIGHUP: log file reopened" in line for line in lines(log)),
+            10,
+            "a new log file",
+        )
         assert d.proc.poll() is None
         assert d.call("run.get", {"run": run})["state"] == "running"
         d.call("config.get", {"path": "log.keep"})
-        wait_for(lambda: any("verb=config.get" in line for line in lines(log)), 10,
-                 "the next line in the new file")
+        wait_for(
+            lambda: any("verb=config.get" in line for line in lines(log)),
+            10,
+            "the next line in the new file",
+        )
         assert not any("verb=config.get" in line for line in lines(tmp / "d.log.1"))
         assert os.stat(log).st_mode & 0o777 == 0o600
         d.proc.send_signal(signal.SIGINT)  # SIGINT and SIGTERM still shut down in order
@@ -53,16 +59,18 @@ def test_sighup_while_logging_to_stderr_stops_nothing(daemon: Daemon) -> None:
     run = daemon.call("run", {"key": "hup", "session": s, "argv": ["sleep", "60"]})["run"]
     for n in range(1, 4):
         os.kill(daemon.proc.pid, signal.SIGHUP)
-        wait_for(lambda n=n: daemon.log.read_text().count("no log file to reopen") == n, 10,
-                 f"HUP {n} handled")
+        wait_for(
+            lambda n=n: daemon.log.read_text().count("no log file to reopen") == n,
+            10,
+            f"HUP {n} handled",
+        )
     assert daemon.proc.poll() is None and os.path.exists(daemon.socket)
     assert daemon.call("run.get", {"run": run})["state"] == "running"
 
 
 def test_log_rotates_at_max_bytes_keeping_log_keep_files(tmp: Path) -> None:
     log = tmp / "d.log"
-    d = start_daemon(extra=["--log-file", str(log)],
-                     config="[log]\nmax_bytes = 4096\nkeep = 2\n")
+    d = start_daemon(extra=["--log-file", str(log)], config="[log]\nmax_bytes = 4096\nkeep = 2\n")
     try:
         with d.client() as c:
             for _ in range(150):  # one audit line (~100 bytes) each: about 4 files' worth
@@ -73,8 +81,11 @@ def test_log_rotates_at_max_bytes_keeping_log_keep_files(tmp: Path) -> None:
         for name in names:
             st = os.lstat(tmp / name)
             assert st.st_size <= 4096 and st.st_mode & 0o777 == 0o600
-        seqs = [int(m.group(1)) for name in ("d.log.2", "d.log.1", "d.log")
-                for m in re.finditer(r"audit seq=(\d+)", (tmp / name).read_text())]
+        seqs = [
+            int(m.group(1))
+            for name in ("d.log.2", "d.log.1", "d.log")
+            for m in re.finditer(r"audit seq=(\d+)", (tmp / name).read_text())
+        ]
         assert seqs == list(range(seqs[0], 151))  # in order, the newest last
         d.call("config.set", {"path": "log.max_bytes", "value": "0"})  # 0: never rotate
         with d.client() as c:
@@ -93,11 +104,17 @@ def test_accept_out_of_descriptors_logs_at_most_one_line_per_second(tmp: Path) -
 
     def limit() -> None:
         resource.setrlimit(resource.RLIMIT_NOFILE, (64, 64))
+
     env = {k: v for k, v in os.environ.items() if not k.startswith("VENOMX_")}
-    proc = subprocess.Popen([PY, "-m", "venomx", "serve", "--socket", sock,
-                             "--log-file", str(log)], stdout=subprocess.DEVNULL,
-                            stderr=subprocess.DEVNULL, env=env, cwd="/tmp",
-                            start_new_session=True, preexec_fn=limit)
+    proc = subprocess.Popen(
+        [PY, "-m", "venomx", "serve", "--socket", sock, "--log-file", str(log)],
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.DEVNULL,
+        env=env,
+        cwd="/tmp",
+        start_new_session=True,
+        preexec_fn=limit,
+    )
     d = Daemon(sock, proc, log)
     held: list[socket.socket] = []
     try:
@@ -110,8 +127,12 @@ def test_accept_out_of_descriptors_logs_at_most_one_line_per_second(tmp: Path) -
 
         def accept_lines() -> list[str]:
             return [line for line in lines(log) if "accept failed: EMFILE" in line]
-        wait_for(lambda: any("suppressed=" in line for line in accept_lines()), 15,
-                 "a counted accept line")
+
+        wait_for(
+            lambda: any("suppressed=" in line for line in accept_lines()),
+            15,
+            "a counted accept line",
+        )
         elapsed = time.monotonic() - start
         found = accept_lines()
         assert 1 < len(found) <= elapsed + 2, (elapsed, found)
@@ -147,6 +168,7 @@ def test_limiter_counts_repeats_and_writes_one_traceback_per_cause() -> None:
             raise kind("boom")
         except Exception:
             logger.exception("frame handling failed")
+
     try:
         for _ in range(1000):  # a flood of one bad input from one call site
             fail(ValueError)

@@ -64,9 +64,18 @@ def test_unknown_tool(daemon: Daemon) -> None:
 
 def test_oversized_result_tells_the_agent_what_to_do(daemon: Daemon) -> None:
     s = daemon.call("session.create")["session"]
-    r = daemon.call("run", {"key": "big", "session": s, "output_bytes": 262144, "output_rows": 1000,
-                            "cols": 1000, "shell": "yes 0123456789 | head -c 400000 | tr -d '\\n'; "
-                            "for i in $(seq 1 1000); do printf '%0999d\\n' $i; done"})
+    r = daemon.call(
+        "run",
+        {
+            "key": "big",
+            "session": s,
+            "output_bytes": 262144,
+            "output_rows": 1000,
+            "cols": 1000,
+            "shell": "yes 0123456789 | head -c 400000 | tr -d '\\n'; "
+            "for i in $(seq 1 1000); do printf '%0999d\\n' $i; done",
+        },
+    )
     daemon.wait_exit(r["run"], 30)
     daemon.call("config.set", {"path": "protocol.max_frame", "value": "65536"})
     api = McpApi(daemon)
@@ -109,17 +118,22 @@ def test_cancelled_tool_call_cancels_the_wait(daemon: Daemon) -> None:
     env = {**os.environ, "VENOMX_SOCKET": daemon.socket, "VENOMX_TOKEN": "@owner"}
 
     async def scenario() -> None:
-        params = StdioServerParameters(command=sys.executable, args=["-m", "venomx", "mcp"],
-                                       env=env)
+        params = StdioServerParameters(
+            command=sys.executable, args=["-m", "venomx", "mcp"], env=env
+        )
         async with stdio_client(params) as (read, write), ClientSession(read, write) as session:
             await session.initialize()
             with anyio.move_on_after(1.0):
                 await session.call_tool("run_dwait", {"run": run})
             # the daemon saw the cancel while the adapter is still connected
-            await anyio.to_thread.run_sync(lambda: wait_for(
-                lambda: daemon.call("doctor")["run"]["waiters"] == 0, 10, "wait cancelled"))
+            await anyio.to_thread.run_sync(
+                lambda: wait_for(
+                    lambda: daemon.call("doctor")["run"]["waiters"] == 0, 10, "wait cancelled"
+                )
+            )
             res = await session.call_tool("run_dget", {"run": run, "output": False})
             assert res.structured_content["state"] == "running"
+
     anyio.run(scenario)
     assert daemon.call("run.get", {"run": run})["state"] == "running"
 
@@ -134,9 +148,21 @@ def inspector_bin() -> str | None:
     binary = cache / "node_modules" / ".bin" / "mcp-inspector"
     if not binary.exists():
         cache.mkdir(parents=True, exist_ok=True)
-        subprocess.run(["npm", "install", "--prefix", str(cache), "--no-audit", "--no-fund",
-                        "--silent", INSPECTOR], check=True, timeout=600,
-                       capture_output=True)
+        subprocess.run(
+            [
+                "npm",
+                "install",
+                "--prefix",
+                str(cache),
+                "--no-audit",
+                "--no-fund",
+                "--silent",
+                INSPECTOR,
+            ],
+            check=True,
+            timeout=600,
+            capture_output=True,
+        )
     return str(binary)
 
 
@@ -148,23 +174,51 @@ def test_mcp_inspector_interoperates(daemon: Daemon) -> None:
     s = daemon.call("session.create")["session"]
     env = {**os.environ, "VENOMX_SOCKET": daemon.socket, "VENOMX_TOKEN": "@owner"}
     # the Inspector gives the server a minimal environment: pass ours explicitly
-    server = ["-e", f"VENOMX_SOCKET={daemon.socket}", "-e", "VENOMX_TOKEN=@owner",
-              sys.executable, "-m", "venomx", "mcp"]
+    server = [
+        "-e",
+        f"VENOMX_SOCKET={daemon.socket}",
+        "-e",
+        "VENOMX_TOKEN=@owner",
+        sys.executable,
+        "-m",
+        "venomx",
+        "mcp",
+    ]
 
     def inspect(*args: str) -> dict[str, object]:
-        r = subprocess.run([binary, "--cli", *server, *args], capture_output=True, text=True,
-                           env=env, timeout=120)
+        r = subprocess.run(
+            [binary, "--cli", *server, *args], capture_output=True, text=True, env=env, timeout=120
+        )
         assert r.returncode == 0, r.stderr
         out: dict[str, object] = json.loads(r.stdout)
         return out
+
     tools = inspect("--method", "tools/list")
     names = {t["name"] for t in tools["tools"]}  # type: ignore[union-attr, index]
     assert {"run", "run_dwait"} <= names
-    started = inspect("--method", "tools/call", "--tool-name", "run", "--tool-arg", "key=insp",
-                      "--tool-arg", f"session={s}", "--tool-arg", 'argv=["true"]')
+    started = inspect(
+        "--method",
+        "tools/call",
+        "--tool-name",
+        "run",
+        "--tool-arg",
+        "key=insp",
+        "--tool-arg",
+        f"session={s}",
+        "--tool-arg",
+        'argv=["true"]',
+    )
     rec = started["structuredContent"]
     assert isinstance(rec, dict) and rec["reused"] is False
-    waited = inspect("--method", "tools/call", "--tool-name", "run_dwait", "--tool-arg",
-                     f"run={rec['run']}", "--tool-arg", "timeout_ms=20000")
+    waited = inspect(
+        "--method",
+        "tools/call",
+        "--tool-name",
+        "run_dwait",
+        "--tool-arg",
+        f"run={rec['run']}",
+        "--tool-arg",
+        "timeout_ms=20000",
+    )
     result = waited["structuredContent"]
     assert isinstance(result, dict) and result["outcome"] == "succeeded" and result["status"] == 0

@@ -29,14 +29,16 @@ ADMIN_TOOLS = {"config_dget", "config_dset", "config_dreload", "audit_dlist", "s
 
 
 @asynccontextmanager
-async def mcp_session(d: Daemon, token: str | None = "@owner", *extra: str
-                      ) -> AsyncIterator[tuple[ClientSession, InitializeResult]]:
+async def mcp_session(
+    d: Daemon, token: str | None = "@owner", *extra: str
+) -> AsyncIterator[tuple[ClientSession, InitializeResult]]:
     env = {k: v for k, v in os.environ.items() if not k.startswith("VENOMX_")}
     env["VENOMX_SOCKET"] = d.socket
     if token is not None:
         env["VENOMX_TOKEN"] = token
-    params = StdioServerParameters(command=sys.executable,
-                                   args=["-m", "venomx.mcp", *extra], env=env)
+    params = StdioServerParameters(
+        command=sys.executable, args=["-m", "venomx.mcp", *extra], env=env
+    )
     async with stdio_client(params) as (read, write), ClientSession(read, write) as session:
         init = await session.initialize()
         yield session, init
@@ -64,8 +66,9 @@ def narrow_token(d: Daemon, session: str) -> str:
 def test_run_wait_reports_progress(daemon: Daemon) -> None:
     s = daemon.call("session.create")["session"]
     marker = "ROW-TEXT-MUST-NOT-LEAK"
-    run = daemon.call("run", {"key": "p", "session": s,
-                              "shell": f"echo {marker}; echo {marker}; sleep 60"})["run"]
+    run = daemon.call(
+        "run", {"key": "p", "session": s, "shell": f"echo {marker}; echo {marker}; sleep 60"}
+    )["run"]
     seen: list[tuple[float, str | None]] = []
 
     async def on_progress(progress: float, total: float | None, message: str | None) -> None:
@@ -73,10 +76,12 @@ def test_run_wait_reports_progress(daemon: Daemon) -> None:
 
     async def scenario() -> None:
         async with mcp_session(daemon) as (session, _):
-            res = await session.call_tool("run_dwait", {"run": run, "timeout_ms": 12000},
-                                          progress_callback=on_progress)
+            res = await session.call_tool(
+                "run_dwait", {"run": run, "timeout_ms": 12000}, progress_callback=on_progress
+            )
             assert res.is_error
             assert json.loads(res.content[0].text)["error"]["code"] == "timeout.wait"
+
     run_async(scenario)
     assert len(seen) >= 2, seen
     progress = [p for p, _ in seen]
@@ -101,6 +106,7 @@ def test_no_progress_without_a_token(daemon: Daemon) -> None:
             res = await session.call_tool("run_dwait", {"run": run, "timeout_ms": 20000})
             assert not res.is_error and res.structured_content is not None
             assert res.structured_content["outcome"] == "succeeded"
+
     run_async(scenario)
 
 
@@ -116,18 +122,25 @@ def test_cancelling_a_progress_wait_leaves_the_run_running(daemon: Daemon) -> No
     async def scenario() -> None:
         async with mcp_session(daemon) as (session, _):
             async with anyio.create_task_group() as tg:
+
                 async def wait() -> None:
-                    await session.call_tool("run_dwait", {"run": run},
-                                            progress_callback=on_progress)
+                    await session.call_tool(
+                        "run_dwait", {"run": run}, progress_callback=on_progress
+                    )
+
                 tg.start_soon(wait)
                 with anyio.fail_after(20):
                     await got_progress.wait()
                 tg.cancel_scope.cancel()  # the host gives up: notifications/cancelled
-            await anyio.to_thread.run_sync(lambda: wait_for(
-                lambda: daemon.call("doctor")["run"]["waiters"] == 0, 10, "wait cancelled"))
+            await anyio.to_thread.run_sync(
+                lambda: wait_for(
+                    lambda: daemon.call("doctor")["run"]["waiters"] == 0, 10, "wait cancelled"
+                )
+            )
             res = await session.call_tool("run_dget", {"run": run, "output": False})
             assert res.structured_content is not None
             assert res.structured_content["state"] == "running"
+
     run_async(scenario)
     assert daemon.call("run.get", {"run": run})["state"] == "running"
 
@@ -144,8 +157,15 @@ def test_tool_list_follows_the_principal(daemon: Daemon) -> None:
     assert narrow < owner
     assert not narrow & (ADMIN_TOOLS | SEAM_TOOLS)
     assert "session_dcreate" not in narrow  # spawn on session:s0 cannot create sessions
-    assert {"run", "run_dwait", "run_dcancel", "pane_dcapture_rows", "whoami",
-            "principal_dcreate", "doctor"} <= narrow
+    assert {
+        "run",
+        "run_dwait",
+        "run_dcancel",
+        "pane_dcapture_rows",
+        "whoami",
+        "principal_dcreate",
+        "doctor",
+    } <= narrow
     every = anyio.run(tool_names, daemon, token, "--all-tools")
     assert every == ALL - SEAM_TOOLS  # only an admin can learn that seams are on
 
@@ -153,8 +173,15 @@ def test_tool_list_follows_the_principal(daemon: Daemon) -> None:
 def test_anonymous_caller_sees_reads_only(daemon: Daemon) -> None:
     names = anyio.run(tool_names, daemon, None)
     assert "whoami" in names
-    assert not names & {"run", "principal_dcreate", "principal_drevoke", "run_dcancel",
-                        "session_dcreate", *ADMIN_TOOLS, *SEAM_TOOLS}
+    assert not names & {
+        "run",
+        "principal_dcreate",
+        "principal_drevoke",
+        "run_dcancel",
+        "session_dcreate",
+        *ADMIN_TOOLS,
+        *SEAM_TOOLS,
+    }
 
 
 def test_hidden_tool_answers_as_the_daemon(daemon: Daemon) -> None:
@@ -165,15 +192,16 @@ def test_hidden_tool_answers_as_the_daemon(daemon: Daemon) -> None:
         async with mcp_session(daemon, token) as (session, _):
             listed = {t.name for t in (await session.list_tools()).tools}
             assert "shutdown" not in listed and "config_dget" not in listed
-            for tool, cli in (("shutdown", ["shutdown"]),
-                              ("config_dget", ["config", "get"])):
+            for tool, cli in (("shutdown", ["shutdown"]), ("config_dget", ["config", "get"])):
                 res = await session.call_tool(tool, {})
                 assert res.is_error and res.structured_content is None
                 err = json.loads(res.content[0].text)["error"]
                 out = await anyio.to_thread.run_sync(
-                    lambda cli=cli: daemon.cli(*cli, "--json", token=token))
+                    lambda cli=cli: daemon.cli(*cli, "--json", token=token)
+                )
                 assert json.loads(out.out)["error"] == err
                 assert err["code"] == "denied.admin" and out.code == exit_code_for(err["code"])
+
     run_async(scenario)
     assert daemon.call("whoami")["principal"] == "g0"  # still up: shutdown was refused
 
@@ -182,14 +210,17 @@ def test_seam_tools_only_with_test_seams(daemon: Daemon) -> None:
     assert SEAM_TOOLS <= anyio.run(tool_names, daemon)
     plain = start_daemon(seams=False)
     try:
+
         async def scenario() -> None:
             async with mcp_session(plain) as (session, _):
                 names = {t.name for t in (await session.list_tools()).tools}
                 assert names == ALL - SEAM_TOOLS
-                res = await session.call_tool("seam_dwait", {"name": "run.before_barrier",
-                                                             "timeout_ms": 0})
+                res = await session.call_tool(
+                    "seam_dwait", {"name": "run.before_barrier", "timeout_ms": 0}
+                )
                 err = json.loads(res.content[0].text)["error"]
                 assert res.is_error and err["code"] == "unsupported.seams"
+
         run_async(scenario)
         assert anyio.run(tool_names, plain, "@owner", "--all-tools") == ALL - SEAM_TOOLS
     finally:
@@ -209,8 +240,17 @@ def test_annotations_and_instructions(daemon: Daemon) -> None:
         async with mcp_session(daemon) as (session, init):
             assert init.instructions == instructions()
             assert len(init.instructions) < 1500
-            for phrase in ("`run`", "unique `key`", "`run_dwait`", "25000", "timeout.wait",
-                           "`outcome`", "`status`", "`pane_dcapture_rows`", "`run_dcancel`"):
+            for phrase in (
+                "`run`",
+                "unique `key`",
+                "`run_dwait`",
+                "25000",
+                "timeout.wait",
+                "`outcome`",
+                "`status`",
+                "`pane_dcapture_rows`",
+                "`run_dcancel`",
+            ):
                 assert phrase in init.instructions, phrase
             tools = {t.name: t for t in (await session.list_tools()).tools}
             for name, t in tools.items():
@@ -220,13 +260,28 @@ def test_annotations_and_instructions(daemon: Daemon) -> None:
                     assert schema.get("description"), f"{name}.{p}"
                 a = t.annotations
                 assert a.idempotent_hint == a.read_only_hint, name  # idempotent: reads only
-            for name in ("run_dwait", "run_dget", "run_dlist", "pane_dcapture_rows",
-                         "whoami", "doctor", "session_dlist", "events_dread"):
+            for name in (
+                "run_dwait",
+                "run_dget",
+                "run_dlist",
+                "pane_dcapture_rows",
+                "whoami",
+                "doctor",
+                "session_dlist",
+                "events_dread",
+            ):
                 a = tools[name].annotations
                 assert a is not None and a.read_only_hint and a.idempotent_hint, name
                 assert not a.destructive_hint and not a.open_world_hint, name
-            for name in ("run_dcancel", "pane_dkill", "pane_dremove", "window_dremove",
-                         "session_dremove", "principal_drevoke", "shutdown"):
+            for name in (
+                "run_dcancel",
+                "pane_dkill",
+                "pane_dremove",
+                "window_dremove",
+                "session_dremove",
+                "principal_drevoke",
+                "shutdown",
+            ):
                 a = tools[name].annotations
                 assert a is not None and a.destructive_hint and not a.read_only_hint, name
                 assert not a.open_world_hint, name
@@ -241,13 +296,13 @@ def test_annotations_and_instructions(daemon: Daemon) -> None:
             assert grant["required"] == ["right", "scope"]
             assert grant["properties"]["right"]["enum"] == list(GRANT_RIGHTS)
             assert grant["additionalProperties"] is False
-            assert props["env"]["additionalProperties"] == {"type": "string",
-                                                            "maxLength": 32768}
+            assert props["env"]["additionalProperties"] == {"type": "string", "maxLength": 32768}
             assert props["argv"]["items"]["type"] == "string" and props["argv"]["minItems"] == 1
             assert "maxItems" in props["argv"]
             wait = tools["run_dwait"]
             assert "25000" in (wait.description or "")
             assert wait.input_schema["properties"]["run"]["description"]
+
     run_async(scenario)
 
 
@@ -258,8 +313,18 @@ def test_grant_schema_is_the_daemons() -> None:
 
     assert tuple(RIGHTS) == GRANT_RIGHTS
     pattern = re.compile(GRANT_SCOPE_PATTERN)
-    for scope in ("*", "self", "session:*", "run:r1", "pane:p-1.x", "session:",
-                  "window:" + "a" * 65, "host:*", "self ", "*x"):
+    for scope in (
+        "*",
+        "self",
+        "session:*",
+        "run:r1",
+        "pane:p-1.x",
+        "session:",
+        "window:" + "a" * 65,
+        "host:*",
+        "self ",
+        "*x",
+    ):
         try:
             parse_grants([{"right": "read", "scope": scope}])
             daemon_ok = True
@@ -268,21 +333,25 @@ def test_grant_schema_is_the_daemons() -> None:
         assert (pattern.fullmatch(scope) is not None) == daemon_ok, scope
 
 
-@pytest.mark.parametrize(("grants", "principal", "tool", "expected"), [
-    ([{"right": "admin", "scope": "*"}], "g1", "config.get", True),
-    ([{"right": "admin", "scope": "session:s0"}], "g1", "config.get", False),
-    ([{"right": "spawn", "scope": "session:*"}], "g1", "session.create", True),
-    ([{"right": "spawn", "scope": "session:s0"}], "g1", "session.create", False),
-    ([{"right": "spawn", "scope": "session:s0"}], "g1", "run", True),
-    ([{"right": "read", "scope": "run:r1"}], "g1", "run.wait", True),
-    ([{"right": "read", "scope": "run:r1"}], "g1", "run.cancel", False),
-    ([], "g1", "principal.create", True),
-    ([{"right": "spawn", "scope": "*"}], None, "run", False),
-    ([{"right": "read", "scope": "*"}], None, "principal.create", False),
-    ([{"right": "read", "scope": "*"}], None, "run.get", True),
-    ([], "g1", "whoami", True),
-])
-def test_can_ever_call(grants: list[dict[str, Any]], principal: str | None, tool: str,
-                       expected: bool) -> None:
+@pytest.mark.parametrize(
+    ("grants", "principal", "tool", "expected"),
+    [
+        ([{"right": "admin", "scope": "*"}], "g1", "config.get", True),
+        ([{"right": "admin", "scope": "session:s0"}], "g1", "config.get", False),
+        ([{"right": "spawn", "scope": "session:*"}], "g1", "session.create", True),
+        ([{"right": "spawn", "scope": "session:s0"}], "g1", "session.create", False),
+        ([{"right": "spawn", "scope": "session:s0"}], "g1", "run", True),
+        ([{"right": "read", "scope": "run:r1"}], "g1", "run.wait", True),
+        ([{"right": "read", "scope": "run:r1"}], "g1", "run.cancel", False),
+        ([], "g1", "principal.create", True),
+        ([{"right": "spawn", "scope": "*"}], None, "run", False),
+        ([{"right": "read", "scope": "*"}], None, "principal.create", False),
+        ([{"right": "read", "scope": "*"}], None, "run.get", True),
+        ([], "g1", "whoami", True),
+    ],
+)
+def test_can_ever_call(
+    grants: list[dict[str, Any]], principal: str | None, tool: str, expected: bool
+) -> None:
     verb = next(v for v in VERBS if v.name == tool)
     assert can_ever_call(verb, principal, grants) is expected

@@ -30,9 +30,17 @@ def test_sentinel_survives_any_output(daemon: Daemon, tmp_path: Path) -> None:
     go = tmp_path / "go"
     cols, rows = 80, 24
     # the program stays until the test has resized it (a file, not a sleep that may end first)
-    r = daemon.call("run", {"key": "fuzz", "session": s, "cols": cols, "rows": rows,
-                            "shell": f"cat {blob}; printf '\\033[0m\\033[?1049l\\r\\nDONE'; "
-                                     f"while [ ! -e {go} ]; do sleep 0.01; done"})
+    r = daemon.call(
+        "run",
+        {
+            "key": "fuzz",
+            "session": s,
+            "cols": cols,
+            "rows": rows,
+            "shell": f"cat {blob}; printf '\\033[0m\\033[?1049l\\r\\nDONE'; "
+            f"while [ ! -e {go} ]; do sleep 0.01; done",
+        },
+    )
     daemon.call("pane.resize", {"pane": r["pane"], "cols": 1, "rows": 1})
     daemon.call("pane.resize", {"pane": r["pane"], "cols": 65535, "rows": 16})
     daemon.call("pane.resize", {"pane": r["pane"], "cols": cols, "rows": rows})
@@ -49,10 +57,18 @@ def test_crashers_and_zero_width_keep_the_real_outcome(daemon: Daemon) -> None:
     """Erase values pyte raised on, then a zero-width space before the text that matters:
     the run fails with its own exit code and the tail keeps every character."""
     s = daemon.call("session.create")["session"]
-    r = daemon.call("run", {"key": "zw", "session": s, "cols": 80, "rows": 24,
-                            "shell": "printf '\\033[3K\\033[4J'; "
-                                     "printf 'summary: \\342\\200\\213FAIL: 3 tests failed\\n'; "
-                                     "exit 3"})
+    r = daemon.call(
+        "run",
+        {
+            "key": "zw",
+            "session": s,
+            "cols": 80,
+            "rows": 24,
+            "shell": "printf '\\033[3K\\033[4J'; "
+            "printf 'summary: \\342\\200\\213FAIL: 3 tests failed\\n'; "
+            "exit 3",
+        },
+    )
     rec = daemon.wait_exit(r["run"], 30)
     assert (rec["outcome"], rec["exit_code"]) == ("failed", 3), rec
     lines = [ln.rstrip() for ln in rec["output"]["lines"]]

@@ -18,6 +18,7 @@ from venomx.wire import VenomxError
 
 def footprint(d: Daemon) -> tuple[int, int, int, int]:
     """Children, fds, panes and events: what a bad request must not change."""
+
     def settled() -> tuple[int, int, int, int] | None:
         doc = d.call("doctor")
         live = doc["counters"]["panes"]["running"] + doc["counters"]["panes"]["terminating"]
@@ -29,8 +30,13 @@ def footprint(d: Daemon) -> tuple[int, int, int, int]:
             return None
         # fds net of client connections (transient, ours included) and spare channels
         fds = doc["fds"] - doc["counters"]["connections"] - spares
-        return (kids - spares, fds, sum(doc["counters"]["panes"].values()),
-                doc["counters"]["events"])
+        return (
+            kids - spares,
+            fds,
+            sum(doc["counters"]["panes"].values()),
+            doc["counters"]["events"],
+        )
+
     return wait_for(settled, 10, "settled daemon")
 
 
@@ -42,11 +48,19 @@ def test_window_create_split_and_layout(daemon: Daemon) -> None:
     sp = daemon.call("pane.split", {"pane": "p0", "axis": "cols", "argv": ["sleep", "60"]})
     sp2 = daemon.call("pane.split", {"pane": sp["pane"], "axis": "rows", "argv": ["true"]})
     win = daemon.call("window.get", {"window": "w0"})
-    assert win["layout"] == {"axis": "cols", "children": [
-        {"pane": "p0"}, {"axis": "rows", "children": [{"pane": "p1"}, {"pane": "p2"}]}]}
+    assert win["layout"] == {
+        "axis": "cols",
+        "children": [
+            {"pane": "p0"},
+            {"axis": "rows", "children": [{"pane": "p1"}, {"pane": "p2"}]},
+        ],
+    }
     assert [p["pane"] for p in win["panes"]] == ["p0", "p1", "p2"]
-    wait_for(lambda: daemon.call("pane.list", {"window": "w0"})["panes"][2]["state"] == "exited",
-             10, "p2 exit")
+    wait_for(
+        lambda: daemon.call("pane.list", {"window": "w0"})["panes"][2]["state"] == "exited",
+        10,
+        "p2 exit",
+    )
     rec = daemon.call("pane.list", {"window": "w0"})["panes"][2]
     assert rec["exit_code"] == 0 and rec["argv0"] == "true" and "exited_at" in rec
     assert sp2["pid"] > 0
@@ -60,9 +74,17 @@ def test_window_create_split_and_layout(daemon: Daemon) -> None:
 def test_environment_and_cwd(daemon: Daemon, tmp_path: Path) -> None:
     out = tmp_path / "env"
     s = daemon.call("session.create")["session"]
-    r = daemon.call("run", {"key": "env", "session": s, "cwd": str(tmp_path),
-                            "env": {"A": "1", "O": str(out)}, "env_unset": ["HOME"],
-                            "shell": 'env > "$O"; pwd >> "$O"'})
+    r = daemon.call(
+        "run",
+        {
+            "key": "env",
+            "session": s,
+            "cwd": str(tmp_path),
+            "env": {"A": "1", "O": str(out)},
+            "env_unset": ["HOME"],
+            "shell": 'env > "$O"; pwd >> "$O"',
+        },
+    )
     daemon.wait_exit(r["run"])
     env = dict(line.split("=", 1) for line in out.read_text().splitlines()[:-1] if "=" in line)
     assert env["A"] == "1" and "HOME" not in env and env["TERM"] == "xterm-256color"
@@ -83,31 +105,57 @@ BAD: list[tuple[dict[str, Any], str, dict[str, Any]]] = [
     ({"cwd": "relative"}, "invalid_params.cwd", {"param": "cwd", "reason": "relative"}),
     ({"cwd": "/nonexistent-dir"}, "invalid_params.cwd", {"param": "cwd", "reason": "missing"}),
     ({"cwd": "/etc/passwd"}, "invalid_params.cwd", {"param": "cwd", "reason": "not_directory"}),
-    ({"env": {"A=B": "x"}}, "invalid_params.env", {"param": "env", "reason": "name", "name": "A=B"}),
+    (
+        {"env": {"A=B": "x"}},
+        "invalid_params.env",
+        {"param": "env", "reason": "name", "name": "A=B"},
+    ),
     ({"env": {"A": "x\0"}}, "invalid_params.env", {"param": "env", "reason": "nul", "name": "A"}),
-    ({"env": {"A": "x" * 32769}}, "invalid_params.env", {"param": "env", "reason": "size", "name": "A"}),
+    (
+        {"env": {"A": "x" * 32769}},
+        "invalid_params.env",
+        {"param": "env", "reason": "size", "name": "A"},
+    ),
     ({"env_unset": ["B\0"]}, "invalid_params.env", {"param": "env", "reason": "name"}),
     ({"name": "bad name"}, "invalid_params.name", {"param": "name"}),
-    ({"grants": [{"right": "fly", "scope": "*"}]}, "invalid_params.grants",
-     {"param": "grants", "reason": "right", "index": 0}),
-    ({"grants": [{"right": "read", "scope": "galaxy:1"}]}, "invalid_params.grants",
-     {"param": "grants", "reason": "scope", "index": 0}),
-    ({"grants": ["read"]}, "invalid_params.type", {"param": "grants", "expected": "array of object"}),
-    ({"grants": [{"right": "read"}]}, "invalid_params.grants",
-     {"param": "grants", "reason": "shape", "index": 0}),
+    (
+        {"grants": [{"right": "fly", "scope": "*"}]},
+        "invalid_params.grants",
+        {"param": "grants", "reason": "right", "index": 0},
+    ),
+    (
+        {"grants": [{"right": "read", "scope": "galaxy:1"}]},
+        "invalid_params.grants",
+        {"param": "grants", "reason": "scope", "index": 0},
+    ),
+    (
+        {"grants": ["read"]},
+        "invalid_params.type",
+        {"param": "grants", "expected": "array of object"},
+    ),
+    (
+        {"grants": [{"right": "read"}]},
+        "invalid_params.grants",
+        {"param": "grants", "reason": "shape", "index": 0},
+    ),
     ({"argv": ["/nonexistent"]}, "unavailable.spawn", {"errno": "ENOENT"}),
     ({"argv": ["/etc/passwd"]}, "unavailable.spawn", {"errno": "EACCES"}),
 ]
 
 
-@pytest.mark.parametrize(("params", "code", "data"), BAD, ids=[c[1] + str(i) for i, c in enumerate(BAD)])
-def test_bad_spawn_leaves_nothing(daemon: Daemon, params: dict[str, Any], code: str,
-                                  data: dict[str, Any] | None) -> None:
+@pytest.mark.parametrize(
+    ("params", "code", "data"), BAD, ids=[c[1] + str(i) for i, c in enumerate(BAD)]
+)
+def test_bad_spawn_leaves_nothing(
+    daemon: Daemon, params: dict[str, Any], code: str, data: dict[str, Any] | None
+) -> None:
     s = daemon.call("session.create")["session"]
     base = daemon.call("window.create", {"session": s, "argv": ["sleep", "60"]})["pane"]
     before = footprint(daemon)
-    for verb, target in (("window.create", {"session": s}),
-                         ("pane.split", {"pane": base, "axis": "cols"})):
+    for verb, target in (
+        ("window.create", {"session": s}),
+        ("pane.split", {"pane": base, "axis": "cols"}),
+    ):
         if verb == "pane.split" and "name" in params:
             continue
         p = {"argv": ["true"], **target, **params}
@@ -126,8 +174,10 @@ def test_unknown_targets_and_exited(daemon: Daemon) -> None:
     p = daemon.call("window.create", {"session": s, "argv": ["true"]})["pane"]
     wait_for(lambda: daemon.call("pane.list")["panes"][0]["state"] == "exited", 10, "exit")
     assert daemon.error("pane.send", {"pane": p, "text": "x"}).code == "conflict.pane_exited"
-    assert daemon.error("pane.resize", {"pane": p, "cols": 5, "rows": 5}).code == \
-        "conflict.pane_exited"
+    assert (
+        daemon.error("pane.resize", {"pane": p, "cols": 5, "rows": 5}).code
+        == "conflict.pane_exited"
+    )
 
 
 def test_pane_send_forms(daemon: Daemon) -> None:
@@ -135,14 +185,23 @@ def test_pane_send_forms(daemon: Daemon) -> None:
     p = daemon.call("window.create", {"session": s, "argv": ["cat"], "cols": 40, "rows": 5})["pane"]
     assert daemon.call("pane.send", {"pane": p, "text": "héllo"})["bytes"] == 6
     assert daemon.call("pane.send", {"pane": p, "data": "YWJj"})["bytes"] == 3
-    for params, reason in (({}, "missing"), ({"text": "a", "data": "YQ=="}, "exclusive"),
-                           ({"keys": ["NoSuchKey"]}, "unknown_key"), ({"data": "***"}, "base64")):
+    for params, reason in (
+        ({}, "missing"),
+        ({"text": "a", "data": "YQ=="}, "exclusive"),
+        ({"keys": ["NoSuchKey"]}, "unknown_key"),
+        ({"data": "***"}, "base64"),
+    ):
         e = daemon.error("pane.send", {"pane": p, **params})
         assert e.code == "invalid_params.input" and e.data["reason"] == reason
-    assert daemon.call("pane.send", {"pane": p, "keys": ["Enter", "F5", "Up", "C-c"]})["bytes"] \
+    assert (
+        daemon.call("pane.send", {"pane": p, "keys": ["Enter", "F5", "Up", "C-c"]})["bytes"]
         == 1 + 5 + 3 + 1
-    rec = wait_for(lambda: (x := daemon.call("pane.list")["panes"][0])["state"] == "exited" and x,
-                   10, "C-c to end cat")
+    )
+    rec = wait_for(
+        lambda: (x := daemon.call("pane.list")["panes"][0])["state"] == "exited" and x,
+        10,
+        "C-c to end cat",
+    )
     assert rec["signal"] == "SIGINT"
 
 
@@ -150,30 +209,43 @@ def test_typed_input_reaches_the_program_and_resize(daemon: Daemon) -> None:
     s = daemon.call("session.create")["session"]
     p = daemon.call("window.create", {"session": s, "argv": ["cat"], "cols": 20, "rows": 4})["pane"]
     daemon.call("pane.send", {"pane": p, "text": "ping\r"})
-    wait_for(lambda: sum("ping" in ln for ln in
-                         daemon.call("pane.capture_rows", {"pane": p})["lines"]) == 2, 10, "echo")
+    wait_for(
+        lambda: (
+            sum("ping" in ln for ln in daemon.call("pane.capture_rows", {"pane": p})["lines"]) == 2
+        ),
+        10,
+        "echo",
+    )
     rec = daemon.call("pane.resize", {"pane": p, "cols": 30, "rows": 6})
     assert (rec["cols"], rec["rows"]) == (30, 6)
-    cap = wait_for(lambda: (c := daemon.call("pane.capture_rows", {"pane": p}))["cols"] == 30 and c,
-                   10, "resized")
+    cap = wait_for(
+        lambda: (c := daemon.call("pane.capture_rows", {"pane": p}))["cols"] == 30 and c,
+        10,
+        "resized",
+    )
     assert cap["epoch"] == 2 and all(len(ln) == 30 for ln in cap["lines"])
     e = daemon.error("pane.capture_rows", {"pane": p, "epoch": 1})
     assert e.code == "conflict.epoch" and e.data == {"epoch": 2}
-    assert daemon.error("pane.resize", {"pane": p, "cols": 2000, "rows": 2000}).code == \
-        "invalid_params.size"
+    assert (
+        daemon.error("pane.resize", {"pane": p, "cols": 2000, "rows": 2000}).code
+        == "invalid_params.size"
+    )
 
 
 def test_daemon_sigkill_leaves_no_pane_process(tmp_path: Path) -> None:
     d = start_daemon()
     s = d.call("session.create")["session"]
-    pids = [d.call("window.create", {"session": s, "argv": argv})["pid"]
-            for argv in (["sleep", "300"], ["sh", "-c", "trap '' HUP; sleep 300"])]
+    pids = [
+        d.call("window.create", {"session": s, "argv": argv})["pid"]
+        for argv in (["sleep", "300"], ["sh", "-c", "trap '' HUP; sleep 300"])
+    ]
     sentinels = [c for c in psutil.Process(d.proc.pid).children()]
     os.kill(d.proc.pid, signal.SIGKILL)
     d.proc.wait(5)
 
     def gone() -> bool:
         return not any(running(p) for p in pids + [c.pid for c in sentinels])
+
     wait_for(gone, 10, "pane processes to die after the sentinels' grace")
     try:
         os.killpg(d.proc.pid, signal.SIGKILL)
@@ -184,8 +256,12 @@ def test_daemon_sigkill_leaves_no_pane_process(tmp_path: Path) -> None:
 def test_serve_socket_rules(tmp_path: Path) -> None:
     d = start_daemon()
     try:
-        r = subprocess.run([PY, "-m", "venomx", "serve", "--socket", d.socket], capture_output=True,
-                           text=True, timeout=20)
+        r = subprocess.run(
+            [PY, "-m", "venomx", "serve", "--socket", d.socket],
+            capture_output=True,
+            text=True,
+            timeout=20,
+        )
         assert r.returncode == 6 and "unavailable.address_in_use" in r.stderr
         st = os.stat(d.socket)
         assert oct(st.st_mode & 0o777) == "0o600"
@@ -203,32 +279,46 @@ def test_serve_socket_rules(tmp_path: Path) -> None:
     sk = _socket.socket(_socket.AF_UNIX)
     sk.bind(str(stale))
     sk.close()  # a socket file nobody listens on
-    r = subprocess.run([PY, "-m", "venomx", "serve", "--socket", str(stale), "--detach",
-                        "--json"], capture_output=True, text=True, timeout=20)
+    r = subprocess.run(
+        [PY, "-m", "venomx", "serve", "--socket", str(stale), "--detach", "--json"],
+        capture_output=True,
+        text=True,
+        timeout=20,
+    )
     assert r.returncode == 0, r.stderr
     info = __import__("json").loads(r.stdout)
     assert info["socket"] == str(stale) and info["source"].startswith("venomx/")
-    r = subprocess.run([PY, "-m", "venomx", "shutdown", "--socket", str(stale), "--token",
-                        "@owner", "--json"], capture_output=True, text=True, timeout=20)
+    r = subprocess.run(
+        [PY, "-m", "venomx", "shutdown", "--socket", str(stale), "--token", "@owner", "--json"],
+        capture_output=True,
+        text=True,
+        timeout=20,
+    )
     assert r.returncode == 0
     wait_for(lambda: not running(info["pid"]), 10, "detached exit")
     assert not stale.exists()
 
 
 def test_config_verbs(daemon: Daemon) -> None:
-    assert daemon.call("config.get", {"path": "run.max_active"}) == {"config": {"run.max_active": 64}}
+    assert daemon.call("config.get", {"path": "run.max_active"}) == {
+        "config": {"run.max_active": 64}
+    }
     daemon.call("config.set", {"path": "run.max_active", "value": "4"})
     assert daemon.call("config.get")["config"]["run.max_active"] == 4
-    for path, value, reason in (("run.max_active", "0", "must be between 1 and 4096"),
-                                ("run.max_active", "x", "value is not JSON"),
-                                ("nope", "1", "unknown key"),
-                                ("auth.default_grants", '[{"right":"x","scope":"*"}]', None)):
+    for path, value, reason in (
+        ("run.max_active", "0", "must be between 1 and 4096"),
+        ("run.max_active", "x", "value is not JSON"),
+        ("nope", "1", "unknown key"),
+        ("auth.default_grants", '[{"right":"x","scope":"*"}]', None),
+    ):
         e = daemon.error("config.set", {"path": path, "value": value})
         assert e.code == "invalid_params.config" and e.data["path"] == path
         if reason:
             assert e.data["reason"].startswith(reason)
     evs = daemon.call("events.read", {"limit": 1024})["events"]
-    assert [e["data"] for e in evs if e["type"] == "config.changed"] == [{"paths": ["run.max_active"]}]
+    assert [e["data"] for e in evs if e["type"] == "config.changed"] == [
+        {"paths": ["run.max_active"]}
+    ]
     assert daemon.error("config.get", token=None).code == "denied.admin"
 
 
@@ -268,8 +358,11 @@ def test_dead_spare_sentinels_do_not_fail_a_start(daemon: Daemon) -> None:
     s = daemon.call("session.create")["session"]
     full = SPARES
     wait_for(lambda: daemon.call("doctor")["sentinels"]["spares"] == full, 10, "spares ready")
-    spares = [c for c in psutil.Process(daemon.proc.pid).children()
-              if " ".join(x for x in c.cmdline() if x) == "venomx-sentinel (spare)"]
+    spares = [
+        c
+        for c in psutil.Process(daemon.proc.pid).children()
+        if " ".join(x for x in c.cmdline() if x) == "venomx-sentinel (spare)"
+    ]
     assert len(spares) == full
     for spare in spares:  # the daemon may not have noticed yet when the run starts
         spare.kill()
@@ -298,11 +391,13 @@ def test_the_fork_server_reaps_its_intermediates(daemon: Daemon) -> None:
     s = daemon.call("session.create")["session"]
     for _ in range(SPARES):
         daemon.call("window.create", {"session": s, "argv": ["true"]})
+
     def title(pid: int) -> str:
         try:
             return Path(f"/proc/{pid}/cmdline").read_text()
         except OSError:  # a sentinel that just ended
             return ""
+
     server = [pid for pid in daemon.children() if title(pid).startswith("venomx-forkserver")]
     assert len(server) == 1
     forkserver = psutil.Process(server[0])
@@ -316,8 +411,9 @@ def test_a_failed_exec_leaves_the_very_same_processes(daemon: Daemon) -> None:
     wait_for(lambda: daemon.call("doctor")["sentinels"]["spares"] == SPARES, 10, "spares ready")
     before = set(daemon.children())
     for argv in (["/nonexistent"], ["/etc/passwd"], ["no-such-program-xyz"]):
-        assert daemon.error("window.create", {"session": s, "argv": argv}).code \
-            == "unavailable.spawn"
+        assert (
+            daemon.error("window.create", {"session": s, "argv": argv}).code == "unavailable.spawn"
+        )
     wait_for(lambda: daemon.call("doctor")["sentinels"]["spares"] == SPARES, 10, "spares back")
     assert set(daemon.children()) == before
     daemon.call("window.create", {"session": s, "argv": ["true"]})  # a recycled one serves

@@ -20,8 +20,11 @@ def spawn(d: Daemon, argv: list[str], session: str | None = None) -> dict[str, A
 
 
 def ready(d: Daemon, pane: str, text: str) -> None:
-    wait_for(lambda: any(text in ln for ln in d.call("pane.capture_rows", {"pane": pane})["lines"]),
-             10, f"{text!r} on screen")
+    wait_for(
+        lambda: any(text in ln for ln in d.call("pane.capture_rows", {"pane": pane})["lines"]),
+        10,
+        f"{text!r} on screen",
+    )
 
 
 def group_alive(pgid: int) -> list[int]:
@@ -40,10 +43,13 @@ def no_leftovers(d: Daemon, pgid: int) -> None:
     wait_for(lambda: d.call("doctor")["zombies"] == 0, 10, "no zombies")
 
 
-@pytest.mark.parametrize(("script", "signal", "exit_code"), [
-    ("exec sleep 100", "SIGHUP", None),
-    ('trap "exit 0" HUP; echo ready; sleep 100 & wait', None, 0),
-])
+@pytest.mark.parametrize(
+    ("script", "signal", "exit_code"),
+    [
+        ("exec sleep 100", "SIGHUP", None),
+        ('trap "exit 0" HUP; echo ready; sleep 100 & wait', None, 0),
+    ],
+)
 def test_kill_hup(daemon: Daemon, script: str, signal: str | None, exit_code: int | None) -> None:
     w = spawn(daemon, ["sh", "-c", script])
     if "ready" in script:
@@ -75,9 +81,16 @@ def test_stopped_leader_gets_sigcont(daemon: Daemon) -> None:
 
 def test_group_with_children_and_escapee(daemon: Daemon, tmp_path: Path) -> None:
     pidfile = tmp_path / "esc"
-    w = spawn(daemon, ["sh", "-c", f"sleep 100 & sleep 100 & "
-                       f"setsid sh -c 'echo $$ > {pidfile}; exec sleep 100' & "
-                       f"while [ ! -s {pidfile} ]; do sleep 0.01; done; echo ready; wait"])
+    w = spawn(
+        daemon,
+        [
+            "sh",
+            "-c",
+            f"sleep 100 & sleep 100 & "
+            f"setsid sh -c 'echo $$ > {pidfile}; exec sleep 100' & "
+            f"while [ ! -s {pidfile} ]; do sleep 0.01; done; echo ready; wait",
+        ],
+    )
     ready(daemon, w["pane"], "ready")
     esc = int(pidfile.read_text())
     kids = group_alive(w["pid"])
@@ -97,18 +110,23 @@ def test_grace_zero_and_joining(daemon: Daemon) -> None:
 
     def kill(sig: str) -> None:
         try:
-            results.append(daemon.call("pane.kill", {"pane": w["pane"], "signal": sig,
-                                                     "grace_ms": 1500}))
+            results.append(
+                daemon.call("pane.kill", {"pane": w["pane"], "signal": sig, "grace_ms": 1500})
+            )
         except VenomxError as exc:
             results.append(exc)
+
     threads = [threading.Thread(target=kill, args=(s,)) for s in ("SIGTERM", "SIGHUP", "SIGINT")]
     for t in threads:
         t.start()
     for t in threads:
         t.join(20)
     assert len(results) == 3 and all(r == results[0] for r in results)
-    evs = [e for e in daemon.call("events.read", {"limit": 1024})["events"]
-           if e["type"] == "pane.terminating"]
+    evs = [
+        e
+        for e in daemon.call("events.read", {"limit": 1024})["events"]
+        if e["type"] == "pane.terminating"
+    ]
     assert len(evs) == 1  # joined: one termination, first signal kept
     again = daemon.call("pane.kill", {"pane": w["pane"]})
     assert again == results[0]  # exited: unchanged, nothing sent
@@ -120,8 +138,10 @@ def test_kill_wait_timeout(daemon: Daemon) -> None:
     e = daemon.error("pane.kill", {"pane": w["pane"], "grace_ms": 0})
     assert e.code == "timeout.terminate" and e.data == {"panes": [w["pane"]]}
     assert daemon.call("pane.list")["panes"][0]["state"] == "terminating"
-    assert daemon.error("pane.send", {"pane": w["pane"], "text": "x"}).code == \
-        "conflict.pane_terminating"
+    assert (
+        daemon.error("pane.send", {"pane": w["pane"], "text": "x"}).code
+        == "conflict.pane_terminating"
+    )
     doc = daemon.call("doctor")  # a pane (no run) stuck terminating is not a doctor warning
     assert doc["status"] == "ok", doc["checks"]
     daemon.call("seam.set", {"name": "terminate.unkillable", "state": "release"})
@@ -164,15 +184,19 @@ def test_spawn_into_removing_session(daemon: Daemon) -> None:
     ready(daemon, w["pane"], "ready")  # the trap is set: SIGHUP will not end it
     c = daemon.client()
     rid = c.start("session.remove", {"session": s, "recursive": True})
-    wait_for(lambda: daemon.call("pane.list")["panes"][0]["state"] == "terminating", 10, "terminating")
+    wait_for(
+        lambda: daemon.call("pane.list")["panes"][0]["state"] == "terminating", 10, "terminating"
+    )
     assert daemon.error("window.create", {"session": s}).code == "conflict.removing"
     assert c.response(rid)["session"] == s
 
 
 def test_shutdown_with_live_panes_and_a_waiter(daemon: Daemon) -> None:
     s = daemon.call("session.create")["session"]
-    pids = [spawn(daemon, argv, s)["pid"] for argv in (["sleep", "100"],
-                                                      ["sh", "-c", 'trap "" HUP; sleep 100'])]
+    pids = [
+        spawn(daemon, argv, s)["pid"]
+        for argv in (["sleep", "100"], ["sh", "-c", 'trap "" HUP; sleep 100'])
+    ]
     r = daemon.call("run", {"key": "w", "session": s, "argv": ["sleep", "100"]})
     c = daemon.client()
     rid = c.start("run.wait", {"run": r["run"]})
@@ -191,14 +215,22 @@ def test_seams_need_the_flag() -> None:
 
     d = start_daemon(seams=False)
     try:
-        for verb, params in (("seam.set", {"name": "terminate.unkillable", "state": "hold"}),
-                             ("seam.wait", {"name": "run.before_barrier", "timeout_ms": 0})):
+        for verb, params in (
+            ("seam.set", {"name": "terminate.unkillable", "state": "hold"}),
+            ("seam.wait", {"name": "run.before_barrier", "timeout_ms": 0}),
+        ):
             e = d.error(verb, params)
             assert e.code == "unsupported.seams"
-            assert d.cli(*verb.split("."), *[x for k, v in params.items()
-                                             for x in (f"--{k.replace('_', '-')}", str(v))]
-                         ).code == 10
-        assert d.error("seam.set", {"name": "run.before_barrier", "state": "hold"},
-                       token=None).code == "denied.admin"
+            assert (
+                d.cli(
+                    *verb.split("."),
+                    *[x for k, v in params.items() for x in (f"--{k.replace('_', '-')}", str(v))],
+                ).code
+                == 10
+            )
+        assert (
+            d.error("seam.set", {"name": "run.before_barrier", "state": "hold"}, token=None).code
+            == "denied.admin"
+        )
     finally:
         stop_daemon(d)

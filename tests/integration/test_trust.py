@@ -21,8 +21,10 @@ from venomx.wire import VenomxError
 
 NOBODY = 65534
 AS_NOBODY = ["setpriv", f"--reuid={NOBODY}", f"--regid={NOBODY}", "--clear-groups"]
-needs_setpriv = pytest.mark.skipif(shutil.which("setpriv") is None or os.geteuid() != 0,
-                                   reason="needs setpriv and root to act as another uid")
+needs_setpriv = pytest.mark.skipif(
+    shutil.which("setpriv") is None or os.geteuid() != 0,
+    reason="needs setpriv and root to act as another uid",
+)
 needs_root = pytest.mark.skipif(os.geteuid() != 0, reason="needs root to chown")
 TOKEN = "5e" * 32
 
@@ -31,15 +33,23 @@ def env() -> dict[str, str]:
     return {k: v for k, v in os.environ.items() if not k.startswith("VENOMX_")}
 
 
-def serve(*args: str, nobody: bool = False, e: dict[str, str] | None = None,
-          timeout: float = 20) -> subprocess.CompletedProcess[str]:
+def serve(
+    *args: str, nobody: bool = False, e: dict[str, str] | None = None, timeout: float = 20
+) -> subprocess.CompletedProcess[str]:
     """Run `venomx serve ARGS` expecting it to refuse (a start that serves is a failure)."""
     cmd = [*(AS_NOBODY if nobody else []), PY, "-m", "venomx", "serve", *args]
     e = dict(e or env())
     if nobody:
         e["HOME"] = e["XDG_CONFIG_HOME"] = "/nonexistent"
-    p = subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
-                         env=e, cwd="/tmp", start_new_session=True)
+    p = subprocess.Popen(
+        cmd,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+        env=e,
+        cwd="/tmp",
+        start_new_session=True,
+    )
     try:
         out, err = p.communicate(timeout=timeout)
     except subprocess.TimeoutExpired:
@@ -64,6 +74,7 @@ def snapshot(d: Path) -> tuple[int, int, list[str]]:
 
 # -- the socket directory ----------------------------------------------------------------------
 
+
 @pytest.mark.parametrize("mode", [0o1777, 0o777, 0o770, 0o720])
 def test_directory_writable_by_others_is_refused_and_left_untouched(tmp: Path, mode: int) -> None:
     os.chmod(tmp, mode)
@@ -77,16 +88,20 @@ def test_directory_writable_by_others_is_refused_and_left_untouched(tmp: Path, m
 def test_directory_of_another_uid_is_refused(tmp: Path) -> None:
     os.chown(tmp, NOBODY, NOBODY)
     before = snapshot(tmp)
-    refused(serve("--socket", str(tmp / "s.sock")), "invalid_params.socket",
-            f"owned by uid {NOBODY}")
+    refused(
+        serve("--socket", str(tmp / "s.sock")), "invalid_params.socket", f"owned by uid {NOBODY}"
+    )
     assert snapshot(tmp) == before
 
 
 def test_ancestor_writable_by_others_without_sticky_bit_is_refused(tmp: Path) -> None:
     (tmp / "mine").mkdir(mode=0o700)
     os.chmod(tmp, 0o777)  # anyone could rename "mine" away and put their own in its place
-    refused(serve("--socket", str(tmp / "mine" / "s.sock")), "invalid_params.socket",
-            "without the sticky bit")
+    refused(
+        serve("--socket", str(tmp / "mine" / "s.sock")),
+        "invalid_params.socket",
+        "without the sticky bit",
+    )
     assert os.listdir(tmp / "mine") == []
     os.chmod(tmp, 0o1777)  # with the sticky bit only the owner may rename it: accepted
     d = start_in(tmp / "mine" / "s.sock")
@@ -100,9 +115,14 @@ def start_in(sock: Path, extra: list[str] | None = None) -> Daemon:
     """A daemon on ``sock`` managed like the fixture's."""
     log = sock.parent.parent / f"{sock.parent.name}.log"
     with open(log, "wb") as logf:
-        proc = subprocess.Popen([PY, "-m", "venomx", "serve", "--socket", str(sock),
-                                 *(extra or [])], stdout=subprocess.DEVNULL, stderr=logf,
-                                env=env(), cwd="/tmp", start_new_session=True)
+        proc = subprocess.Popen(
+            [PY, "-m", "venomx", "serve", "--socket", str(sock), *(extra or [])],
+            stdout=subprocess.DEVNULL,
+            stderr=logf,
+            env=env(),
+            cwd="/tmp",
+            start_new_session=True,
+        )
 
     def ready() -> bool:
         if proc.poll() is not None:
@@ -112,6 +132,7 @@ def start_in(sock: Path, extra: list[str] | None = None) -> Daemon:
             return True
         except VenomxError:
             return False
+
     wait_for(ready, 15, "daemon socket")
     return Daemon(str(sock), proc, log)
 
@@ -119,9 +140,14 @@ def start_in(sock: Path, extra: list[str] | None = None) -> Daemon:
 def test_missing_directory_is_created_0700_even_under_a_strict_umask(tmp: Path) -> None:
     e = env()
     e["XDG_RUNTIME_DIR"] = str(tmp)
-    p = subprocess.Popen(["sh", "-c", f"umask 277; exec {PY} -m venomx serve"], env=e,
-                         stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, cwd="/tmp",
-                         start_new_session=True)
+    p = subprocess.Popen(
+        ["sh", "-c", f"umask 277; exec {PY} -m venomx serve"],
+        env=e,
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.PIPE,
+        cwd="/tmp",
+        start_new_session=True,
+    )
     sock = tmp / "venomx" / "default.sock"
     try:
         wait_for(lambda: p.poll() is not None or sock.exists(), 15, "default socket")
@@ -148,6 +174,7 @@ def test_socket_directory_that_is_a_symlink_is_refused(tmp: Path) -> None:
 
 
 # -- what is at the socket path ----------------------------------------------------------------
+
 
 def plant(tmp: Path, what: str) -> Path:
     path = tmp / "s.sock"
@@ -184,14 +211,22 @@ def state(path: Path) -> tuple[int, int, int, str]:
     return st.st_ino, st.st_mode, st.st_uid, content
 
 
-@pytest.mark.parametrize("what", ["regular file", "directory", "symlink",
-                                  "symlink to a stale socket",
-                                  pytest.param("socket of another uid", marks=needs_root)])
+@pytest.mark.parametrize(
+    "what",
+    [
+        "regular file",
+        "directory",
+        "symlink",
+        "symlink to a stale socket",
+        pytest.param("socket of another uid", marks=needs_root),
+    ],
+)
 def test_something_else_at_the_socket_path_is_refused_and_kept(tmp: Path, what: str) -> None:
     path = plant(tmp, what)
     before = state(path)
     words = {"socket of another uid": f"a socket of uid {NOBODY} is in the way"}.get(
-        what, f"{what.split(' to ')[0]} is in the way")
+        what, f"{what.split(' to ')[0]} is in the way"
+    )
     refused(serve("--socket", str(path)), "invalid_params.socket", words)
     assert state(path) == before
 
@@ -214,28 +249,39 @@ def test_stale_socket_of_ours_is_replaced(tmp: Path) -> None:
 def test_bad_socket_paths_are_one_line(tmp: Path) -> None:
     long = tmp / ("x" * (108 - len(str(tmp))))
     refused(serve("--socket", str(long)), "invalid_params.socket", "longer than 107 bytes")
-    refused(serve("--socket", str(tmp / "no" / "such" / "s.sock")), "invalid_params.socket",
-            "does not exist")
+    refused(
+        serve("--socket", str(tmp / "no" / "such" / "s.sock")),
+        "invalid_params.socket",
+        "does not exist",
+    )
     (tmp / "file").write_text("x")
-    refused(serve("--socket", str(tmp / "file" / "s.sock")), "invalid_params.socket",
-            "not a directory")
+    refused(
+        serve("--socket", str(tmp / "file" / "s.sock")), "invalid_params.socket", "not a directory"
+    )
     assert os.listdir(tmp) == ["file"]
 
 
 @needs_setpriv
 def test_unwritable_places_are_one_line_as_another_uid(tmp: Path) -> None:
     os.chmod(tmp, 0o755)  # root's: nobody may not create in it
-    refused(serve("--socket", str(tmp / "sub" / "s.sock"), nobody=True),
-            "invalid_params.socket", "cannot create directory")
+    refused(
+        serve("--socket", str(tmp / "sub" / "s.sock"), nobody=True),
+        "invalid_params.socket",
+        "cannot create directory",
+    )
     ro = tmp / "ro"
     ro.mkdir(mode=0o500)
     os.chown(ro, NOBODY, NOBODY)
-    refused(serve("--socket", str(ro / "s.sock"), nobody=True), "invalid_params.socket",
-            "cannot listen: permission denied")
+    refused(
+        serve("--socket", str(ro / "s.sock"), nobody=True),
+        "invalid_params.socket",
+        "cannot listen: permission denied",
+    )
     assert sorted(os.listdir(tmp)) == ["ro"] and os.listdir(ro) == []
 
 
 # -- the log file ---------------------------------------------------------------------------
+
 
 def test_planted_log_symlink_is_not_followed(tmp: Path) -> None:
     target = tmp / "elsewhere"
@@ -245,9 +291,13 @@ def test_planted_log_symlink_is_not_followed(tmp: Path) -> None:
     run_dir = tmp / "run"
     run_dir.mkdir(mode=0o700)
     os.symlink(target / "root-only", run_dir / "venomx.log")
-    r = subprocess.run([PY, "-m", "venomx", "serve", "--socket", str(run_dir / "s.sock"),
-                        "--detach", "--json"], capture_output=True, text=True, timeout=20,
-                       env=env())
+    r = subprocess.run(
+        [PY, "-m", "venomx", "serve", "--socket", str(run_dir / "s.sock"), "--detach", "--json"],
+        capture_output=True,
+        text=True,
+        timeout=20,
+        env=env(),
+    )
     assert r.returncode == 2, r
     err = json.loads(r.stdout)["error"]
     assert err["code"] == "invalid_params.log_file" and "is a symlink" in err["message"]
@@ -261,8 +311,11 @@ def test_log_file_directory_is_checked(tmp: Path) -> None:
     logs = tmp / "logs"
     logs.mkdir(mode=0o1777)
     os.chmod(logs, 0o1777)
-    refused(serve("--socket", str(tmp / "s.sock"), "--log-file", str(logs / "d.log")),
-            "invalid_params.log_file", "writable by group or others")
+    refused(
+        serve("--socket", str(tmp / "s.sock"), "--log-file", str(logs / "d.log")),
+        "invalid_params.log_file",
+        "writable by group or others",
+    )
     assert os.listdir(logs) == [] and "s.sock" not in os.listdir(tmp)
 
 
@@ -289,9 +342,13 @@ def fd_target(pid: int, fd: str) -> str | None:
 def test_detached_daemon_fds_are_close_on_exec(tmp: Path) -> None:
     import psutil
 
-    r = subprocess.run([PY, "-m", "venomx", "serve", "--socket", str(tmp / "s.sock"),
-                        "--detach", "--json"], capture_output=True, text=True, timeout=20,
-                       env=env())
+    r = subprocess.run(
+        [PY, "-m", "venomx", "serve", "--socket", str(tmp / "s.sock"), "--detach", "--json"],
+        capture_output=True,
+        text=True,
+        timeout=20,
+        env=env(),
+    )
     assert r.returncode == 0, r.stderr
     info = json.loads(r.stdout)
     assert info["log"] == str(tmp / "venomx.log")
@@ -351,8 +408,11 @@ def test_swapped_socket_never_receives_the_token(tmp: Path) -> None:
     os.chown(tmp, NOBODY, NOBODY)
     sock, record = str(tmp / "s.sock"), str(tmp / "got")
     (tmp / "fake.py").write_text(FAKE)
-    fake = subprocess.Popen([*AS_NOBODY, PY, str(tmp / "fake.py"), sock, record, "4"],
-                            cwd="/tmp", start_new_session=True)
+    fake = subprocess.Popen(
+        [*AS_NOBODY, PY, str(tmp / "fake.py"), sock, record, "4"],
+        cwd="/tmp",
+        start_new_session=True,
+    )
     try:
         wait_for(lambda: os.path.exists(record + ".ready"), 15, "fake server")
         with pytest.raises(VenomxError) as exc:
@@ -369,11 +429,17 @@ def test_swapped_socket_never_receives_the_token(tmp: Path) -> None:
             finally:
                 await client.close()
             raise AssertionError("connected to a foreign server")
+
         assert asyncio.run(mcp_side()).code == "transport"
         e = env()
         e["VENOMX_TOKEN"] = TOKEN
-        r = subprocess.run([PY, "-m", "venomx", "whoami", "--socket", sock], env=e,
-                           capture_output=True, text=True, timeout=20)
+        r = subprocess.run(
+            [PY, "-m", "venomx", "whoami", "--socket", sock],
+            env=e,
+            capture_output=True,
+            text=True,
+            timeout=20,
+        )
         assert r.returncode == 9 and f"runs as uid {NOBODY}" in r.stderr, r
         # Control: the fake does record what a client sends.
         with socket.socket(socket.AF_UNIX) as raw:
@@ -398,18 +464,37 @@ def test_clients_accept_a_daemon_of_their_own_uid(daemon: Daemon) -> None:
             return str((await client.call("whoami"))["principal"])
         finally:
             await client.close()
+
     assert asyncio.run(mcp_side()) == "g0"
     assert daemon.call("whoami")["principal"] == "g0"
 
 
 # -- the config file ----------------------------------------------------------------------------
 
+
 def test_config_named_but_missing_is_an_error(tmp: Path) -> None:
-    refused(serve("--socket", str(tmp / "s.sock"), "--config", str(tmp / "nonexistent")),
-            "invalid_params.config", "no such file")
-    r = subprocess.run([PY, "-m", "venomx", "serve", "--socket", str(tmp / "s.sock"),
-                        "--config", "/nonexistent", "--detach"], capture_output=True,
-                       text=True, timeout=20, env=env())
+    refused(
+        serve("--socket", str(tmp / "s.sock"), "--config", str(tmp / "nonexistent")),
+        "invalid_params.config",
+        "no such file",
+    )
+    r = subprocess.run(
+        [
+            PY,
+            "-m",
+            "venomx",
+            "serve",
+            "--socket",
+            str(tmp / "s.sock"),
+            "--config",
+            "/nonexistent",
+            "--detach",
+        ],
+        capture_output=True,
+        text=True,
+        timeout=20,
+        env=env(),
+    )
     assert r.returncode == 2 and "invalid_params.config" in r.stderr, r
     assert os.listdir(tmp) == []
 
@@ -418,9 +503,14 @@ def test_default_config_may_be_missing(tmp: Path) -> None:
     e = env()
     e["XDG_CONFIG_HOME"] = str(tmp / "nothing-here")
     (tmp / "run").mkdir(mode=0o700)
-    p = subprocess.Popen([PY, "-m", "venomx", "serve", "--socket", str(tmp / "run" / "s.sock")],
-                         env=e, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE,
-                         cwd="/tmp", start_new_session=True)
+    p = subprocess.Popen(
+        [PY, "-m", "venomx", "serve", "--socket", str(tmp / "run" / "s.sock")],
+        env=e,
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.PIPE,
+        cwd="/tmp",
+        start_new_session=True,
+    )
     try:
         wait_for(lambda: p.poll() is not None or (tmp / "run" / "s.sock").exists(), 15, "start")
         assert p.poll() is None
@@ -448,8 +538,9 @@ def test_untrusted_config_is_refused(tmp: Path, problem: str) -> None:
         words = f"owned by uid {NOBODY}"
     else:
         words = "is a directory, not a regular file"
-    refused(serve("--socket", str(tmp / "s.sock"), "--config", str(cfg)),
-            "invalid_params.config", words)
+    refused(
+        serve("--socket", str(tmp / "s.sock"), "--config", str(cfg)), "invalid_params.config", words
+    )
 
 
 def test_config_symlink_of_a_dotfile_manager_is_accepted(tmp: Path) -> None:
@@ -459,8 +550,7 @@ def test_config_symlink_of_a_dotfile_manager_is_accepted(tmp: Path) -> None:
     (tmp / "run").mkdir(mode=0o700)
     d = start_in(tmp / "run" / "s.sock", ["--config", str(tmp / "config.toml")])
     try:
-        assert d.call("config.get", {"path": "run.max_active"})["config"] == {
-            "run.max_active": 5}
+        assert d.call("config.get", {"path": "run.max_active"})["config"] == {"run.max_active": 5}
     finally:
         stop_daemon(d)
 
@@ -472,8 +562,11 @@ def test_unreadable_config_is_an_error(tmp: Path) -> None:
     cfg.write_text("[run]\nmax_active = 5\n")
     os.chown(cfg, NOBODY, NOBODY)
     os.chmod(cfg, 0o200)
-    refused(serve("--socket", str(tmp / "s.sock"), "--config", str(cfg), nobody=True),
-            "invalid_params.config", "cannot open: permission denied")
+    refused(
+        serve("--socket", str(tmp / "s.sock"), "--config", str(cfg), nobody=True),
+        "invalid_params.config",
+        "cannot open: permission denied",
+    )
 
 
 def test_fixture_daemon_still_starts() -> None:

@@ -72,7 +72,7 @@ def census_lines(text: list[str]) -> dict[str, str]:
     for ln in text:
         for who in ("LEADER", "GRANDCHILD"):
             if ln.startswith(who):
-                out[who] = ln[len(who):].strip()
+                out[who] = ln[len(who) :].strip()
     return out
 
 
@@ -86,8 +86,10 @@ def test_run_leader_and_grandchild_hold_only_the_terminal(daemon: Daemon) -> Non
 
 def final_lines(d: Daemon, pane: str) -> list[str]:
     def exited() -> bool:
-        return any(p["pane"] == pane and p["state"] == "exited"
-                   for p in d.call("pane.list")["panes"])
+        return any(
+            p["pane"] == pane and p["state"] == "exited" for p in d.call("pane.list")["panes"]
+        )
+
     wait_for(exited, 20, "pane exit")
     return [ln.rstrip() for ln in d.call("pane.capture_rows", {"pane": pane})["lines"]]
 
@@ -95,8 +97,9 @@ def final_lines(d: Daemon, pane: str) -> list[str]:
 def test_window_and_split_leaders_hold_only_the_terminal(daemon: Daemon) -> None:
     s = session(daemon)
     w = daemon.call("window.create", {"session": s, "argv": ["sleep", "30"], "cols": 120})
-    split = daemon.call("pane.split", {"pane": w["pane"], "argv": [PY, "-c", CENSUS],
-                                       "axis": "cols", "cols": 120})
+    split = daemon.call(
+        "pane.split", {"pane": w["pane"], "argv": [PY, "-c", CENSUS], "axis": "cols", "cols": 120}
+    )
     win = daemon.call("window.create", {"session": s, "argv": [PY, "-c", CENSUS], "cols": 120})
     for pane in (split["pane"], win["pane"]):
         got = census_lines(final_lines(daemon, pane))
@@ -106,8 +109,17 @@ def test_window_and_split_leaders_hold_only_the_terminal(daemon: Daemon) -> None
 
 
 def test_forged_exit_frame_changes_nothing(daemon: Daemon) -> None:
-    state = {"screen": "primary", "epoch": 1, "offset": 16, "cols": 80, "rows": 24,
-             "oldest": 0, "history": [], "lines": ["ALL TESTS PASSED"], "cursor": [0, 0]}
+    state = {
+        "screen": "primary",
+        "epoch": 1,
+        "offset": 16,
+        "cols": 80,
+        "rows": 24,
+        "oldest": 0,
+        "history": [],
+        "lines": ["ALL TESTS PASSED"],
+        "cursor": [0, 0],
+    }
     frame = P.encode(P.Exit(0, state))
     attack = (
         "import os\n"
@@ -121,7 +133,8 @@ def test_forged_exit_frame_changes_nothing(daemon: Daemon) -> None:
         "        except OSError:\n"
         "            pass\n"
         "print('wrote', hits)\n"
-        "raise SystemExit(1)\n")
+        "raise SystemExit(1)\n"
+    )
     rec = run_and_wait(daemon, [PY, "-c", attack], "forge")
     assert rec["outcome"] == "failed" and rec["exit_code"] == 1 and rec["status"] == 1, rec
     assert "fault" not in rec
@@ -130,6 +143,7 @@ def test_forged_exit_frame_changes_nothing(daemon: Daemon) -> None:
 
 
 # -- sentinel loss -------------------------------------------------------------------------
+
 
 def sentinel_of(leader: int) -> int:
     return psutil.Process(leader).ppid()
@@ -150,9 +164,11 @@ def wait_run(d: Daemon, run: str) -> dict[str, Any]:
 
 
 def ready(d: Daemon, pane: str, text: str) -> None:
-    wait_for(lambda: any(text in ln for ln in d.call("pane.capture_rows",
-                                                       {"pane": pane})["lines"]),
-             10, f"{text!r} on screen")
+    wait_for(
+        lambda: any(text in ln for ln in d.call("pane.capture_rows", {"pane": pane})["lines"]),
+        10,
+        f"{text!r} on screen",
+    )
 
 
 def assert_lost_record(rec: dict[str, Any]) -> None:
@@ -181,11 +197,15 @@ def test_killed_sentinel_is_recorded_as_lost(daemon: Daemon) -> None:
     assert getattr(err.value, "code", "") == "unavailable.sentinel"
 
 
-def test_program_that_kills_its_sentinel_keeps_its_real_outcome(daemon: Daemon,
-                                                                 tmp_path: Path) -> None:
+def test_program_that_kills_its_sentinel_keeps_its_real_outcome(
+    daemon: Daemon, tmp_path: Path
+) -> None:
     go = tmp_path / "go"
-    r = start_run(daemon, f"trap '' HUP; until [ -e {go} ]; do sleep 0.02; done; "
-                          "kill -9 $PPID; sleep 0.2; exit 3", "suicide")
+    r = start_run(
+        daemon,
+        f"trap '' HUP; until [ -e {go} ]; do sleep 0.02; done; kill -9 $PPID; sleep 0.2; exit 3",
+        "suicide",
+    )
     go.touch()  # once the start has committed: the program now kills its own sentinel
     rec = wait_run(daemon, r["run"])
     assert rec["outcome"] == "failed" and rec["exit_code"] == 3, rec
@@ -216,8 +236,14 @@ def test_stopped_sentinel_does_not_stop_a_kill(daemon: Daemon) -> None:
     assert rec["state"] == "completed" and rec["outcome"] == "terminated", rec
     assert rec["signal"] == "SIGKILL"
     assert_lost_record(daemon.call("run.get", {"run": r["run"]}))
-    wait_for(lambda: not psutil.pid_exists(sentinel)
-             or psutil.Process(sentinel).status() == psutil.STATUS_ZOMBIE, 5, "sentinel gone")
+    wait_for(
+        lambda: (
+            not psutil.pid_exists(sentinel)
+            or psutil.Process(sentinel).status() == psutil.STATUS_ZOMBIE
+        ),
+        5,
+        "sentinel gone",
+    )
 
 
 def test_deadline_fires_with_the_sentinel_stopped(daemon: Daemon) -> None:
@@ -264,9 +290,15 @@ def nobody_python() -> str | None:
     """An interpreter of our version that uid 65534 can run (ours may live under /root)."""
     version = f"python{sys.version_info.major}.{sys.version_info.minor}"
     for candidate in (os.path.realpath(PY), f"/usr/bin/{version}", f"/usr/local/bin/{version}"):
-        if os.path.exists(candidate) and subprocess.run(
+        if (
+            os.path.exists(candidate)
+            and subprocess.run(
                 [*AS_NOBODY, "sh", "-c", f'exec "{candidate}" -c pass'],
-                capture_output=True, timeout=30).returncode == 0:
+                capture_output=True,
+                timeout=30,
+            ).returncode
+            == 0
+        ):
             return candidate
     return None
 
@@ -303,24 +335,43 @@ def test_same_uid_program_cannot_ptrace_or_steal_fds() -> None:
     log = Path(d) / "daemon.log"
     env = {k: v for k, v in os.environ.items() if not k.startswith("VENOMX_")}
     env["HOME"] = d
-    env["PYTHONPATH"] = ":".join([str(ROOT), sysconfig.get_paths()["purelib"],
-                                  sysconfig.get_paths()["platlib"]])
+    env["PYTHONPATH"] = ":".join(
+        [str(ROOT), sysconfig.get_paths()["purelib"], sysconfig.get_paths()["platlib"]]
+    )
     with open(log, "wb") as logf:
-        proc = subprocess.Popen([*AS_NOBODY, python, "-m", "venomx", "serve", "--socket", sock],
-                                stdout=subprocess.DEVNULL, stderr=logf, env=env, cwd=d,
-                                start_new_session=True)
+        proc = subprocess.Popen(
+            [*AS_NOBODY, python, "-m", "venomx", "serve", "--socket", sock],
+            stdout=subprocess.DEVNULL,
+            stderr=logf,
+            env=env,
+            cwd=d,
+            start_new_session=True,
+        )
     try:
+
         def forkserver() -> int | None:
             if proc.poll() is not None:
                 raise AssertionError("daemon exited: " + log.read_text())
             if not os.path.exists(sock):
                 return None
-            return next((p.pid for p in psutil.Process(proc.pid).children()
-                         if p.cmdline()[:1] == ["venomx-forkserver"]), None)
+            return next(
+                (
+                    p.pid
+                    for p in psutil.Process(proc.pid).children()
+                    if p.cmdline()[:1] == ["venomx-forkserver"]
+                ),
+                None,
+            )
+
         fs = wait_for(forkserver, 15, "nobody daemon")
-        out = subprocess.run([*AS_NOBODY, python, "-c", DRIVER, sock, python, PTRACE, str(fs),
-                              str(proc.pid)], capture_output=True, text=True, env=env,
-                             timeout=40, cwd=d)
+        out = subprocess.run(
+            [*AS_NOBODY, python, "-c", DRIVER, sock, python, PTRACE, str(fs), str(proc.pid)],
+            capture_output=True,
+            text=True,
+            env=env,
+            timeout=40,
+            cwd=d,
+        )
         assert out.returncode == 0, out.stderr
         got = json.loads(out.stdout.strip().splitlines()[-1])
         line = " ".join(ln.rstrip() for ln in got["record"]["output"]["lines"])
@@ -342,6 +393,7 @@ def test_same_uid_program_cannot_ptrace_or_steal_fds() -> None:
 
 # -- requests to a sentinel have a bound ---------------------------------------------------
 
+
 def test_requests_to_a_stopped_sentinel_fail_instead_of_hanging(daemon: Daemon) -> None:
     s = session(daemon)
     w = daemon.call("window.create", {"session": s, "argv": ["sh", "-c", "echo ready; sleep 60"]})
@@ -352,8 +404,10 @@ def test_requests_to_a_stopped_sentinel_fail_instead_of_hanging(daemon: Daemon) 
         doc = daemon.call("doctor")
         assert doc["status"] == "fail"
         assert doc["sentinels"]["unresponsive"] == [w["pane"]]
-        for verb, params in (("pane.capture_rows", {"pane": w["pane"]}),
-                             ("pane.resize", {"pane": w["pane"], "cols": 40, "rows": 10})):
+        for verb, params in (
+            ("pane.capture_rows", {"pane": w["pane"]}),
+            ("pane.resize", {"pane": w["pane"], "cols": 40, "rows": 10}),
+        ):
             err = daemon.error(verb, params)
             assert err.code == "unavailable.sentinel" and err.data["reason"] == "timeout"
         pane = next(p for p in daemon.call("pane.list")["panes"] if p["pane"] == w["pane"])
@@ -361,8 +415,14 @@ def test_requests_to_a_stopped_sentinel_fail_instead_of_hanging(daemon: Daemon) 
     finally:
         os.kill(sentinel, signal.SIGCONT)
     # once it runs again it applies the resize it was sent, and says so
-    wait_for(lambda: next(p for p in daemon.call("pane.list")["panes"]
-                          if p["pane"] == w["pane"])["cols"] == 40, 10, "late resize")
+    wait_for(
+        lambda: (
+            next(p for p in daemon.call("pane.list")["panes"] if p["pane"] == w["pane"])["cols"]
+            == 40
+        ),
+        10,
+        "late resize",
+    )
     assert daemon.call("doctor")["sentinels"]["unresponsive"] == []
     daemon.call("pane.kill", {"pane": w["pane"], "grace_ms": 0})
 
@@ -371,10 +431,14 @@ def test_send_reports_only_bytes_that_reached_the_terminal(daemon: Daemon) -> No
     s = session(daemon)
     w = daemon.call("window.create", {"session": s, "argv": ["sh", "-c", "cat"]})
     assert daemon.call("pane.send", {"pane": w["pane"], "text": "hello\r"}) == {
-        "pane": w["pane"], "bytes": 6}
+        "pane": w["pane"],
+        "bytes": 6,
+    }
     ready(daemon, w["pane"], "hello")
     # a program that never reads its terminal: the PTY fills, the rest is dropped
-    w2 = daemon.call("window.create", {"session": s, "argv": ["sh", "-c", "stty raw -echo; echo raw; sleep 60"]})
+    w2 = daemon.call(
+        "window.create", {"session": s, "argv": ["sh", "-c", "stty raw -echo; echo raw; sleep 60"]}
+    )
     ready(daemon, w2["pane"], "raw")
     big = "x" * 200_000
     err = daemon.error("pane.send", {"pane": w2["pane"], "text": big})
@@ -385,8 +449,9 @@ def test_send_reports_only_bytes_that_reached_the_terminal(daemon: Daemon) -> No
 
 def test_each_sentinel_holds_its_own_channel_and_no_other(daemon: Daemon) -> None:
     s = session(daemon)
-    panes = [daemon.call("window.create", {"session": s, "argv": ["sleep", "60"]})
-             for _ in range(3)]
+    panes = [
+        daemon.call("window.create", {"session": s, "argv": ["sleep", "60"]}) for _ in range(3)
+    ]
     seen: set[str] = set()
     for w in panes:
         sentinel = sentinel_of(w["pid"])
@@ -424,10 +489,13 @@ sys.exit(1)
 
 
 def test_a_run_that_swaps_the_socket_file_cannot_answer_for_the_daemon(
-        daemon: Daemon, tmp_path: Path) -> None:
+    daemon: Daemon, tmp_path: Path
+) -> None:
     go = tmp_path / "go"
-    r = daemon.call("run", {"key": "impostor", "session": session(daemon),
-                            "argv": [PY, "-c", IMPOSTOR, str(go)]})
+    r = daemon.call(
+        "run",
+        {"key": "impostor", "session": session(daemon), "argv": [PY, "-c", IMPOSTOR, str(go)]},
+    )
     wait_for(lambda: (tmp_path / "go.swapped").exists(), 10, "the socket swapped")
     # clients reach the daemon at its abstract address, not the file the run put there
     doc = daemon.call("doctor")
@@ -461,9 +529,16 @@ print(" ".join(out))
 def test_a_program_in_a_pane_cannot_claim_owner(daemon: Daemon) -> None:
     s = session(daemon)
     victim = daemon.call("run", {"key": "victim", "session": s, "shell": "echo SECRET; sleep 60"})
-    r = daemon.call("run", {"key": "probe", "session": s, "cols": 120,
-                            "env": {"PYTHONPATH": str(ROOT)},
-                            "argv": [PY, "-c", OWNER_PROBE, victim["run"]]})
+    r = daemon.call(
+        "run",
+        {
+            "key": "probe",
+            "session": s,
+            "cols": 120,
+            "env": {"PYTHONPATH": str(ROOT)},
+            "argv": [PY, "-c", OWNER_PROBE, victim["run"]],
+        },
+    )
     rec = wait_run(daemon, r["run"])
     # @owner is refused; its own token (self) does not reach another principal's run
     assert lines_of(rec) == ["denied.owner denied.read"], rec

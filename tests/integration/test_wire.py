@@ -42,9 +42,12 @@ class Raw:
         return obj
 
     def hello(self, **params: Any) -> dict[str, Any]:
-        self.send(json.dumps({"id": 0, "verb": "hello",
-                              "params": {"protocol": 1, "token": "@owner", **params}}).encode()
-                  + b"\n")
+        self.send(
+            json.dumps(
+                {"id": 0, "verb": "hello", "params": {"protocol": 1, "token": "@owner", **params}}
+            ).encode()
+            + b"\n"
+        )
         return self.frame()
 
     def close(self) -> None:
@@ -63,40 +66,59 @@ def test_hello_first_and_once(shared_daemon: Daemon) -> None:
     assert ok["protocol"] == 1 and ok["principal"] == "g0" and ok["max_frame"] == 1048576
     assert ok["source"].startswith("venomx/")
     r.send(b'{"id":2,"verb":"hello","params":{"protocol":1}}\n')
-    assert r.frame() == {"id": 2, "error": {"code": "invalid_request.hello",
-                                            "message": "hello was already sent", "data": {}}}
+    assert r.frame() == {
+        "id": 2,
+        "error": {"code": "invalid_request.hello", "message": "hello was already sent", "data": {}},
+    }
     r.close()
 
 
-@pytest.mark.parametrize(("data", "code", "rid"), [
-    (b"not json\n", "invalid_request.json", None),
-    (b"\xff\xfe{}\n", "invalid_request.json", None),
-    (b"[1,2]\n", "invalid_request.frame", None),
-    (b'{"verb":"whoami"}\n', "invalid_request.id", None),
-    (b'{"id":"x","verb":"whoami"}\n', "invalid_request.id", "x"),
-    (b'{"id":1.5,"verb":"whoami"}\n', "invalid_request.id", 1.5),
-    (b'{"id":7,"verb":"nope"}\n', "invalid_request.verb", 7),
-    (b'{"id":7}\n', "invalid_request.verb", 7),
-    (b'{"id":8,"verb":"whoami","params":{"x":1}}\n', "invalid_params.unknown", 8),
-    (b'{"id":9,"verb":"pane.resize","params":{"pane":"p0","cols":1' + b"0" * 5000 + b',"rows":1}}\n',
-     "invalid_params.range", 9),
-    (b'{"id":10,"verb":"whoami","params":' + b"[" * 100000 + b"]" * 100000 + b"}\n",
-     "invalid_request.json", None),
-    (b'{"id":11,"verb":"whoami","params":{"a":NaN}}\n', "invalid_request.json", None),
-    # issue 15.2: ids that are not finite 64-bit integers
-    (b'{"id":1e999,"verb":"whoami"}\n', "invalid_request.id", None),
-    (b'{"id":-1e999,"verb":"whoami"}\n', "invalid_request.id", None),
-    (b'{"id":1e308,"verb":"whoami"}\n', "invalid_request.id", 1e308),
-    (b'{"id":1.0,"verb":"whoami"}\n', "invalid_request.id", 1.0),
-    (b'{"id":true,"verb":"whoami"}\n', "invalid_request.id", True),
-    (b'{"id":9223372036854775808,"verb":"whoami"}\n', "invalid_request.id", None),
-    (b'{"id":-9223372036854775809,"verb":"whoami"}\n', "invalid_request.id", None),
-    (b'{"id":1' + b"0" * 4400 + b',"verb":"whoami"}\n', "invalid_request.id", None),
-    (b'{"id":[1],"verb":"whoami"}\n', "invalid_request.id", None),
-    (b'{"id":"' + b"x" * 65 + b'","verb":"whoami"}\n', "invalid_request.id", None),
-    (b'{"id":12,"verb":"config.set","params":{"path":"run.max_active","value":'
-     + b"[" * 5000 + b"]" * 5000 + b"}}\n", "invalid_request.json", None),
-])
+@pytest.mark.parametrize(
+    ("data", "code", "rid"),
+    [
+        (b"not json\n", "invalid_request.json", None),
+        (b"\xff\xfe{}\n", "invalid_request.json", None),
+        (b"[1,2]\n", "invalid_request.frame", None),
+        (b'{"verb":"whoami"}\n', "invalid_request.id", None),
+        (b'{"id":"x","verb":"whoami"}\n', "invalid_request.id", "x"),
+        (b'{"id":1.5,"verb":"whoami"}\n', "invalid_request.id", 1.5),
+        (b'{"id":7,"verb":"nope"}\n', "invalid_request.verb", 7),
+        (b'{"id":7}\n', "invalid_request.verb", 7),
+        (b'{"id":8,"verb":"whoami","params":{"x":1}}\n', "invalid_params.unknown", 8),
+        (
+            b'{"id":9,"verb":"pane.resize","params":{"pane":"p0","cols":1'
+            + b"0" * 5000
+            + b',"rows":1}}\n',
+            "invalid_params.range",
+            9,
+        ),
+        (
+            b'{"id":10,"verb":"whoami","params":' + b"[" * 100000 + b"]" * 100000 + b"}\n",
+            "invalid_request.json",
+            None,
+        ),
+        (b'{"id":11,"verb":"whoami","params":{"a":NaN}}\n', "invalid_request.json", None),
+        # issue 15.2: ids that are not finite 64-bit integers
+        (b'{"id":1e999,"verb":"whoami"}\n', "invalid_request.id", None),
+        (b'{"id":-1e999,"verb":"whoami"}\n', "invalid_request.id", None),
+        (b'{"id":1e308,"verb":"whoami"}\n', "invalid_request.id", 1e308),
+        (b'{"id":1.0,"verb":"whoami"}\n', "invalid_request.id", 1.0),
+        (b'{"id":true,"verb":"whoami"}\n', "invalid_request.id", True),
+        (b'{"id":9223372036854775808,"verb":"whoami"}\n', "invalid_request.id", None),
+        (b'{"id":-9223372036854775809,"verb":"whoami"}\n', "invalid_request.id", None),
+        (b'{"id":1' + b"0" * 4400 + b',"verb":"whoami"}\n', "invalid_request.id", None),
+        (b'{"id":[1],"verb":"whoami"}\n', "invalid_request.id", None),
+        (b'{"id":"' + b"x" * 65 + b'","verb":"whoami"}\n', "invalid_request.id", None),
+        (
+            b'{"id":12,"verb":"config.set","params":{"path":"run.max_active","value":'
+            + b"[" * 5000
+            + b"]" * 5000
+            + b"}}\n",
+            "invalid_request.json",
+            None,
+        ),
+    ],
+)
 def test_bad_frames(shared_daemon: Daemon, data: bytes, code: str, rid: Any) -> None:
     r = Raw(shared_daemon.socket)
     r.hello()
@@ -119,19 +141,31 @@ def test_frame_size_limit_both_ways(shared_daemon: Daemon) -> None:
     assert "ok" in r.frame()  # exactly max_frame is fine (the unknown top-level key is ignored)
     r.send(frame[:-2] + b'a"}\n')  # max_frame + 1
     f = r.frame()
-    assert f == {"id": None, "error": {"code": "invalid_request.frame_size", "message":
-                                       f["error"]["message"], "data": {"max_frame": 4096}}}
+    assert f == {
+        "id": None,
+        "error": {
+            "code": "invalid_request.frame_size",
+            "message": f["error"]["message"],
+            "data": {"max_frame": 4096},
+        },
+    }
     r.send(b"x" * 50000)  # a long frame arriving in pieces is discarded up to its newline
     r.send(b"y" * 50000 + b'\n{"id":3,"verb":"whoami"}\n')
     assert r.frame()["error"]["code"] == "invalid_request.frame_size"
     assert r.frame()["id"] == 3
     s = shared_daemon.call("session.create")["session"]
-    r.send(json.dumps({"id": 4, "verb": "window.create", "params": {
-        "session": s, "argv": ["seq", "2000"]}}).encode() + b"\n")
+    r.send(
+        json.dumps(
+            {"id": 4, "verb": "window.create", "params": {"session": s, "argv": ["seq", "2000"]}}
+        ).encode()
+        + b"\n"
+    )
     pane = r.frame()["ok"]["pane"]
     wait_for(lambda: shared_daemon.call("pane.list")["panes"][-1]["state"] == "exited", 10, "exit")
-    r.send(json.dumps({"id": 5, "verb": "pane.capture_rows", "params": {"pane": pane}}).encode()
-           + b"\n")
+    r.send(
+        json.dumps({"id": 5, "verb": "pane.capture_rows", "params": {"pane": pane}}).encode()
+        + b"\n"
+    )
     f = r.frame()
     assert f["error"]["code"] == "unsupported.result_size" and f["error"]["data"]["bytes"] > 4096
     r.close()
@@ -165,8 +199,9 @@ def test_closing_cancels_requests(shared_daemon: Daemon) -> None:
     run = shared_daemon.call("run", {"key": "close", "session": s, "argv": ["sleep", "60"]})
     r = Raw(shared_daemon.socket)
     r.hello()
-    r.send(json.dumps({"id": 1, "verb": "run.wait", "params": {"run": run["run"]}}).encode()
-           + b"\n")
+    r.send(
+        json.dumps({"id": 1, "verb": "run.wait", "params": {"run": run["run"]}}).encode() + b"\n"
+    )
     r.close()
     alive(shared_daemon)
     assert shared_daemon.call("run.get", {"run": run["run"]})["state"] == "running"
@@ -189,8 +224,7 @@ def test_random_frames(shared_daemon: Daemon, frames: list[bytes]) -> None:
     r.close()
 
 
-
-@pytest.mark.parametrize("rid", [-2**63, 2**63 - 1, 0])
+@pytest.mark.parametrize("rid", [-(2**63), 2**63 - 1, 0])
 def test_ids_at_the_64_bit_edges(shared_daemon: Daemon, rid: int) -> None:
     r = Raw(shared_daemon.socket)
     r.hello()
@@ -213,10 +247,14 @@ def test_nesting_bound_at_its_edge(shared_daemon: Daemon) -> None:
     assert r.frame()["ok"]["principal"] == "g0"
     for n in (MAX_DEPTH, 5000, 100_000):
         r.send(head + nest(n) + b"}\n")
-        assert r.frame() == {"id": None, "error": {
-            "code": "invalid_request.json",
-            "message": f"frame is nested deeper than {MAX_DEPTH} arrays and objects",
-            "data": {"reason": "depth", "max_depth": MAX_DEPTH}}}
+        assert r.frame() == {
+            "id": None,
+            "error": {
+                "code": "invalid_request.json",
+                "message": f"frame is nested deeper than {MAX_DEPTH} arrays and objects",
+                "data": {"reason": "depth", "max_depth": MAX_DEPTH},
+            },
+        }
     r.send(head + b"{}" * 10 + b"}\n")  # many containers side by side are not deep
     assert r.frame()["error"]["code"] == "invalid_request.json"
     r.send(head + b"[" + b"[]," * 5000 + b"[]]}\n")
@@ -226,6 +264,7 @@ def test_nesting_bound_at_its_edge(shared_daemon: Daemon) -> None:
 
 def test_config_value_nesting_and_digits(shared_daemon: Daemon) -> None:
     """config.set's value is parsed by the same bounded loader: RecursionError never."""
+
     def err(value: str) -> dict[str, Any]:
         e = shared_daemon.error("config.set", {"path": "run.max_active", "value": value})
         assert e.code == "invalid_params.config", e.to_dict()
@@ -261,15 +300,15 @@ def test_run_list_after_ids_of_any_length(shared_daemon: Daemon) -> None:
     shared_daemon.wait_exit(rid)
 
     def listed(**params: Any) -> list[str]:
-        return [r["run"] for r in shared_daemon.call("run.list", {"limit": 1024, **params})[
-            "runs"]]
+        return [r["run"] for r in shared_daemon.call("run.list", {"limit": 1024, **params})["runs"]]
+
     everything = listed()
     assert rid in everything
     for after in (LONG_RUN, "r" + "9" * 21, "r" + "9" * 20):
         assert listed(after=after) == []
     for after in ("r²", "r١", "x"):  # not a run ID: listed from the start
         assert listed(after=after) == everything
-    assert listed(after=rid) == everything[everything.index(rid) + 1:]
+    assert listed(after=rid) == everything[everything.index(rid) + 1 :]
 
 
 def test_expired_run_is_still_told_apart(daemon: Daemon) -> None:
@@ -277,8 +316,11 @@ def test_expired_run_is_still_told_apart(daemon: Daemon) -> None:
     rid = daemon.call("run", {"key": "gone", "session": s, "argv": ["true"]})["run"]
     daemon.wait_exit(rid)
     daemon.call("config.set", {"path": "run.retain_count", "value": "0"})
-    wait_for(lambda: daemon.error("run.get", {"run": rid}).code == "not_found.run", 10,
-             "the record expires")
+    wait_for(
+        lambda: daemon.error("run.get", {"run": rid}).code == "not_found.run",
+        10,
+        "the record expires",
+    )
     assert daemon.error("run.get", {"run": rid}).data == {"reason": "expired"}
     nxt = "r%d" % (int(rid[1:]) + 1)
     assert daemon.error("run.get", {"run": nxt}).data == {"reason": "unknown"}
@@ -286,19 +328,27 @@ def test_expired_run_is_still_told_apart(daemon: Daemon) -> None:
 
 def test_bounded_loader() -> None:
     assert loads(nest(MAX_DEPTH)) == loads(nest(MAX_DEPTH).decode())
-    for text, reason in ((nest(MAX_DEPTH + 1), "depth"), (b"[" * 5000, "depth"),
-                         (b"\xff", "utf8"), (b"NaN", "syntax"), (b"", "syntax")):
+    for text, reason in (
+        (nest(MAX_DEPTH + 1), "depth"),
+        (b"[" * 5000, "depth"),
+        (b"\xff", "utf8"),
+        (b"NaN", "syntax"),
+        (b"", "syntax"),
+    ):
         with pytest.raises(JsonError) as e:
             loads(text)
         assert e.value.reason == reason
     assert loads(b"1e999") == float("inf")
-    assert loads(b"9" * 4400) > 2**64 and loads(b"-" + b"9" * 4400) < -2**64
+    assert loads(b"9" * 4400) > 2**64 and loads(b"-" + b"9" * 4400) < -(2**64)
     assert loads(b'"[[[["') == "[[[["
 
 
 def test_id_number() -> None:
     assert [id_number(x, "r") for x in ("r0", "r12", "r" + "9" * ID_DIGITS)] == [
-        0, 12, 10**ID_DIGITS - 1]
+        0,
+        12,
+        10**ID_DIGITS - 1,
+    ]
     assert id_number("r" + "9" * (ID_DIGITS + 1), "r") == id_number(LONG_RUN, "r") == ID_BEYOND
     for bad in ("r", "r01", "r-1", "r+1", "r 1", "r1 ", "r²", "r١", "R1", "p1", "", "r1.0"):
         assert id_number(bad, "r") is None, bad

@@ -27,24 +27,42 @@ def world() -> tuple[Registry, dict[str, AuthNode], dict[str, Principal]]:
 
 CASES = [
     # scope, resource, covered
-    ("*", "run:r0", True), ("*", "session:s0", True),
-    ("session:s0", "session:s0", True), ("session:s0", "pane:p0", True),
-    ("session:s0", "run:r0", True), ("window:w0", "run:r0", True), ("pane:p0", "run:r0", True),
-    ("pane:p1", "run:r0", False), ("run:r0", "run:r0", True), ("run:r0", "pane:p0", False),
-    ("session:*", "session:s0", True), ("session:*", "pane:p0", True),
-    ("session:*", "run:r0", False), ("window:*", "run:r0", False), ("pane:*", "run:r0", False),
-    ("pane:*", "pane:p1", True), ("pane:*", "window:w0", False), ("run:*", "run:r1", True),
+    ("*", "run:r0", True),
+    ("*", "session:s0", True),
+    ("session:s0", "session:s0", True),
+    ("session:s0", "pane:p0", True),
+    ("session:s0", "run:r0", True),
+    ("window:w0", "run:r0", True),
+    ("pane:p0", "run:r0", True),
+    ("pane:p1", "run:r0", False),
+    ("run:r0", "run:r0", True),
+    ("run:r0", "pane:p0", False),
+    ("session:*", "session:s0", True),
+    ("session:*", "pane:p0", True),
+    ("session:*", "run:r0", False),
+    ("window:*", "run:r0", False),
+    ("pane:*", "run:r0", False),
+    ("pane:*", "pane:p1", True),
+    ("pane:*", "window:w0", False),
+    ("run:*", "run:r1", True),
     ("run:*", "pane:p0", False),
     ("self", "run:r1", True),  # owned by alice's descendant
-    ("self", "pane:p1", True), ("self", "pane:p0", False), ("self", "run:r0", False),
+    ("self", "pane:p1", True),
+    ("self", "pane:p0", False),
+    ("self", "run:r0", False),
     ("self", "session:s0", False),
 ]
 
 
 @pytest.mark.parametrize("right", auth.RIGHTS)
 @pytest.mark.parametrize(("scope", "resource", "covered"), CASES)
-def test_scope_table(world: tuple[Registry, dict[str, AuthNode], dict[str, Principal]],
-                     right: str, scope: str, resource: str, covered: bool) -> None:
+def test_scope_table(
+    world: tuple[Registry, dict[str, AuthNode], dict[str, Principal]],
+    right: str,
+    scope: str,
+    resource: str,
+    covered: bool,
+) -> None:
     reg, nodes, ps = world
     alice = ps["alice"]
     alice.grants = [Grant(right, scope)]
@@ -53,8 +71,9 @@ def test_scope_table(world: tuple[Registry, dict[str, AuthNode], dict[str, Princ
     assert auth.check(reg, alice, other, resource, nodes[resource]) is False
 
 
-def test_self_of_a_pane_principal(world: tuple[Registry, dict[str, AuthNode],
-                                               dict[str, Principal]]) -> None:
+def test_self_of_a_pane_principal(
+    world: tuple[Registry, dict[str, AuthNode], dict[str, Principal]],
+) -> None:
     reg, nodes, ps = world
     child = ps["child"]
     child.grants = [Grant("read", "self")]
@@ -63,14 +82,26 @@ def test_self_of_a_pane_principal(world: tuple[Registry, dict[str, AuthNode],
     assert not auth.check(reg, child, "read", "pane:p0", nodes["pane:p0"])
 
 
-@pytest.mark.parametrize(("scope", "resource", "covered"), [
-    ("*", "run:r9", True), ("run:*", "run:r9", True), ("run:r9", "run:r9", True),
-    ("pane:*", "run:r9", False), ("session:s0", "run:r9", False), ("self", "run:r9", False),
-    ("pane:*", "pane:p9", True), ("pane:p9", "pane:p9", True), ("session:s0", "pane:p9", False),
-])
-def test_absent_resources_only_by_id(world: tuple[Registry, dict[str, AuthNode],
-                                                  dict[str, Principal]],
-                                     scope: str, resource: str, covered: bool) -> None:
+@pytest.mark.parametrize(
+    ("scope", "resource", "covered"),
+    [
+        ("*", "run:r9", True),
+        ("run:*", "run:r9", True),
+        ("run:r9", "run:r9", True),
+        ("pane:*", "run:r9", False),
+        ("session:s0", "run:r9", False),
+        ("self", "run:r9", False),
+        ("pane:*", "pane:p9", True),
+        ("pane:p9", "pane:p9", True),
+        ("session:s0", "pane:p9", False),
+    ],
+)
+def test_absent_resources_only_by_id(
+    world: tuple[Registry, dict[str, AuthNode], dict[str, Principal]],
+    scope: str,
+    resource: str,
+    covered: bool,
+) -> None:
     reg, _, ps = world
     ps["alice"].grants = [Grant("read", scope)]
     assert auth.check(reg, ps["alice"], "read", resource, None) is covered
@@ -88,20 +119,34 @@ def test_anonymous_never_writes() -> None:
 def test_delegation() -> None:
     reg = Registry()
     p = reg.new_principal(None, [Grant("spawn", "session:*"), Grant("read", "self")])
-    assert auth.child_grants(reg, p, [Grant("spawn", "session:s3")]) == [Grant("spawn", "session:s3")]
+    assert auth.child_grants(reg, p, [Grant("spawn", "session:s3")]) == [
+        Grant("spawn", "session:s3")
+    ]
     assert auth.child_grants(reg, p, []) == []
-    for bad in (Grant("spawn", "*"), Grant("read", "*"), Grant("write", "self"),
-                Grant("spawn", "pane:*")):
+    for bad in (
+        Grant("spawn", "*"),
+        Grant("read", "*"),
+        Grant("write", "self"),
+        Grant("spawn", "pane:*"),
+    ):
         with pytest.raises(VenomxError) as e:
             auth.child_grants(reg, p, [bad])
         assert e.value.code == "denied.delegation" and e.value.data == {"grant": bad.to_dict()}
     assert auth.child_grants(reg, p, None) == [Grant("read", "self")]  # defaults, narrowed
 
 
-@pytest.mark.parametrize("value", [None, [1], [{"right": "read"}], [{"right": "x", "scope": "*"}],
-                                   [{"right": "read", "scope": "pane:"}],
-                                   [{"right": "read", "scope": "*", "extra": 1}],
-                                   [{"right": "read", "scope": 5}]])
+@pytest.mark.parametrize(
+    "value",
+    [
+        None,
+        [1],
+        [{"right": "read"}],
+        [{"right": "x", "scope": "*"}],
+        [{"right": "read", "scope": "pane:"}],
+        [{"right": "read", "scope": "*", "extra": 1}],
+        [{"right": "read", "scope": 5}],
+    ],
+)
 def test_malformed_grants(value: object) -> None:
     with pytest.raises(VenomxError) as e:
         auth.parse_grants(value)

@@ -15,8 +15,9 @@ from venomx.cli.render import human_bytes, human_duration, render_doctor
 from venomx.manifest.verbs import VERBS
 
 
-def commands(group: click.Group, path: tuple[str, ...] = ()) -> Iterator[tuple[tuple[str, ...],
-                                                                             click.Command]]:
+def commands(
+    group: click.Group, path: tuple[str, ...] = ()
+) -> Iterator[tuple[tuple[str, ...], click.Command]]:
     for name, cmd in group.commands.items():
         yield (*path, name), cmd
         if isinstance(cmd, click.Group):
@@ -34,7 +35,7 @@ def option_line(text: str, opt: str) -> str:
     lines = text.splitlines()
     i = next(i for i, ln in enumerate(lines) if ln.strip().startswith(opt + " "))
     out = [lines[i]]
-    for ln in lines[i + 1:]:
+    for ln in lines[i + 1 :]:
         if ln.strip().startswith("-") or not ln.startswith(" " * 8):
             break
         out.append(ln.strip())
@@ -80,36 +81,72 @@ def test_the_run_group_tells_how_to_give_the_program() -> None:
     assert "tool" not in help_of("run", "wait")
 
 
-@pytest.mark.parametrize(("ms", "shown"), [
-    (0, "0ms"), (999, "999ms"), (1000, "1.0s"), (59_999, "60.0s"), (60_000, "1m 0s"),
-    (3_599_999, "59m 59s"), (3_600_000, "1h 0m"), (86_399_999, "23h 59m"),
-    (86_400_000, "1d 0h"), (431_841_000, "4d 23h"), (5 * 86_400_000 + 1, "5d 0h")])
+@pytest.mark.parametrize(
+    ("ms", "shown"),
+    [
+        (0, "0ms"),
+        (999, "999ms"),
+        (1000, "1.0s"),
+        (59_999, "60.0s"),
+        (60_000, "1m 0s"),
+        (3_599_999, "59m 59s"),
+        (3_600_000, "1h 0m"),
+        (86_399_999, "23h 59m"),
+        (86_400_000, "1d 0h"),
+        (431_841_000, "4d 23h"),
+        (5 * 86_400_000 + 1, "5d 0h"),
+    ],
+)
 def test_durations(ms: int, shown: str) -> None:
     assert human_duration(ms) == shown
 
 
 def test_sizes() -> None:
     assert [human_bytes(n) for n in (0, 1023, 1024, 1366, 2**20, 2**40)] == [
-        "0 B", "1023 B", "1.0 KiB", "1.3 KiB", "1.0 MiB", "1024.0 GiB"]
+        "0 B",
+        "1023 B",
+        "1.0 KiB",
+        "1.3 KiB",
+        "1.0 MiB",
+        "1024.0 GiB",
+    ]
 
 
 def test_doctor_names_pids_when_the_report_carries_them() -> None:
     """Fields the daemon may add (escapee and orphaned-sentinel pids, a lost sentinel's
     pid) are shown when present; without them the report still names panes and runs."""
-    report = {"status": "warn", "pid": 7, "uptime_ms": 431841, "version": "0.1.0",
-              "checks": [{"name": "sentinels", "status": "warn", "detail": "d"},
-                         {"name": "escapees", "status": "warn", "detail": "d"}],
-              "sentinels": {"missing": [], "stopped": [], "unresponsive": [],
-                            "orphaned": 1, "orphaned_pids": [41],
-                            "lost": {"count": 1, "recent": [
-                                {"pane": "p2", "run": "r1", "reason": "channel closed",
-                                 "at": "T", "pid": 40}]}},
-              "escapees": {"count": 3, "panes": {"p0": 2, "unknown": 1},
-                           "pids": {"p0": [11, 12]}, "reaped": 0}}
+    report = {
+        "status": "warn",
+        "pid": 7,
+        "uptime_ms": 431841,
+        "version": "0.1.0",
+        "checks": [
+            {"name": "sentinels", "status": "warn", "detail": "d"},
+            {"name": "escapees", "status": "warn", "detail": "d"},
+        ],
+        "sentinels": {
+            "missing": [],
+            "stopped": [],
+            "unresponsive": [],
+            "orphaned": 1,
+            "orphaned_pids": [41],
+            "lost": {
+                "count": 1,
+                "recent": [
+                    {"pane": "p2", "run": "r1", "reason": "channel closed", "at": "T", "pid": 40}
+                ],
+            },
+        },
+        "escapees": {
+            "count": 3,
+            "panes": {"p0": 2, "unknown": 1},
+            "pids": {"p0": [11, 12]},
+            "reaped": 0,
+        },
+    }
     panes = {"p0": {"pane": "p0", "run": "r0"}}
     text = render_doctor(report, lambda: panes)
-    assert text.splitlines()[0] == "venomx doctor: warn (daemon pid 7, up 7m 11s, " \
-                                   "version 0.1.0)"
+    assert text.splitlines()[0] == "venomx doctor: warn (daemon pid 7, up 7m 11s, version 0.1.0)"
     notes = [ln.strip() for ln in text.splitlines()]
     assert "orphaned: pid 41" in notes
     assert "lost T: pane p2 (run r1), sentinel pid 40, channel closed" in notes

@@ -31,14 +31,18 @@ def modules() -> dict[str, Path]:
 def type_checking_nodes(tree: ast.AST) -> set[int]:
     skip: set[int] = set()
     for node in ast.walk(tree):
-        if isinstance(node, ast.If) and isinstance(node.test, ast.Name) \
-                and node.test.id == "TYPE_CHECKING":
+        if (
+            isinstance(node, ast.If)
+            and isinstance(node.test, ast.Name)
+            and node.test.id == "TYPE_CHECKING"
+        ):
             skip.update(id(n) for n in ast.walk(node))
     return skip
 
 
-def imports_of(name: str, path: Path, known: dict[str, Path],
-               annotations: bool = False) -> set[str]:
+def imports_of(
+    name: str, path: Path, known: dict[str, Path], annotations: bool = False
+) -> set[str]:
     tree = ast.parse(path.read_text())
     skip = set() if annotations else type_checking_nodes(tree)
     package = name if path.name == "__init__.py" else name.rpartition(".")[0]
@@ -51,7 +55,7 @@ def imports_of(name: str, path: Path, known: dict[str, Path],
         elif isinstance(node, ast.ImportFrom):
             base = node.module or ""
             if node.level:
-                up = package.split(".")[:len(package.split(".")) - node.level + 1]
+                up = package.split(".")[: len(package.split(".")) - node.level + 1]
                 base = ".".join([*up, base] if base else up)
             for alias in node.names:
                 sub = f"{base}.{alias.name}"
@@ -105,9 +109,11 @@ def test_the_check_sees_a_function_level_circle(tmp_path: Path) -> None:
     graph = {"a": {"b"}, "b": {"c"}, "c": {"a"}, "d": {"a"}}
     assert cycles(graph) == [["a", "b", "c"]]
     probe = tmp_path / "probe.py"
-    probe.write_text("from typing import TYPE_CHECKING\nif TYPE_CHECKING:\n"
-                     "    from venomx import wire\ndef f():\n"
-                     "    from venomx.daemon import core\n")
+    probe.write_text(
+        "from typing import TYPE_CHECKING\nif TYPE_CHECKING:\n"
+        "    from venomx import wire\ndef f():\n"
+        "    from venomx.daemon import core\n"
+    )
     known = {"venomx.daemon.core": probe, "venomx.wire": probe}
     assert imports_of("x", probe, known) == {"venomx.daemon.core"}
 
@@ -115,8 +121,11 @@ def test_the_check_sees_a_function_level_circle(tmp_path: Path) -> None:
 def test_only_main_knows_the_daemon() -> None:
     """``Daemon`` constructs and wires the services; everything else gets services."""
     known = modules()
-    users = {name for name, path in known.items()
-             if "venomx.daemon.core" in imports_of(name, path, known, annotations=True)}
+    users = {
+        name
+        for name, path in known.items()
+        if "venomx.daemon.core" in imports_of(name, path, known, annotations=True)
+    }
     assert users == {"venomx.daemon.main"}
 
 
@@ -136,8 +145,11 @@ def test_only_the_pane_owner_sends_sentinel_messages() -> None:
 
     from workers import protocol
 
-    messages = {n for n, obj in vars(protocol).items()
-                if inspect.isclass(obj) and issubclass(obj, protocol.Message)}
+    messages = {
+        n
+        for n, obj in vars(protocol).items()
+        if inspect.isclass(obj) and issubclass(obj, protocol.Message)
+    }
     assert {"Input", "Resize", "Stream", "Spawn", "Exit"} <= messages
     owner = ROOT / "venomx" / "daemon" / "panes"
     offenders = []
@@ -148,7 +160,11 @@ def test_only_the_pane_owner_sends_sentinel_messages() -> None:
         for node in ast.walk(tree):
             if isinstance(node, ast.ImportFrom) and node.module == "workers.protocol":
                 offenders += [(path.name, a.name) for a in node.names if a.name in messages]
-            if isinstance(node, ast.Attribute) and node.attr in messages \
-                    and isinstance(node.value, ast.Name) and node.value.id in ("P", "protocol"):
+            if (
+                isinstance(node, ast.Attribute)
+                and node.attr in messages
+                and isinstance(node.value, ast.Name)
+                and node.value.id in ("P", "protocol")
+            ):
                 offenders.append((path.name, node.attr))
     assert offenders == []

@@ -13,8 +13,9 @@ from tests.helpers import ROOT
 
 def loaded_after(stmt: str) -> set[str]:
     code = f"import sys; {stmt}; print('\\n'.join(sys.modules))"
-    r = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True,
-                       cwd=ROOT)
+    r = subprocess.run(
+        [sys.executable, "-c", code], capture_output=True, text=True, check=True, cwd=ROOT
+    )
     return set(r.stdout.split())
 
 
@@ -51,9 +52,12 @@ def _imported(tree: ast.AST) -> Iterator[str]:
 
 
 def test_no_daemon_code_imports_pyte_even_inside_a_function() -> None:
-    found = {m for path in sorted((ROOT / "venomx").rglob("*.py"))
-             for m in _imported(ast.parse(path.read_text(), str(path)))
-             if m.split(".")[0] in ("workers", "pyte")}
+    found = {
+        m
+        for path in sorted((ROOT / "venomx").rglob("*.py"))
+        for m in _imported(ast.parse(path.read_text(), str(path)))
+        if m.split(".")[0] in ("workers", "pyte")
+    }
     assert "workers.rows" in found
     mods = loaded_after("import " + ", ".join(sorted(found)))
     assert not {m for m in mods if m.split(".")[0] == "pyte"}, sorted(found)

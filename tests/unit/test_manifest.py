@@ -28,8 +28,11 @@ def test_every_verb_has_a_handler_and_every_handler_a_verb() -> None:
 def test_generated_docs_are_fresh() -> None:
     assert (ROOT / "docs" / "verbs.md").read_text() == verbs_md()
     assert (ROOT / "docs" / "skill.md").read_text() == skill_md()
-    r = subprocess.run([sys.executable, str(ROOT / "scripts" / "gen-docs"), "--check"],
-                       capture_output=True, text=True)
+    r = subprocess.run(
+        [sys.executable, str(ROOT / "scripts" / "gen-docs"), "--check"],
+        capture_output=True,
+        text=True,
+    )
     assert r.returncode == 0, r.stdout
 
 
@@ -49,9 +52,21 @@ def test_run_summaries_say_what_the_rfc_requires() -> None:
 
 def test_skill_has_the_rules() -> None:
     text = skill_md()
-    for phrase in ("run --key", "run wait", "identical request", "--shell", "run cancel",
-                   "--deadline-ms", "outcome", "124", "125", "capture-rows", "pane remove",
-                   "--source", "Prefer `run` over `pane send`"):
+    for phrase in (
+        "run --key",
+        "run wait",
+        "identical request",
+        "--shell",
+        "run cancel",
+        "--deadline-ms",
+        "outcome",
+        "124",
+        "125",
+        "capture-rows",
+        "pane remove",
+        "--source",
+        "Prefer `run` over `pane send`",
+    ):
         assert phrase in text, phrase
 
 
@@ -61,16 +76,39 @@ def test_schemas_are_objects() -> None:
         assert output_schema(v)["type"] == "object"
 
 
-@pytest.mark.parametrize(("params", "code", "data"), [
-    ({"nope": 1}, "invalid_params.unknown", {"param": "nope"}),
-    ({}, "invalid_params.missing", {"param": "session"}),
-    ({"session": 1}, "invalid_params.type", {"param": "session", "expected": "string"}),
-    ({"session": "s0", "cols": "80"}, "invalid_params.type", {"param": "cols", "expected": "integer"}),
-    ({"session": "s0", "cols": True}, "invalid_params.type", {"param": "cols", "expected": "integer"}),
-    ({"session": "s0", "cols": 0}, "invalid_params.range", {"param": "cols", "min": 1, "max": 65535}),
-    ({"session": "s0", "cols": 65536}, "invalid_params.range", {"param": "cols", "min": 1, "max": 65535}),
-    ({"session": "s0", "argv": ["a", 1]}, "invalid_params.type", {"param": "argv", "expected": "array of string"}),
-])
+@pytest.mark.parametrize(
+    ("params", "code", "data"),
+    [
+        ({"nope": 1}, "invalid_params.unknown", {"param": "nope"}),
+        ({}, "invalid_params.missing", {"param": "session"}),
+        ({"session": 1}, "invalid_params.type", {"param": "session", "expected": "string"}),
+        (
+            {"session": "s0", "cols": "80"},
+            "invalid_params.type",
+            {"param": "cols", "expected": "integer"},
+        ),
+        (
+            {"session": "s0", "cols": True},
+            "invalid_params.type",
+            {"param": "cols", "expected": "integer"},
+        ),
+        (
+            {"session": "s0", "cols": 0},
+            "invalid_params.range",
+            {"param": "cols", "min": 1, "max": 65535},
+        ),
+        (
+            {"session": "s0", "cols": 65536},
+            "invalid_params.range",
+            {"param": "cols", "min": 1, "max": 65535},
+        ),
+        (
+            {"session": "s0", "argv": ["a", 1]},
+            "invalid_params.type",
+            {"param": "argv", "expected": "array of string"},
+        ),
+    ],
+)
 def test_schema_errors(params: dict[str, object], code: str, data: dict[str, object]) -> None:
     v = verb_by_name("window.create")
     assert v is not None
@@ -88,10 +126,17 @@ def test_choices_and_defaults() -> None:
     assert e.value.code == "invalid_params.choice" and e.value.data["param"] == "signal"
 
 
-@given(st.dictionaries(st.text(max_size=8), st.recursive(
-    st.none() | st.booleans() | st.integers() | st.text(max_size=8),
-    lambda c: st.lists(c, max_size=3) | st.dictionaries(st.text(max_size=4), c, max_size=3),
-    max_leaves=6), max_size=5))
+@given(
+    st.dictionaries(
+        st.text(max_size=8),
+        st.recursive(
+            st.none() | st.booleans() | st.integers() | st.text(max_size=8),
+            lambda c: st.lists(c, max_size=3) | st.dictionaries(st.text(max_size=4), c, max_size=3),
+            max_leaves=6,
+        ),
+        max_size=5,
+    )
+)
 def test_validate_only_raises_schema_errors(params: dict[str, object]) -> None:
     for name in ("run", "pane.send", "events.read"):
         v = verb_by_name(name)
@@ -100,8 +145,13 @@ def test_validate_only_raises_schema_errors(params: dict[str, object]) -> None:
             validate(v, params)
         except VenomxError as exc:
             # §3's schema errors only, each naming its param; a success is fine too
-            assert exc.code in {f"invalid_params.{x}" for x in (
-                "unknown", "missing", "type", "range", "choice")} and "param" in exc.data, exc
+            assert (
+                exc.code
+                in {
+                    f"invalid_params.{x}" for x in ("unknown", "missing", "type", "range", "choice")
+                }
+                and "param" in exc.data
+            ), exc
 
 
 def test_every_handler_signature_matches_its_verbs_params() -> None:
@@ -124,7 +174,12 @@ def test_every_handler_signature_matches_its_verbs_params() -> None:
             for t in v.target.params:
                 ann = str(inspect.signature(fn).parameters[t].annotation)
                 assert "str" not in ann and ann.split(" ")[0] in (
-                    "Session", "Window", "Pane", "Run", "Principal"), (name, t, ann)
+                    "Session",
+                    "Window",
+                    "Pane",
+                    "Run",
+                    "Principal",
+                ), (name, t, ann)
         for p in sig[1:]:
             assert p.kind is inspect.Parameter.POSITIONAL_OR_KEYWORD, (name, p.name)
             assert p.default in (inspect.Parameter.empty, None), (name, p.name)
@@ -143,8 +198,8 @@ def test_input_schemas_show_the_rules_without_top_level_unions() -> None:
     assert props["env_unset"]["items"]["pattern"] == "^(?:[A-Za-z_][A-Za-z0-9_]*)$"
     assert "65536 UTF-8 bytes" in props["shell"]["description"]
     from venomx.manifest.generate import tool_description
-    assert "exactly one of session or pane (else invalid_params.target)" in \
-        tool_description(run)
+
+    assert "exactly one of session or pane (else invalid_params.target)" in tool_description(run)
     assert "exactly one of argv or shell" in tool_description(run)
     send = verb_by_name("pane.send")
     assert send is not None and "exactly one of text, keys or data" in tool_description(send)

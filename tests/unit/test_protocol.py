@@ -25,11 +25,25 @@ def state(rows: int = 2) -> dict[str, Any]:
 
 
 SAMPLES = [
-    P.Spawn("p0", ["sh"], {"A": "b"}, "/", 80, 24, 10000), P.Release(), P.Abort(),
-    P.Input(b"x", 4, 123456), P.Resize(10, 5, 6), P.Stream(True, 3), P.Ping(8),
-    P.Capture(1, None, 0, None, 100), P.Hello(42), P.Ready(), P.Started(7), P.Failed("ENOENT"),
-    P.Output(b"\x00\xff", 2), P.Marker("finished", 9, 0, None), P.Rows(1, {"a": 1}, None),
-    P.Screen(1, 80, 24, 0, b"x"), P.Exit(256, state()), P.Resized(1, 2, 3, 6), P.Wrote(4, 1),
+    P.Spawn("p0", ["sh"], {"A": "b"}, "/", 80, 24, 10000),
+    P.Release(),
+    P.Abort(),
+    P.Input(b"x", 4, 123456),
+    P.Resize(10, 5, 6),
+    P.Stream(True, 3),
+    P.Ping(8),
+    P.Capture(1, None, 0, None, 100),
+    P.Hello(42),
+    P.Ready(),
+    P.Started(7),
+    P.Failed("ENOENT"),
+    P.Output(b"\x00\xff", 2),
+    P.Marker("finished", 9, 0, None),
+    P.Rows(1, {"a": 1}, None),
+    P.Screen(1, 80, 24, 0, b"x"),
+    P.Exit(256, state()),
+    P.Resized(1, 2, 3, 6),
+    P.Wrote(4, 1),
     P.Pong(8),
 ]
 BY_CLASS = {type(m): m for m in SAMPLES}
@@ -51,15 +65,20 @@ def test_round_trip(msg: P.Message) -> None:
     data = P.encode(msg)
     out = []
     for i in range(len(data)):  # byte by byte: framing survives any split
-        out += dec.feed(data[i:i + 1])
+        out += dec.feed(data[i : i + 1])
     assert out == [msg]
     assert dataclasses.asdict(out[0]) == dataclasses.asdict(msg)
 
 
 def test_optional_fields_round_trip_set_and_unset() -> None:
-    for msg in (P.Capture(1, 2, 3, 4, 5), P.Marker("status", 1, None, "busy"),
-                P.Rows(2, {}, {"code": "x"}), P.Spawn("p", [], {}, "/", 1, 1, 0, True),
-                P.Stream(False), P.Hello(1, P.PROTOCOL_VERSION)):
+    for msg in (
+        P.Capture(1, 2, 3, 4, 5),
+        P.Marker("status", 1, None, "busy"),
+        P.Rows(2, {}, {"code": "x"}),
+        P.Spawn("p", [], {}, "/", 1, 1, 0, True),
+        P.Stream(False),
+        P.Hello(1, P.PROTOCOL_VERSION),
+    ):
         assert P.decode(frame(msg)) == msg
 
 
@@ -120,7 +139,8 @@ def annotation(cls: type[P.Message], name: str) -> str:
 
 WRONG = [
     pytest.param(cls, f.name, value, id=f"{cls.__name__}.{f.name}={value!r}")
-    for cls in P.MESSAGES.values() for f in dataclasses.fields(cls)
+    for cls in P.MESSAGES.values()
+    for f in dataclasses.fields(cls)
     for value, fits in CANDIDATES
     if annotation(cls, f.name) not in fits or (cls, f.name) == (P.Exit, "state")
 ]
@@ -132,8 +152,7 @@ def test_every_field_has_wrong_values() -> None:
 
 
 @pytest.mark.parametrize(("cls", "name", "value"), WRONG)
-def test_wrong_field_type_is_protocol_error(cls: type[P.Message], name: str,
-                                            value: object) -> None:
+def test_wrong_field_type_is_protocol_error(cls: type[P.Message], name: str, value: object) -> None:
     values = frame(BY_CLASS[cls])
     index = 1 + [f.name for f in dataclasses.fields(cls)].index(name)
     values[index] = value
@@ -152,8 +171,11 @@ def bad_states() -> list[Any]:
         for value, _ in CANDIDATES:
             if key in ("history", "lines") and value in ([], ["s"]):
                 continue  # these are valid lists of rows (lines checked for count below)
-            if key in ("epoch", "offset", "cols", "oldest", "dropped") and type(value) is int \
-                    and value >= 0:
+            if (
+                key in ("epoch", "offset", "cols", "oldest", "dropped")
+                and type(value) is int
+                and value >= 0
+            ):
                 continue
             out.append({**good, key: value})
     out += [
@@ -183,11 +205,30 @@ def test_malformed_exit_state_is_protocol_error(bad: object) -> None:
         P.decode([int(P.Kind.EXIT), 0, bad])
 
 
-@pytest.mark.parametrize("obj", [
-    None, 1, "x", b"x", {}, [], [None], [True], [False, 1], [1.0], ["1"], [[1]], [{}],
-    [99], [-1], [2**64 - 1], [int(P.Kind.RELEASE), 1], [int(P.Kind.INPUT)],
-    [int(P.Kind.OUTPUT), b"x", 1, 2],
-])
+@pytest.mark.parametrize(
+    "obj",
+    [
+        None,
+        1,
+        "x",
+        b"x",
+        {},
+        [],
+        [None],
+        [True],
+        [False, 1],
+        [1.0],
+        ["1"],
+        [[1]],
+        [{}],
+        [99],
+        [-1],
+        [2**64 - 1],
+        [int(P.Kind.RELEASE), 1],
+        [int(P.Kind.INPUT)],
+        [int(P.Kind.OUTPUT), b"x", 1, 2],
+    ],
+)
 def test_malformed_frames_are_protocol_errors(obj: object) -> None:
     with pytest.raises(P.ProtocolError):
         P.decode(obj)
@@ -202,11 +243,18 @@ def test_decoder_fuzz(data: bytes) -> None:
 
 
 MSGPACK = st.recursive(
-    st.none() | st.booleans() | st.integers(-2**63, 2**64 - 1) | st.floats()
-    | st.text(max_size=8) | st.binary(max_size=8),
-    lambda inner: st.lists(inner, max_size=4)
-    | st.dictionaries(st.text(max_size=4) | st.integers(-2**63, 2**64 - 1), inner, max_size=4),
-    max_leaves=12)
+    st.none()
+    | st.booleans()
+    | st.integers(-(2**63), 2**64 - 1)
+    | st.floats()
+    | st.text(max_size=8)
+    | st.binary(max_size=8),
+    lambda inner: (
+        st.lists(inner, max_size=4)
+        | st.dictionaries(st.text(max_size=4) | st.integers(-(2**63), 2**64 - 1), inner, max_size=4)
+    ),
+    max_leaves=12,
+)
 
 
 def expect_decoded(obj: list[Any]) -> None:

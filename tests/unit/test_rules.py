@@ -24,8 +24,7 @@ def verb(name: str) -> Verb:
     return v
 
 
-RUN_OK: dict[str, Any] = {"key": "k", "session": "s0", "argv": ["true"], "cols": 80,
-                          "rows": 24}
+RUN_OK: dict[str, Any] = {"key": "k", "session": "s0", "argv": ["true"], "cols": 80, "rows": 24}
 
 
 def error(name: str, params: dict[str, Any]) -> tuple[str, dict[str, Any]]:
@@ -34,55 +33,100 @@ def error(name: str, params: dict[str, Any]) -> tuple[str, dict[str, Any]]:
     return e.value.code, e.value.data
 
 
-@pytest.mark.parametrize(("change", "code", "data"), [
-    ({"axis": "cols"}, "invalid_params.target", {"param": "axis", "reason": "misplaced"}),
-    ({"session": None, "pane": "p0"}, "invalid_params.target",
-     {"param": "axis", "reason": "missing"}),
-    ({"session": None, "pane": "p0", "axis": "rows", "name": "n"}, "invalid_params.target",
-     {"param": "name", "reason": "misplaced"}),
-    ({"argv": None}, "invalid_params.command", {"param": "argv", "reason": "missing"}),
-    ({"shell": "true"}, "invalid_params.command", {"param": "shell", "reason": "exclusive"}),
-    ({"argv": None, "shell": ""}, "invalid_params.command", {"param": "shell", "reason": "size"}),
-    ({"argv": None, "shell": "x" * (MAX_SHELL + 1)}, "invalid_params.command",
-     {"param": "shell", "reason": "size"}),
-    ({"argv": None, "shell": "a\0"}, "invalid_params.command",
-     {"param": "shell", "reason": "nul"}),
-    ({"argv": None, "shell": "\ud800"}, "invalid_params.command",
-     {"param": "shell", "reason": "encoding"}),
-    ({"key": "k" * 129}, "invalid_params.key", {"param": "key", "reason": "syntax"}),
-    ({"key": "a b"}, "invalid_params.key", {"param": "key", "reason": "syntax"}),
-    ({"argv": []}, "invalid_params.argv", {"param": "argv", "reason": "empty"}),
-    ({"argv": ["", "x"]}, "invalid_params.argv", {"param": "argv", "reason": "empty"}),
-    ({"argv": ["a", "\ud800", "b\0"]}, "invalid_params.argv",
-     {"param": "argv", "reason": "nul"}),
-    ({"argv": ["a", "\ud800"]}, "invalid_params.argv", {"param": "argv", "reason": "encoding"}),
-    ({"argv": ["x" * (MAX_ARGV // 2), "y" * (MAX_ARGV // 2 - 1)]}, "invalid_params.argv",
-     {"param": "argv", "reason": "size"}),
-    ({"name": "n" * 65}, "invalid_params.name", {"param": "name"}),
-    ({"cols": 1025, "rows": 1024}, "invalid_params.size",
-     {"param": "cols", "cells": 1025 * 1024, "max": MAX_CELLS}),
-    ({"env": {"1A": "x"}}, "invalid_params.env", {"param": "env", "reason": "name", "name": "1A"}),
-    ({"env": {"A": 1}}, "invalid_params.env", {"param": "env", "reason": "type", "name": "A"}),
-    ({"env": {"A\0": "x"}}, "invalid_params.env", {"param": "env", "reason": "name"}),
-    ({"env": {"A": "x" * (MAX_ENV_VALUE + 1)}}, "invalid_params.env",
-     {"param": "env", "reason": "size", "name": "A"}),
-    ({"env_unset": ["B-"]}, "invalid_params.env", {"param": "env", "reason": "name", "name": "B-"}),
-    ({"cwd": "rel"}, "invalid_params.cwd", {"param": "cwd", "reason": "relative"}),
-    ({"cwd": "/a\0"}, "invalid_params.cwd", {"param": "cwd", "reason": "relative"}),
-    ({"cwd": "/\udc80"}, "invalid_params.cwd", {"param": "cwd", "reason": "relative"}),
-])
+@pytest.mark.parametrize(
+    ("change", "code", "data"),
+    [
+        ({"axis": "cols"}, "invalid_params.target", {"param": "axis", "reason": "misplaced"}),
+        (
+            {"session": None, "pane": "p0"},
+            "invalid_params.target",
+            {"param": "axis", "reason": "missing"},
+        ),
+        (
+            {"session": None, "pane": "p0", "axis": "rows", "name": "n"},
+            "invalid_params.target",
+            {"param": "name", "reason": "misplaced"},
+        ),
+        ({"argv": None}, "invalid_params.command", {"param": "argv", "reason": "missing"}),
+        ({"shell": "true"}, "invalid_params.command", {"param": "shell", "reason": "exclusive"}),
+        (
+            {"argv": None, "shell": ""},
+            "invalid_params.command",
+            {"param": "shell", "reason": "size"},
+        ),
+        (
+            {"argv": None, "shell": "x" * (MAX_SHELL + 1)},
+            "invalid_params.command",
+            {"param": "shell", "reason": "size"},
+        ),
+        (
+            {"argv": None, "shell": "a\0"},
+            "invalid_params.command",
+            {"param": "shell", "reason": "nul"},
+        ),
+        (
+            {"argv": None, "shell": "\ud800"},
+            "invalid_params.command",
+            {"param": "shell", "reason": "encoding"},
+        ),
+        ({"key": "k" * 129}, "invalid_params.key", {"param": "key", "reason": "syntax"}),
+        ({"key": "a b"}, "invalid_params.key", {"param": "key", "reason": "syntax"}),
+        ({"argv": []}, "invalid_params.argv", {"param": "argv", "reason": "empty"}),
+        ({"argv": ["", "x"]}, "invalid_params.argv", {"param": "argv", "reason": "empty"}),
+        (
+            {"argv": ["a", "\ud800", "b\0"]},
+            "invalid_params.argv",
+            {"param": "argv", "reason": "nul"},
+        ),
+        ({"argv": ["a", "\ud800"]}, "invalid_params.argv", {"param": "argv", "reason": "encoding"}),
+        (
+            {"argv": ["x" * (MAX_ARGV // 2), "y" * (MAX_ARGV // 2 - 1)]},
+            "invalid_params.argv",
+            {"param": "argv", "reason": "size"},
+        ),
+        ({"name": "n" * 65}, "invalid_params.name", {"param": "name"}),
+        (
+            {"cols": 1025, "rows": 1024},
+            "invalid_params.size",
+            {"param": "cols", "cells": 1025 * 1024, "max": MAX_CELLS},
+        ),
+        (
+            {"env": {"1A": "x"}},
+            "invalid_params.env",
+            {"param": "env", "reason": "name", "name": "1A"},
+        ),
+        ({"env": {"A": 1}}, "invalid_params.env", {"param": "env", "reason": "type", "name": "A"}),
+        ({"env": {"A\0": "x"}}, "invalid_params.env", {"param": "env", "reason": "name"}),
+        (
+            {"env": {"A": "x" * (MAX_ENV_VALUE + 1)}},
+            "invalid_params.env",
+            {"param": "env", "reason": "size", "name": "A"},
+        ),
+        (
+            {"env_unset": ["B-"]},
+            "invalid_params.env",
+            {"param": "env", "reason": "name", "name": "B-"},
+        ),
+        ({"cwd": "rel"}, "invalid_params.cwd", {"param": "cwd", "reason": "relative"}),
+        ({"cwd": "/a\0"}, "invalid_params.cwd", {"param": "cwd", "reason": "relative"}),
+        ({"cwd": "/\udc80"}, "invalid_params.cwd", {"param": "cwd", "reason": "relative"}),
+    ],
+)
 def test_run_rules(change: dict[str, Any], code: str, data: dict[str, Any]) -> None:
     assert error("run", {**RUN_OK, **change}) == (code, data)
 
 
-@pytest.mark.parametrize("change", [
-    {"key": "k" * 128, "name": "n" * 64},
-    {"argv": None, "shell": "x" * MAX_SHELL},
-    {"argv": ["x" * (MAX_ARGV // 2 - 1), "y" * (MAX_ARGV // 2 - 1)]},
-    {"cols": 1024, "rows": 1024},
-    {"env": {"_A1": "x" * MAX_ENV_VALUE}, "env_unset": ["B"], "cwd": "/"},
-    {"session": None, "pane": "p0", "axis": "cols"},
-])
+@pytest.mark.parametrize(
+    "change",
+    [
+        {"key": "k" * 128, "name": "n" * 64},
+        {"argv": None, "shell": "x" * MAX_SHELL},
+        {"argv": ["x" * (MAX_ARGV // 2 - 1), "y" * (MAX_ARGV // 2 - 1)]},
+        {"cols": 1024, "rows": 1024},
+        {"env": {"_A1": "x" * MAX_ENV_VALUE}, "env_unset": ["B"], "cwd": "/"},
+        {"session": None, "pane": "p0", "axis": "cols"},
+    ],
+)
 def test_run_rules_accept_their_edges(change: dict[str, Any]) -> None:
     check_rules(verb("run"), {**RUN_OK, **change})
 
@@ -95,11 +139,14 @@ def test_the_first_rule_in_the_spec_order_wins() -> None:
     assert error("run", {**bad, "axis": None, "shell": None})[0] == "invalid_params.key"
 
 
-@pytest.mark.parametrize(("params", "data"), [
-    ({}, {"param": "text", "reason": "missing"}),
-    ({"keys": ["a"], "data": ""}, {"param": "data", "reason": "exclusive"}),
-    ({"text": "", "keys": [], "data": ""}, {"param": "keys", "reason": "exclusive"}),
-])
+@pytest.mark.parametrize(
+    ("params", "data"),
+    [
+        ({}, {"param": "text", "reason": "missing"}),
+        ({"keys": ["a"], "data": ""}, {"param": "data", "reason": "exclusive"}),
+        ({"text": "", "keys": [], "data": ""}, {"param": "keys", "reason": "exclusive"}),
+    ],
+)
 def test_send_takes_exactly_one_input(params: dict[str, Any], data: dict[str, Any]) -> None:
     assert error("pane.send", params) == ("invalid_params.input", data)
 
@@ -129,5 +176,9 @@ def test_config_keys_are_params_checked_at_their_edges() -> None:
     for bad in ("sh", "/a\0", 1):
         assert shell.check(bad) == "must be an absolute path"
     log = SCHEMA["log.max_bytes"]
-    assert log.check(4095) == log.check(-1) == f"must be 0 (never rotate) or between 4096 and {1 << 40}"
+    assert (
+        log.check(4095)
+        == log.check(-1)
+        == f"must be 0 (never rotate) or between 4096 and {1 << 40}"
+    )
     assert log.check(4096) is None

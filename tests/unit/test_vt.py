@@ -20,8 +20,10 @@ from workers.vt import Terminal
 
 def plain(cols: int, rows: int, scrollback: int = 50) -> Terminal:
     t = Terminal(cols, rows, scrollback)
-    t.feed = lambda data: (setattr(t, "offset", t.offset + len(data)),  # type: ignore[method-assign]
-                           t.stream.feed(data))
+    t.feed = lambda data: (
+        setattr(t, "offset", t.offset + len(data)),  # type: ignore[method-assign]
+        t.stream.feed(data),
+    )
     return t
 
 
@@ -38,8 +40,15 @@ def fast_for_any_size() -> Iterator[None]:
 
 def state(t: Terminal) -> tuple[object, ...]:
     s = t.snapshot()
-    return (s["history"], s["lines"], s["cursor"], s["oldest"], s["epoch"], s["offset"],
-            t.screen.cursor.attrs)
+    return (
+        s["history"],
+        s["lines"],
+        s["cursor"],
+        s["oldest"],
+        s["epoch"],
+        s["offset"],
+        t.screen.cursor.attrs,
+    )
 
 
 def test_text_form_and_history() -> None:
@@ -114,6 +123,7 @@ def test_tail_rules() -> None:
 
 # -- fast path --------------------------------------------------------------------------
 
+
 def test_fast_path_is_taken_for_plain_text() -> None:
     t = Terminal(80, 24)
     data = b"".join(b"%d\r\n" % i for i in range(5000))
@@ -124,23 +134,61 @@ def test_fast_path_is_taken_for_plain_text() -> None:
     assert state(t)[:6] == state(ref)[:6]
 
 
-TOKENS = st.sampled_from([
-    b"a", b"hello world", b"x" * 37, b"\r", b"\n", b"\r\n", b"\x1b[31m", b"\x1b[0m", b"\x1b[m",
-    b"\x1b[1;4m", "宽".encode(), "e\u0301".encode(), b"\x1b[2A", b"\x1b[K", b"\x1b[2J",
-    b"\x1b[1;3r", b"\x1b[r", b"\x1b[?1049h", b"\x1b[?1049l", b"\t", b"\x08", b"\x1b[5;5H",
-    b"\x1b]133;C\x07", b"\xff", b"\x1b[", b"7m",
-    # zero-width code points (at column 0 they wait for the next character), a cluster
-    # long enough to grow, and the handlers this module replaces
-    "\u200b".encode(), "\u0301".encode() * 70, b"\x1b#8", b"\x1b[2@", b"\x1b[2P", b"\x1b[1K",
-    b"\x1b[J", b"\x1bM", b"\x1bH", b"\x1b[?5h", b"\x1b[3K",
-])
+TOKENS = st.sampled_from(
+    [
+        b"a",
+        b"hello world",
+        b"x" * 37,
+        b"\r",
+        b"\n",
+        b"\r\n",
+        b"\x1b[31m",
+        b"\x1b[0m",
+        b"\x1b[m",
+        b"\x1b[1;4m",
+        "宽".encode(),
+        "e\u0301".encode(),
+        b"\x1b[2A",
+        b"\x1b[K",
+        b"\x1b[2J",
+        b"\x1b[1;3r",
+        b"\x1b[r",
+        b"\x1b[?1049h",
+        b"\x1b[?1049l",
+        b"\t",
+        b"\x08",
+        b"\x1b[5;5H",
+        b"\x1b]133;C\x07",
+        b"\xff",
+        b"\x1b[",
+        b"7m",
+        # zero-width code points (at column 0 they wait for the next character), a cluster
+        # long enough to grow, and the handlers this module replaces
+        "\u200b".encode(),
+        "\u0301".encode() * 70,
+        b"\x1b#8",
+        b"\x1b[2@",
+        b"\x1b[2P",
+        b"\x1b[1K",
+        b"\x1b[J",
+        b"\x1bM",
+        b"\x1bH",
+        b"\x1b[?5h",
+        b"\x1b[3K",
+    ]
+)
 
 
 @settings(max_examples=150, deadline=None)
-@given(st.lists(st.lists(TOKENS, max_size=120), min_size=1, max_size=6),
-       st.integers(1, 30), st.integers(1, 8), st.booleans())
-def test_fast_path_matches_pyte(chunks: list[list[bytes]], cols: int, rows: int,
-                                plain_heavy: bool) -> None:
+@given(
+    st.lists(st.lists(TOKENS, max_size=120), min_size=1, max_size=6),
+    st.integers(1, 30),
+    st.integers(1, 8),
+    st.booleans(),
+)
+def test_fast_path_matches_pyte(
+    chunks: list[list[bytes]], cols: int, rows: int, plain_heavy: bool
+) -> None:
     fast = Terminal(cols, rows, 50)
     ref = plain(cols, rows, 50)
     with fast_for_any_size():
@@ -154,9 +202,16 @@ def test_fast_path_matches_pyte(chunks: list[list[bytes]], cols: int, rows: int,
 
 
 @settings(max_examples=100, deadline=None)
-@given(st.lists(st.sampled_from([b"ab", b"x" * 9, b"\r\n", b"\n", b"\r", b"\x1b[32m",
-                                 b"\x1b[0m", b"0123456789"]), max_size=400),
-       st.integers(1, 12), st.integers(1, 5))
+@given(
+    st.lists(
+        st.sampled_from(
+            [b"ab", b"x" * 9, b"\r\n", b"\n", b"\r", b"\x1b[32m", b"\x1b[0m", b"0123456789"]
+        ),
+        max_size=400,
+    ),
+    st.integers(1, 12),
+    st.integers(1, 5),
+)
 def test_fast_path_long_plain_streams(tokens: list[bytes], cols: int, rows: int) -> None:
     with fast_for_any_size():
         fast, ref = Terminal(cols, rows, 1000), plain(cols, rows, 1000)
@@ -179,10 +234,16 @@ def test_any_bytes_never_break_the_terminal(data: bytes, cols: int, rows: int) -
 
 
 @settings(max_examples=150, deadline=None)
-@given(st.lists(st.text(alphabet="ab c", max_size=14), min_size=1, max_size=60),
-       st.integers(1, 12), st.integers(1, 6), st.lists(TOKENS, max_size=20), st.booleans())
-def test_bulk_lines_match_pyte(lines: list[str], cols: int, rows: int, prelude: list[bytes],
-                               trailing: bool) -> None:
+@given(
+    st.lists(st.text(alphabet="ab c", max_size=14), min_size=1, max_size=60),
+    st.integers(1, 12),
+    st.integers(1, 6),
+    st.lists(TOKENS, max_size=20),
+    st.booleans(),
+)
+def test_bulk_lines_match_pyte(
+    lines: list[str], cols: int, rows: int, prelude: list[bytes], trailing: bool
+) -> None:
     """Whole CR LF lines (the bulk case) after any prior state, against plain pyte."""
     with fast_for_any_size():
         fast, ref = Terminal(cols, rows, 1000), plain(cols, rows, 1000)

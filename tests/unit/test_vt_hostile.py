@@ -22,34 +22,102 @@ from workers.vt import Terminal
 
 # Known crashers and stallers of pyte, and sequences pyte drew as text.
 CORPUS = [
-    b"\x1b[3K", b"\x1b[4J", b"\x1b[9J", b"\x1b[?3K",  # erase with a value pyte never set
-    b"\x1b[1;2A", b"\x1b[?5n", b"\x1b[?1;2r",  # handler arity
-    b"\x1b[" + b"9" * 5000 + b"m", b"\x1b[" + b"1;" * 3000 + b"m",  # huge CSI
+    b"\x1b[3K",
+    b"\x1b[4J",
+    b"\x1b[9J",
+    b"\x1b[?3K",  # erase with a value pyte never set
+    b"\x1b[1;2A",
+    b"\x1b[?5n",
+    b"\x1b[?1;2r",  # handler arity
+    b"\x1b[" + b"9" * 5000 + b"m",
+    b"\x1b[" + b"1;" * 3000 + b"m",  # huge CSI
     b"\x1b[" + "٣²".encode() + b"A",  # non-ASCII "digits"
-    b"\x1b]0;" + b"t" * 20000, b"\x1b]2;title\x07", b"\x1b]\x07", b"\x1b]P12",  # OSC
-    b"\x1bP+q544e\x1b\\", b"\x1b_Gf=100;AAAA\x1b\\", b"\x1bX\x9c", b"\x1b^pm\x1b\\",  # strings
-    "\u200b\u202e\ufeff\u200d".encode(), "\u0301".encode() * 300, "\U000e0001".encode(),
-    b"\x1b#8", b"\x1b[?5h", b"\x1b[?5l", b"\x1b[?3h", b"\x1b[?3l", b"\x1b[4h", b"\x1b[4l",
-    b"\x1b[2;99r", b"\x1b[99;2r", b"\x1b[0;0r", b"\x1bM" * 30, b"\n" * 30, b"\x1bD\x1bE",
-    b"\x1b[9999L", b"\x1b[9999M", b"\x1b[9999@", b"\x1b[9999P", b"\x1b[9999X", b"\x1b[9999b",
-    b"\x1b[9999A\x1b[9999C", b"\x1b[9999;9999H", b"\t" * 40, b"\x1bH" * 10, b"\x1b[3g",
-    b"\x1b7" * 100, b"\x1b8" * 101, b"\x1b%@\xe9\x1b%G", b"\x1b(0lqk\x1b(B",
-    b"\x1b[=5u", b"\x1b[!p", b"\x1b[>4;2m", b"\x1b[38:2:255:0:0m", b"\x1b[2 q", b"\x1b F",
-    b"\x1bc", b"\x1b[3J", b"\x1b[?1049h", b"\x1b[?1049l", b"\x1b[?47h", b"\x1b[?1047l",
-    b"\xc2\x9b1m", b"\xc2\x9d0;x\x07", b"\xc2\x85\xc2\x90\xc2\x9f", b"\x00\x7f\x01\x1c",
-    b"\x1b", b"\x1b[", b"\x1b[1", b"\x1b]", b"\xe2\x80", b"\xff\xfe", b"\x18", b"\x1a",
-    "宽".encode() * 50, b"x" * 700, b"\r\n" * 3,
+    b"\x1b]0;" + b"t" * 20000,
+    b"\x1b]2;title\x07",
+    b"\x1b]\x07",
+    b"\x1b]P12",  # OSC
+    b"\x1bP+q544e\x1b\\",
+    b"\x1b_Gf=100;AAAA\x1b\\",
+    b"\x1bX\x9c",
+    b"\x1b^pm\x1b\\",  # strings
+    "\u200b\u202e\ufeff\u200d".encode(),
+    "\u0301".encode() * 300,
+    "\U000e0001".encode(),
+    b"\x1b#8",
+    b"\x1b[?5h",
+    b"\x1b[?5l",
+    b"\x1b[?3h",
+    b"\x1b[?3l",
+    b"\x1b[4h",
+    b"\x1b[4l",
+    b"\x1b[2;99r",
+    b"\x1b[99;2r",
+    b"\x1b[0;0r",
+    b"\x1bM" * 30,
+    b"\n" * 30,
+    b"\x1bD\x1bE",
+    b"\x1b[9999L",
+    b"\x1b[9999M",
+    b"\x1b[9999@",
+    b"\x1b[9999P",
+    b"\x1b[9999X",
+    b"\x1b[9999b",
+    b"\x1b[9999A\x1b[9999C",
+    b"\x1b[9999;9999H",
+    b"\t" * 40,
+    b"\x1bH" * 10,
+    b"\x1b[3g",
+    b"\x1b7" * 100,
+    b"\x1b8" * 101,
+    b"\x1b%@\xe9\x1b%G",
+    b"\x1b(0lqk\x1b(B",
+    b"\x1b[=5u",
+    b"\x1b[!p",
+    b"\x1b[>4;2m",
+    b"\x1b[38:2:255:0:0m",
+    b"\x1b[2 q",
+    b"\x1b F",
+    b"\x1bc",
+    b"\x1b[3J",
+    b"\x1b[?1049h",
+    b"\x1b[?1049l",
+    b"\x1b[?47h",
+    b"\x1b[?1047l",
+    b"\xc2\x9b1m",
+    b"\xc2\x9d0;x\x07",
+    b"\xc2\x85\xc2\x90\xc2\x9f",
+    b"\x00\x7f\x01\x1c",
+    b"\x1b",
+    b"\x1b[",
+    b"\x1b[1",
+    b"\x1b]",
+    b"\xe2\x80",
+    b"\xff\xfe",
+    b"\x18",
+    b"\x1a",
+    "宽".encode() * 50,
+    b"x" * 700,
+    b"\r\n" * 3,
 ]
 
-ZERO_WIDTH = "\u0301\u0308\u0332\u200b\u200c\u200d\u200e\u200f\u202a\u202e\u2060\u2064\ufe0f\ufeff\U000e0001"
+ZERO_WIDTH = (
+    "\u0301\u0308\u0332\u200b\u200c\u200d\u200e\u200f\u202a\u202e\u2060\u2064\ufe0f\ufeff\U000e0001"
+)
 NARROW = "abcXYZ019 .-éñßΩжя"
 CONTROLS = "\x01\x06\x10\x1c\x1f\x80\x85\x90\x9c\x9f"
 
 
 def view(t: Terminal) -> tuple[object, ...]:
     s = t.snapshot()
-    return (s["history"], s["lines"], s["cursor"], s["oldest"], s["epoch"], s["offset"],
-            s["screen"])
+    return (
+        s["history"],
+        s["lines"],
+        s["cursor"],
+        s["oldest"],
+        s["epoch"],
+        s["offset"],
+        s["screen"],
+    )
 
 
 def check_readable(t: Terminal) -> None:
@@ -71,10 +139,15 @@ def cut(data: bytes, points: list[int]) -> list[bytes]:
 
 
 @settings(max_examples=150, deadline=None)
-@given(st.lists(st.one_of(st.sampled_from(CORPUS), st.binary(max_size=200)), max_size=25),
-       st.lists(st.integers(0, 1 << 20), max_size=12), st.integers(1, 30), st.integers(1, 8))
-def test_any_chunking_of_the_corpus_is_survived_and_read(parts: list[bytes], points: list[int],
-                                                         cols: int, rows: int) -> None:
+@given(
+    st.lists(st.one_of(st.sampled_from(CORPUS), st.binary(max_size=200)), max_size=25),
+    st.lists(st.integers(0, 1 << 20), max_size=12),
+    st.integers(1, 30),
+    st.integers(1, 8),
+)
+def test_any_chunking_of_the_corpus_is_survived_and_read(
+    parts: list[bytes], points: list[int], cols: int, rows: int
+) -> None:
     data = b"".join(parts) + b"\x1b[0m\x1b[?1049l\r\nEND"
     whole, chunked = Terminal(cols, rows, 50), Terminal(cols, rows, 50)
     whole.feed(data)
@@ -110,13 +183,14 @@ def test_megabytes_of_urandom() -> None:
     t = Terminal(80, 24, 200)
     data = os.urandom(1 << 20) + rng.randbytes(1 << 20)
     for i in range(0, len(data), 131072):  # a sentinel's read size
-        t.feed(data[i:i + 131072])
+        t.feed(data[i : i + 131072])
     t.feed(b"\x1b[0m\x1b[?1049l\x1b\\\x07\x18\r\nsurvived")
     assert "survived" in t.row(t.cursor[0])
     check_readable(t)
 
 
 # -- text is never dropped ----------------------------------------------------------------
+
 
 def test_zero_width_does_not_end_the_line() -> None:
     t = Terminal(80, 3)
@@ -141,7 +215,8 @@ def test_text_is_kept_as_written(text: str, indent: int) -> None:
     else:  # nothing was drawn to carry them: no text, no cell
         assert t.row(0) == " " * t.cols
     assert unicodedata.is_normalized("NFC", t.row(0)) or written != unicodedata.normalize(
-        "NFC", written)
+        "NFC", written
+    )
 
 
 def test_zero_width_at_column_0_joins_the_next_character() -> None:
@@ -169,8 +244,10 @@ def test_controls_inside_text_are_dropped_alone() -> None:
 
 def test_sequences_are_not_drawn_as_text() -> None:
     t = Terminal(40, 2)
-    t.feed(b"A\x1b[=5uB\x1b[!pC\x1b[38:2:255:0:0mD\x1bP+q544e\x1b\\E\x1b_Gf=1;AAAA\x1b\\F"
-           b"\x1b[2 qG\x1b F\x1b*0H\x1b]0;t\x1b[1mI\x1b[1\xc3\xa9J")
+    t.feed(
+        b"A\x1b[=5uB\x1b[!pC\x1b[38:2:255:0:0mD\x1bP+q544e\x1b\\E\x1b_Gf=1;AAAA\x1b\\F"
+        b"\x1b[2 qG\x1b F\x1b*0H\x1b]0;t\x1b[1mI\x1b[1\xc3\xa9J"
+    )
     assert t.row(0).rstrip() == "ABCDEFGHIéJ"
 
 
@@ -232,6 +309,7 @@ def test_a_failing_fast_path_falls_back_to_the_parser() -> None:
 
 
 # -- floods keep their content and bounded parser state -----------------------------------
+
 
 def test_a_combining_flood_is_kept_whole() -> None:
     t = Terminal(10, 2)
@@ -302,6 +380,7 @@ def test_savepoints_are_bounded() -> None:
 
 # -- the cheap forms of pyte's whole-screen handlers keep its text ------------------------
 
+
 def test_alignment_display_and_what_follows() -> None:
     t = Terminal(6, 3)
     t.feed(b"\x1b#8")
@@ -317,9 +396,14 @@ def test_alignment_display_and_what_follows() -> None:
 
 
 def test_erase_in_display_and_line() -> None:
-    for seq, want in [(b"\x1b[J", ["abcd", "ef  ", "    "]), (b"\x1b[1J", ["    ", "   h", "ijkl"]),
-                      (b"\x1b[2J", ["    "] * 3), (b"\x1b[K", ["abcd", "ef  ", "ijkl"]),
-                      (b"\x1b[1K", ["abcd", "   h", "ijkl"]), (b"\x1b[2K", ["abcd", "    ", "ijkl"])]:
+    for seq, want in [
+        (b"\x1b[J", ["abcd", "ef  ", "    "]),
+        (b"\x1b[1J", ["    ", "   h", "ijkl"]),
+        (b"\x1b[2J", ["    "] * 3),
+        (b"\x1b[K", ["abcd", "ef  ", "ijkl"]),
+        (b"\x1b[1K", ["abcd", "   h", "ijkl"]),
+        (b"\x1b[2K", ["abcd", "    ", "ijkl"]),
+    ]:
         t = Terminal(4, 3)
         t.feed(b"abcdefghijkl\x1b[2;3H" + seq)
         assert [t.row(n) for n in range(3)] == want, seq

@@ -12,7 +12,7 @@ from workers.vt import Terminal
 
 
 def snap_of(rows: list[str], cols: int, screen: int = 1) -> Snapshot:
-    history, lines = rows[:len(rows) - screen], rows[len(rows) - screen:]
+    history, lines = rows[: len(rows) - screen], rows[len(rows) - screen :]
     return Snapshot("primary", 1, 0, cols, screen, 7, history, lines, (7, 0))
 
 
@@ -31,8 +31,19 @@ def test_ten_thousand_short_rows_cost_at_most_twice_their_text() -> None:
 
 def test_rows_of_every_shape_read_back_identical() -> None:
     cols = 6
-    rows = ["      ", "a     ", "  b  c", "宽宽  ", "e\u0301" + "\u0301" * 300 + "     ",
-            "x" * 20, "", "   \u200b  ", "tab\t  ", "€" * 6, "      "]
+    rows = [
+        "      ",
+        "a     ",
+        "  b  c",
+        "宽宽  ",
+        "e\u0301" + "\u0301" * 300 + "     ",
+        "x" * 20,
+        "",
+        "   \u200b  ",
+        "tab\t  ",
+        "€" * 6,
+        "      ",
+    ]
     snap = snap_of(rows, cols, screen=3)
     assert [snap.row(n) for n in range(snap.oldest, snap.end)] == rows
 
@@ -66,8 +77,9 @@ def test_from_dict_reads_the_terminal_state() -> None:
 
 
 def test_only_spaces_are_stripped() -> None:
-    assert set(OTHER_SPACES) == {chr(c) for c in range(sys.maxunicode + 1)
-                                 if chr(c).isspace() and c != 32}
+    assert set(OTHER_SPACES) == {
+        chr(c) for c in range(sys.maxunicode + 1) if chr(c).isspace() and c != 32
+    }
     rows = ["a" + w + "  " for w in OTHER_SPACES] + ["b\u3000", "c \xa0 "]
     snap = snap_of(rows, 4)
     assert [snap.row(n) for n in range(snap.oldest, snap.end)] == rows

@@ -70,6 +70,7 @@ def pane_lookup(client: Client) -> Panes:
                 records = []
             cache.update({str(r.get("pane")): r for r in records if isinstance(r, dict)})
         return cache
+
     return panes
 
 
@@ -77,8 +78,9 @@ def readable(verb: Verb, result: dict[str, Any], panes: Panes | None = None) -> 
     return renderer(verb)(result, panes or dict)
 
 
-def call_verb(verb: Verb, params: dict[str, Any], sock: str | None, token: str | None,
-              as_json: bool) -> NoReturn:
+def call_verb(
+    verb: Verb, params: dict[str, Any], sock: str | None, token: str | None, as_json: bool
+) -> NoReturn:
     from venomx.client import Client
 
     asked = Asked(sock, token, program_of(verb.name, params))
@@ -89,8 +91,9 @@ def call_verb(verb: Verb, params: dict[str, Any], sock: str | None, token: str |
                     click.echo(dumps(item).decode())
                 sys.exit(0)
             result = client.call(verb.name, params)
-            text = dumps(result).decode() if as_json else \
-                readable(verb, result, pane_lookup(client))
+            text = (
+                dumps(result).decode() if as_json else readable(verb, result, pane_lookup(client))
+            )
     except VenomxError as err:
         emit_error(err, as_json, asked)
     except KeyboardInterrupt:
@@ -105,8 +108,9 @@ def call_verb(verb: Verb, params: dict[str, Any], sock: str | None, token: str |
 
 def verb_callback(verb: Verb) -> Any:
     @click.pass_context
-    def callback(ctx: click.Context, /, as_json: bool, socket_: str | None, token: str | None,
-                 **raw: Any) -> None:
+    def callback(
+        ctx: click.Context, /, as_json: bool, socket_: str | None, token: str | None, **raw: Any
+    ) -> None:
         if getattr(ctx, "invoked_subcommand", None):
             return
         params: dict[str, Any] = {}
@@ -117,13 +121,16 @@ def verb_callback(verb: Verb) -> Any:
                     params[p.name] = convert(p, text)
             if verb.trailing_argv and ctx.args:
                 if "argv" in params:
-                    raise VenomxError("invalid_params.command", "give argv once",
-                                      {"param": "argv", "reason": "exclusive"})
+                    raise VenomxError(
+                        "invalid_params.command",
+                        "give argv once",
+                        {"param": "argv", "reason": "exclusive"},
+                    )
                 params["argv"] = list(ctx.args)
         except VenomxError as err:
             emit_error(err, as_json)
-        call_verb(verb, params, socket_, token or os.environ.get("VENOMX_TOKEN") or None,
-                  as_json)
+        call_verb(verb, params, socket_, token or os.environ.get("VENOMX_TOKEN") or None, as_json)
+
     return callback
 
 
@@ -139,14 +146,25 @@ def verb_help(verb: Verb) -> str:
 
 def common_options() -> list[click.Option]:
     return [
-        click.Option(["--json", "as_json"], is_flag=True,
-                     help="Print the result (or the error) as one line of JSON on stdout"),
-        click.Option(["--socket", "socket_"], default=None, metavar="PATH",
-                     help="The daemon's socket [default: $VENOMX_SOCKET, else "
-                          "$XDG_RUNTIME_DIR/venomx/default.sock]"),
-        click.Option(["--token"], default=None, metavar="TOKEN",
-                     help="A principal token, or @owner for the daemon's owner "
-                          "[default: $VENOMX_TOKEN; none: the anonymous caller, read only]"),
+        click.Option(
+            ["--json", "as_json"],
+            is_flag=True,
+            help="Print the result (or the error) as one line of JSON on stdout",
+        ),
+        click.Option(
+            ["--socket", "socket_"],
+            default=None,
+            metavar="PATH",
+            help="The daemon's socket [default: $VENOMX_SOCKET, else "
+            "$XDG_RUNTIME_DIR/venomx/default.sock]",
+        ),
+        click.Option(
+            ["--token"],
+            default=None,
+            metavar="TOKEN",
+            help="A principal token, or @owner for the daemon's owner "
+            "[default: $VENOMX_TOKEN; none: the anonymous caller, read only]",
+        ),
     ]
 
 
@@ -155,13 +173,25 @@ def make_command(verb: Verb, name: str, group: bool = False) -> click.Command:
     usage = "[OPTIONS] -- PROGRAM [ARGS]..." if verb.trailing_argv else None
     cmd: click.Command
     if group:
-        cmd = VerbGroup(name, verb, callback=verb_callback(verb), help=verb_help(verb),
-                        invoke_without_command=True, no_args_is_help=True,
-                        context_settings=settings, subcommand_metavar="-- PROGRAM "
-                        "[ARGS]... | COMMAND [ARGS]...")
+        cmd = VerbGroup(
+            name,
+            verb,
+            callback=verb_callback(verb),
+            help=verb_help(verb),
+            invoke_without_command=True,
+            no_args_is_help=True,
+            context_settings=settings,
+            subcommand_metavar="-- PROGRAM [ARGS]... | COMMAND [ARGS]...",
+        )
     else:
-        cmd = VerbCommand(name, verb, callback=verb_callback(verb), help=verb_help(verb),
-                          context_settings=settings, options_metavar=usage or "[OPTIONS]")
+        cmd = VerbCommand(
+            name,
+            verb,
+            callback=verb_callback(verb),
+            help=verb_help(verb),
+            context_settings=settings,
+            options_metavar=usage or "[OPTIONS]",
+        )
     cmd.params.extend(make_option(p) for p in verb.params)
     cmd.params.extend(common_options())
     cmd.params.append(version_option())
@@ -175,8 +205,14 @@ def show_version(ctx: click.Context, _param: click.Parameter, value: bool) -> No
 
 
 def version_option() -> click.Option:
-    return click.Option(["--version"], is_flag=True, expose_value=False, is_eager=True,
-                        callback=show_version, help="Show the version and exit.")
+    return click.Option(
+        ["--version"],
+        is_flag=True,
+        expose_value=False,
+        is_eager=True,
+        callback=show_version,
+        help="Show the version and exit.",
+    )
 
 
 def group(name: str) -> click.Group:
@@ -188,8 +224,9 @@ def group(name: str) -> click.Group:
 def build() -> click.Group:
     from venomx.cli import commands
 
-    root = click.Group("venomx", help=ROOT_HELP,
-                       context_settings={"help_option_names": ["-h", "--help"]})
+    root = click.Group(
+        "venomx", help=ROOT_HELP, context_settings={"help_option_names": ["-h", "--help"]}
+    )
     root.params.append(version_option())
     groups: dict[str, click.Group] = {}
     for verb in VERBS:

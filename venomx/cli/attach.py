@@ -39,8 +39,7 @@ def run_attach(pane: str, readonly: bool, sock: str | None, token: str | None) -
                 return
             if keys is not None:
                 try:
-                    keys.call("pane.send", {"pane": pane,
-                                            "data": base64.b64encode(data).decode()})
+                    keys.call("pane.send", {"pane": pane, "data": base64.b64encode(data).decode()})
                 except VenomxError:
                     return
 

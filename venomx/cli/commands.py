@@ -18,15 +18,26 @@ from venomx.wire import VenomxError, dumps
 @click.option("--socket", "socket_", default=None, help="Socket path")
 @click.option("--config", "config_file", default=None, help="TOML config file")
 @click.option("--detach", is_flag=True, help="Run in the background; return once serving")
-@click.option("--log-file", default=None,
-              help="Append the log here (rotated by log.max_bytes; SIGHUP reopens it); "
-                   "default stderr, or venomx.log beside the socket with --detach")
-@click.option("--log-level", default="info",
-              type=click.Choice(["debug", "info", "warning", "error"]))
+@click.option(
+    "--log-file",
+    default=None,
+    help="Append the log here (rotated by log.max_bytes; SIGHUP reopens it); "
+    "default stderr, or venomx.log beside the socket with --detach",
+)
+@click.option(
+    "--log-level", default="info", type=click.Choice(["debug", "info", "warning", "error"])
+)
 @click.option("--test-seams", is_flag=True, help="Enable the seam.* verbs (tests only)")
 @click.option("--json", "as_json", is_flag=True, help="With --detach: print JSON")
-def serve(socket_: str | None, config_file: str | None, detach: bool, log_file: str | None,
-          log_level: str, test_seams: bool, as_json: bool) -> None:
+def serve(
+    socket_: str | None,
+    config_file: str | None,
+    detach: bool,
+    log_file: str | None,
+    log_level: str,
+    test_seams: bool,
+    as_json: bool,
+) -> None:
     """Run the daemon."""
     from venomx.daemon.main import run_daemon
 
@@ -47,8 +58,15 @@ def serve(socket_: str | None, config_file: str | None, detach: bool, log_file: 
             for fd in (0, 1, 2):  # stderr becomes the log file once it is checked and open
                 os.dup2(devnull, fd)
             os.close(devnull)
-            code = run_daemon(path, config_file, test_seams, log_level, ready_fd=w,
-                              log_file=log_path, detached=True)
+            code = run_daemon(
+                path,
+                config_file,
+                test_seams,
+                log_level,
+                ready_fd=w,
+                log_file=log_path,
+                detached=True,
+            )
         finally:
             os._exit(code)
     os.close(w)
@@ -58,8 +76,11 @@ def serve(socket_: str | None, config_file: str | None, detach: bool, log_file: 
         data += chunk
     os.close(r)
     if not data:
-        click.echo("venomx: unavailable.start: the daemon did not start (see its log, "
-                   f"{log_path or 'venomx.log beside the socket'})", err=True)
+        click.echo(
+            "venomx: unavailable.start: the daemon did not start (see its log, "
+            f"{log_path or 'venomx.log beside the socket'})",
+            err=True,
+        )
         sys.exit(6)
     info = json.loads(data)
     if "error" in info:
@@ -69,17 +90,29 @@ def serve(socket_: str | None, config_file: str | None, detach: bool, log_file: 
         else:
             click.echo(f"venomx: {err.code}: {err.message}", err=True)
         sys.exit(err.exit_code)
-    click.echo(dumps(info).decode() if as_json else
-               f"venomx serving on {info['socket']} (pid {info['pid']}, {info['source']})")
+    click.echo(
+        dumps(info).decode()
+        if as_json
+        else f"venomx serving on {info['socket']} (pid {info['pid']}, {info['source']})"
+    )
 
 
 @click.command("attach")
 @click.option("--pane", required=True, metavar="PANE", help="The pane to watch")
 @click.option("--readonly", is_flag=True, help="Only watch; send no input")
-@click.option("--socket", "socket_", default=None, metavar="PATH",
-              help="The daemon's socket [default: $VENOMX_SOCKET]")
-@click.option("--token", default=None, metavar="TOKEN",
-              help="A principal token, or @owner [default: $VENOMX_TOKEN]")
+@click.option(
+    "--socket",
+    "socket_",
+    default=None,
+    metavar="PATH",
+    help="The daemon's socket [default: $VENOMX_SOCKET]",
+)
+@click.option(
+    "--token",
+    default=None,
+    metavar="TOKEN",
+    help="A principal token, or @owner [default: $VENOMX_TOKEN]",
+)
 def attach(pane: str, readonly: bool, socket_: str | None, token: str | None) -> None:
     """Watch a pane on this terminal and type into it; Ctrl-\\ detaches."""
     from venomx.cli.attach import run_attach
@@ -88,13 +121,20 @@ def attach(pane: str, readonly: bool, socket_: str | None, token: str | None) ->
 
 
 def event_line(ev: dict[str, Any]) -> str:
-    data = " ".join(f"{k}={json.dumps(v, separators=(',', ':'))}"
-                    for k, v in ev.get("data", {}).items())
+    data = " ".join(
+        f"{k}={json.dumps(v, separators=(',', ':'))}" for k, v in ev.get("data", {}).items()
+    )
     return f"{ev['seq']:>6} {ev['ts']} {ev['type']:<24} {data}".rstrip()
 
 
-def events_cmd(ctx: click.Context, follow: bool, after: int | None, as_json: bool,
-               socket_: str | None, token: str | None) -> None:
+def events_cmd(
+    ctx: click.Context,
+    follow: bool,
+    after: int | None,
+    as_json: bool,
+    socket_: str | None,
+    token: str | None,
+) -> None:
     from venomx.client import Client
 
     if ctx.invoked_subcommand:
@@ -129,10 +169,16 @@ def skill() -> None:
 
 
 @click.command("mcp")
-@click.option("--socket", "socket_", default=None, metavar="PATH",
-              help="The daemon's socket [default: $VENOMX_SOCKET]")
-@click.option("--all-tools", is_flag=True,
-              help="List every tool, not only those the principal can ever call")
+@click.option(
+    "--socket",
+    "socket_",
+    default=None,
+    metavar="PATH",
+    help="The daemon's socket [default: $VENOMX_SOCKET]",
+)
+@click.option(
+    "--all-tools", is_flag=True, help="List every tool, not only those the principal can ever call"
+)
 def mcp(socket_: str | None, all_tools: bool) -> None:
     """Serve the verbs as MCP tools on stdio."""
     from venomx.mcp import main
@@ -159,15 +205,26 @@ def add_to(root: click.Group, groups: dict[str, click.Group]) -> None:
     root.add_command(completion)
     events = groups["events"]
     events.invoke_without_command = True
-    events.help = ("Show events: `venomx events [--follow] [--after N] [--json]`, or the "
-                   "verbs below.")
-    events.params.extend([
-        click.Option(["--follow"], is_flag=True, help="Keep printing live events"),
-        click.Option(["--after"], type=int, default=None, help="Start after this seq"),
-        click.Option(["--json", "as_json"], is_flag=True, help="One line of JSON per event"),
-        click.Option(["--socket", "socket_"], default=None, metavar="PATH",
-                     help="The daemon's socket [default: $VENOMX_SOCKET]"),
-        click.Option(["--token"], default=None, metavar="TOKEN",
-                     help="A principal token, or @owner [default: $VENOMX_TOKEN]"),
-    ])
+    events.help = (
+        "Show events: `venomx events [--follow] [--after N] [--json]`, or the verbs below."
+    )
+    events.params.extend(
+        [
+            click.Option(["--follow"], is_flag=True, help="Keep printing live events"),
+            click.Option(["--after"], type=int, default=None, help="Start after this seq"),
+            click.Option(["--json", "as_json"], is_flag=True, help="One line of JSON per event"),
+            click.Option(
+                ["--socket", "socket_"],
+                default=None,
+                metavar="PATH",
+                help="The daemon's socket [default: $VENOMX_SOCKET]",
+            ),
+            click.Option(
+                ["--token"],
+                default=None,
+                metavar="TOKEN",
+                help="A principal token, or @owner [default: $VENOMX_TOKEN]",
+            ),
+        ]
+    )
     events.callback = click.pass_context(events_cmd)

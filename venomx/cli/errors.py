@@ -58,16 +58,21 @@ def spawn_message(err: VenomxError, program: str) -> str:
 def hints(err: VenomxError, asked: Asked) -> list[str]:
     client = sys.modules.get("venomx.client")  # not loaded: no connection was tried
     path = asked.socket or socket_path(None)
-    if client is not None and isinstance(err, client.Unreachable) \
-            and err.errno in NOT_LISTENING:
+    if client is not None and isinstance(err, client.Unreachable) and err.errno in NOT_LISTENING:
         start = "venomx serve --detach"
         if asked.socket:
             start += f" --socket {quote(asked.socket)}"
         return [f"no daemon is listening at {err.path}; start one with: {start}"]
-    if err.code.startswith("denied.") and err.code != "denied.owner" and asked.token is None \
-            and owns_daemon(path):
-        return ["you called without a token, as the anonymous caller (read only by default); "
-                "as the daemon's owner add --token @owner (or export VENOMX_TOKEN=@owner)"]
+    if (
+        err.code.startswith("denied.")
+        and err.code != "denied.owner"
+        and asked.token is None
+        and owns_daemon(path)
+    ):
+        return [
+            "you called without a token, as the anonymous caller (read only by default); "
+            "as the daemon's owner add --token @owner (or export VENOMX_TOKEN=@owner)"
+        ]
     return []
 
 

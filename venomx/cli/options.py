@@ -28,16 +28,14 @@ def option_name(param: str) -> str:
 class ManifestInt(click.IntRange):
     """An integer with the manifest's range, shown in help; checked by the manifest."""
 
-    def convert(self, value: Any, param: click.Parameter | None,
-                ctx: click.Context | None) -> Any:
+    def convert(self, value: Any, param: click.Parameter | None, ctx: click.Context | None) -> Any:
         return value
 
 
 class ManifestChoice(click.Choice):  # type: ignore[type-arg]
     """One of the manifest's choices: shown in help and completed; checked by the manifest."""
 
-    def convert(self, value: Any, param: click.Parameter | None,
-                ctx: click.Context | None) -> Any:
+    def convert(self, value: Any, param: click.Parameter | None, ctx: click.Context | None) -> Any:
         return value
 
 
@@ -48,12 +46,10 @@ class ManifestText(click.ParamType):  # type: ignore[type-arg]
         self.name = metavar.lower()
         self.shown = metavar
 
-    def get_metavar(self, param: click.Parameter, ctx: click.Context | None = None
-                    ) -> str | None:
+    def get_metavar(self, param: click.Parameter, ctx: click.Context | None = None) -> str | None:
         return self.shown
 
-    def convert(self, value: Any, param: click.Parameter | None,
-                ctx: click.Context | None) -> Any:
+    def convert(self, value: Any, param: click.Parameter | None, ctx: click.Context | None) -> Any:
         return value
 
 
@@ -88,8 +84,9 @@ class VerbOption(click.Option):
     def add_to_parser(self, parser: Any, ctx: click.Context) -> None:
         super().add_to_parser(parser, ctx)
         if self.negative is not None:  # --no-x stores "false", as --x=false does
-            parser.add_option(obj=self, opts=[self.negative], dest=self.name,
-                              action="store_const", const="false")
+            parser.add_option(
+                obj=self, opts=[self.negative], dest=self.name, action="store_const", const="false"
+            )
 
 
 def param_help(p: Param) -> str:
@@ -106,8 +103,14 @@ def make_option(p: Param) -> click.Option:
     that also takes ``--x=false`` and ``--x false``, or text / JSON text."""
     help_text = param_help(p)
     if p.kind == "boolean":
-        return VerbOption(p, "--no-" + p.name.replace("_", "-"), is_flag=False,
-                          flag_value="true", type=ManifestText("BOOLEAN"), help=help_text)
+        return VerbOption(
+            p,
+            "--no-" + p.name.replace("_", "-"),
+            is_flag=False,
+            flag_value="true",
+            type=ManifestText("BOOLEAN"),
+            help=help_text,
+        )
     if p.kind == "integer":
         hi = p.max if p.max is not None and p.max < SHOWN_MAX else None
         return VerbOption(p, type=ManifestInt(p.min, hi), help=help_text)
@@ -140,14 +143,19 @@ def check_trailing(ctx: click.Context, raw: list[str], siblings: list[str]) -> N
         return
     word = rest[0]
     if word in siblings:
-        raise click.UsageError(f"{word!r} is a command: {ctx.command_path} {word} [OPTIONS]. "
-                               "A program to run goes after --.", ctx)
+        raise click.UsageError(
+            f"{word!r} is a command: {ctx.command_path} {word} [OPTIONS]. "
+            "A program to run goes after --.",
+            ctx,
+        )
     hint = suggestion(word, siblings)
     if used == 0 and siblings:
         raise click.UsageError(f"No such command {word!r}.{hint}", ctx)
     raise click.UsageError(
         f"Unexpected argument {word!r}.{hint} A command to run goes after --: "
-        f"{ctx.command_path} [OPTIONS] -- {word} ...", ctx)
+        f"{ctx.command_path} [OPTIONS] -- {word} ...",
+        ctx,
+    )
 
 
 class VerbCommand(click.Command):
@@ -184,5 +192,13 @@ class VerbGroup(click.Group):
         return rest
 
 
-__all__ = ["ManifestChoice", "ManifestInt", "VerbCommand", "VerbGroup", "VerbOption",
-           "make_option", "option_name", "suggestion"]
+__all__ = [
+    "ManifestChoice",
+    "ManifestInt",
+    "VerbCommand",
+    "VerbGroup",
+    "VerbOption",
+    "make_option",
+    "option_name",
+    "suggestion",
+]

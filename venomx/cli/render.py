@@ -49,8 +49,9 @@ def human_bytes(n: int) -> str:
     return f"{n} B"  # pragma: no cover
 
 
-def table(rows: list[dict[str, Any]], cols: list[str] | None = None,
-          headers: list[str] | None = None) -> str:
+def table(
+    rows: list[dict[str, Any]], cols: list[str] | None = None, headers: list[str] | None = None
+) -> str:
     """Aligned columns under upper-case headers (every scalar field unless ``cols``)."""
     if cols is None:
         cols = []
@@ -63,8 +64,10 @@ def table(rows: list[dict[str, Any]], cols: list[str] | None = None,
     heads = headers or [c.upper() for c in cols]
     cells = [heads] + [[scalar(r.get(c)) for c in cols] for r in rows]
     widths = [max(len(row[i]) for row in cells) for i in range(len(cols))]
-    return "\n".join("  ".join(cell.ljust(w) for cell, w in zip(row, widths, strict=True))
-                     .rstrip() for row in cells)
+    return "\n".join(
+        "  ".join(cell.ljust(w) for cell, w in zip(row, widths, strict=True)).rstrip()
+        for row in cells
+    )
 
 
 def trimmed(lines: list[str]) -> list[str]:
@@ -79,8 +82,11 @@ def render_fields(result: dict[str, Any], panes: Panes) -> str:
     """Scalars as ``key: value``, lists of records as tables, rows and output as text."""
     if "lines" in result and isinstance(result["lines"], list):  # pane capture-rows
         return "\n".join(trimmed(result["lines"]))
-    lists = [(k, v) for k, v in result.items()
-             if isinstance(v, list) and v and all(isinstance(x, dict) for x in v)]
+    lists = [
+        (k, v)
+        for k, v in result.items()
+        if isinstance(v, list) and v and all(isinstance(x, dict) for x in v)
+    ]
     out = []
     for k, v in result.items():
         if isinstance(v, list) and v and all(isinstance(x, dict) for x in v):
@@ -99,17 +105,23 @@ def render_fields(result: dict[str, Any], panes: Panes) -> str:
 def output_header(output: dict[str, Any], pane: Any) -> str:
     """``output:``, and when the tail is not every row the pane had, what is left out."""
     start, oldest = output.get("start"), output.get("oldest")
-    if output.get("complete") is not False or not isinstance(start, int) \
-            or not isinstance(oldest, int):
+    if (
+        output.get("complete") is not False
+        or not isinstance(start, int)
+        or not isinstance(oldest, int)
+    ):
         return "output:"
     notes = []
     if start > oldest:
-        notes.append(f"{plural(start - oldest, 'earlier row')} omitted; read them with "
-                     f"venomx pane capture-rows --pane {pane} --epoch {output.get('epoch')} "
-                     f"--end {start}")
+        notes.append(
+            f"{plural(start - oldest, 'earlier row')} omitted; read them with "
+            f"venomx pane capture-rows --pane {pane} --epoch {output.get('epoch')} "
+            f"--end {start}"
+        )
     if oldest > 0:
-        notes.append(f"{plural(oldest, 'row')} before {'those' if notes else 'these'} "
-                     "left the scrollback")
+        notes.append(
+            f"{plural(oldest, 'row')} before {'those' if notes else 'these'} left the scrollback"
+        )
     if not notes:
         notes.append("rows from before the pane was resized are gone")
     return f"output ({'; '.join(notes)}):"
@@ -149,9 +161,17 @@ def render_runs(result: dict[str, Any], panes: Panes) -> str:
     for r in runs:
         pane = by_pane.get(str(r.get("pane")), {})
         argv0 = pane.get("argv0") or ("sh" if r.get("shell") else "")
-        rows.append({"run": r.get("run"), "key": r.get("key"), "state": r.get("state"),
-                     "outcome": r.get("outcome"), "status": r.get("status"),
-                     "duration": run_duration(r, now_ms), "argv0": argv0})
+        rows.append(
+            {
+                "run": r.get("run"),
+                "key": r.get("key"),
+                "state": r.get("state"),
+                "outcome": r.get("outcome"),
+                "status": r.get("status"),
+                "duration": run_duration(r, now_ms),
+                "argv0": argv0,
+            }
+        )
     out = [table(rows, RUN_COLUMNS)]
     if result.get("next"):
         out.append(f"(more runs follow: venomx run list --after {result['next']})")
@@ -167,8 +187,7 @@ def pane_name(pane: str, run: Any, panes: dict[str, dict[str, Any]]) -> str:
     return f"pane {pane}" + (f" (run {run})" if run else "")
 
 
-def doctor_notes(name: str, result: dict[str, Any], panes: Panes) -> tuple[str | None,
-                                                                            list[str]]:
+def doctor_notes(name: str, result: dict[str, Any], panes: Panes) -> tuple[str | None, list[str]]:
     """A check's detail said for a person, and lines naming what it found."""
     if name == "sentinels" and isinstance(result.get("sentinels"), dict):
         return None, sentinel_notes(result["sentinels"], panes)
@@ -177,8 +196,7 @@ def doctor_notes(name: str, result: dict[str, Any], panes: Panes) -> tuple[str |
     if name == "exited_panes" and isinstance(result.get("exited_panes"), dict):
         x = result["exited_panes"]
         n, held = int(x.get("count", 0)), int(x.get("bytes", 0))
-        return f"{plural(n, 'exited pane')} {'holds' if n == 1 else 'hold'} " \
-               f"{human_bytes(held)}", []
+        return f"{plural(n, 'exited pane')} {'holds' if n == 1 else 'hold'} {human_bytes(held)}", []
     return None, []
 
 
@@ -196,8 +214,10 @@ def sentinel_notes(s: dict[str, Any], panes: Panes) -> list[str]:
     recent = [e for e in lost.get("recent") or [] if isinstance(e, dict)]
     for e in reversed(recent[-SHOWN_LOSSES:]):
         pid = f", sentinel pid {e['pid']}" if "pid" in e else ""
-        out.append(f"lost {e.get('at', '')}: {pane_name(str(e.get('pane')), e.get('run'), {})}"
-                   f"{pid}, {e.get('reason', '')}")
+        out.append(
+            f"lost {e.get('at', '')}: {pane_name(str(e.get('pane')), e.get('run'), {})}"
+            f"{pid}, {e.get('reason', '')}"
+        )
     if len(recent) > SHOWN_LOSSES:
         out.append(f"... {len(recent) - SHOWN_LOSSES} earlier losses (--json lists them)")
     return out
@@ -205,8 +225,10 @@ def sentinel_notes(s: dict[str, Any], panes: Panes) -> list[str]:
 
 def escapee_notes(e: dict[str, Any], panes: Panes) -> tuple[str, list[str]]:
     n = int(e.get("count", 0))
-    detail = f"{plural(n, 'process', 'processes')} left {'its' if n == 1 else 'their'} " \
-             "pane's process group"
+    detail = (
+        f"{plural(n, 'process', 'processes')} left {'its' if n == 1 else 'their'} "
+        "pane's process group"
+    )
     if e.get("reaped"):
         detail += f" ({e['reaped']} reaped since start)"
     per_pane, pids = mapping(e.get("panes")), mapping(e.get("pids"))
@@ -215,8 +237,9 @@ def escapee_notes(e: dict[str, Any], panes: Panes) -> tuple[str, list[str]]:
     for pane, count in sorted(per_pane.items()):
         where = "outside any pane" if pane == "unknown" else pane_name(pane, None, known)
         listed = [str(p) for p in pids.get(pane) or []]
-        what = ("pid " + ", ".join(listed)) if listed else plural(int(count), "process",
-                                                                   "processes")
+        what = (
+            ("pid " + ", ".join(listed)) if listed else plural(int(count), "process", "processes")
+        )
         out.append(f"{where}: {what}")
     return detail, out
 
@@ -239,7 +262,18 @@ def render_doctor(result: dict[str, Any], panes: Panes) -> str:
 
 
 RENDERERS: dict[str, Callable[[dict[str, Any], Panes], str]] = {
-    "fields": render_fields, "doctor": render_doctor, "runs": render_runs}
+    "fields": render_fields,
+    "doctor": render_doctor,
+    "runs": render_runs,
+}
 
-__all__ = ["RENDERERS", "human_bytes", "human_duration", "render_doctor", "render_fields",
-           "render_runs", "table", "trimmed"]
+__all__ = [
+    "RENDERERS",
+    "human_bytes",
+    "human_duration",
+    "render_doctor",
+    "render_fields",
+    "render_runs",
+    "table",
+    "trimmed",
+]

@@ -27,6 +27,7 @@ DEFAULT_CHILD = [Grant("read", "self"), Grant("write", "self"), Grant("spawn", "
 
 def parse_grants(value: Any, param: str = "grants") -> list[Grant]:
     """Validate a grants array; errors are ``invalid_params.grants`` naming the index."""
+
     def fail(reason: str, index: int | None = None) -> VenomxError:
         data: dict[str, Any] = {"param": param, "reason": reason}
         if index is not None:
@@ -52,8 +53,9 @@ def kind_of(resource: str) -> str:
     return resource.split(":", 1)[0]
 
 
-def scope_covers(reg: Registry, holder: Principal, scope: str, resource: str,
-                 node: AuthNode | None) -> bool:
+def scope_covers(
+    reg: Registry, holder: Principal, scope: str, resource: str, node: AuthNode | None
+) -> bool:
     if scope == "*":
         return True
     if resource in ("*", "session:*"):
@@ -78,15 +80,13 @@ def scope_covers(reg: Registry, holder: Principal, scope: str, resource: str,
     return any(n.resource == scope for n in chain)
 
 
-def check(reg: Registry, p: Principal, right: str, resource: str,
-          node: AuthNode | None) -> bool:
+def check(reg: Registry, p: Principal, right: str, resource: str, node: AuthNode | None) -> bool:
     """Does ``p`` hold ``right`` on ``resource`` (with this chain, or absent)?"""
     if p.revoked:
         return False
     if p.anonymous and right != "read":
         return False
-    return any(g.right == right and scope_covers(reg, p, g.scope, resource, node)
-               for g in p.grants)
+    return any(g.right == right and scope_covers(reg, p, g.scope, resource, node) for g in p.grants)
 
 
 def has_right(p: Principal, right: str) -> bool:
@@ -117,8 +117,9 @@ def scope_contains(reg: Registry, outer: str, inner: str) -> bool:
 def uncovered(reg: Registry, p: Principal, wanted: list[Grant]) -> Grant | None:
     """The first grant in ``wanted`` that ``p`` cannot delegate, or None."""
     for g in wanted:
-        if p.anonymous or not any(h.right == g.right and scope_contains(reg, h.scope, g.scope)
-                                  for h in p.grants):
+        if p.anonymous or not any(
+            h.right == g.right and scope_contains(reg, h.scope, g.scope) for h in p.grants
+        ):
             return g
     return None
 
@@ -129,8 +130,9 @@ def child_grants(reg: Registry, p: Principal, requested: list[Grant] | None) -> 
         return [g for g in DEFAULT_CHILD if uncovered(reg, p, [g]) is None]
     g = uncovered(reg, p, requested)
     if g is not None:
-        raise VenomxError("denied.delegation", f"cannot delegate {g.right} on {g.scope}",
-                          {"grant": g.to_dict()})
+        raise VenomxError(
+            "denied.delegation", f"cannot delegate {g.right} on {g.scope}", {"grant": g.to_dict()}
+        )
     return list(requested)
 
 
@@ -146,8 +148,13 @@ class AuditRecord:
     resource: str | None
 
     def to_dict(self) -> dict[str, Any]:
-        d: dict[str, Any] = {"seq": self.seq, "ts": self.ts, "principal": self.principal,
-                             "verb": self.verb, "code": self.code}
+        d: dict[str, Any] = {
+            "seq": self.seq,
+            "ts": self.ts,
+            "principal": self.principal,
+            "verb": self.verb,
+            "code": self.code,
+        }
         if self.resource is not None:
             d["resource"] = self.resource
         return d
@@ -166,16 +173,23 @@ class AuditLog:
     def resize(self, retain: int) -> None:
         self.records = deque(self.records, maxlen=retain)
 
-    def append(self, principal: str | None, verb: str, code: str,
-               resource: str | None) -> AuditRecord:
+    def append(
+        self, principal: str | None, verb: str, code: str, resource: str | None
+    ) -> AuditRecord:
         if resource is not None and len(resource) > RESOURCE_MAX:
             # a caller's resource string may be a whole frame long: the record stays small
             resource = resource[:RESOURCE_MAX] + "…"
         self.seq += 1
         rec = AuditRecord(self.seq, now_iso(), principal, verb, code, resource)
         self.records.append(rec)
-        log.info("audit seq=%d principal=%s verb=%s code=%s resource=%s", rec.seq, principal,
-                 verb, code, resource)
+        log.info(
+            "audit seq=%d principal=%s verb=%s code=%s resource=%s",
+            rec.seq,
+            principal,
+            verb,
+            code,
+            resource,
+        )
         return rec
 
     def list(self, after: int | None, limit: int) -> tuple[list[dict[str, Any]], int]:

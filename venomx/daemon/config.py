@@ -51,8 +51,14 @@ class Key:
         return None if found is None else f"must be {found}"
 
 
-def _int(name: str, default: int, lo: int, hi: int, extra: Validator | None = None,
-         hint: str | None = None) -> Key:
+def _int(
+    name: str,
+    default: int,
+    lo: int,
+    hi: int,
+    extra: Validator | None = None,
+    hint: str | None = None,
+) -> Key:
     return Key(Param(name, "integer", default=default, min=lo, max=hi, hint=hint), extra)
 
 
@@ -90,10 +96,11 @@ _KEYS = (
     _int("events.observe_burst", 200, 1, 1000000),
     _int("audit.retain_count", 10000, 1, 1048576),
     _int("protocol.max_frame", 1048576, 4096, 16777216),
-    Key(Param("auth.default_grants", "any"), _grants,
-        lambda: [{"right": "read", "scope": "*"}]),
-    Key(Param("spawn.default_shell", "string", pattern=ABSOLUTE_PATTERN,
-              hint="an absolute path"), make=default_shell),
+    Key(Param("auth.default_grants", "any"), _grants, lambda: [{"right": "read", "scope": "*"}]),
+    Key(
+        Param("spawn.default_shell", "string", pattern=ABSOLUTE_PATTERN, hint="an absolute path"),
+        make=default_shell,
+    ),
     _int("panes.exited_warn_bytes", 256 * 1024 * 1024, 0, 1 << 40),
     _int("panes.exited_max_bytes", 0, 0, 1 << 40),
     _int("log.max_bytes", 10 * 1024 * 1024, 0, 1 << 40, _log_bytes, LOG_BYTES),
@@ -121,8 +128,9 @@ def _flatten(d: dict[str, Any], prefix: str = "") -> dict[str, Any]:
 
 
 def bad(path: str, reason: str) -> VenomxError:
-    return VenomxError("invalid_params.config", f"{path}: {reason}",
-                       {"path": path, "reason": reason})
+    return VenomxError(
+        "invalid_params.config", f"{path}: {reason}", {"path": path, "reason": reason}
+    )
 
 
 class Config:

@@ -56,20 +56,43 @@ class Daemon:
         audit = AuditLog(config["audit.retain_count"])
         runs = RunTable(registry, events, config)
         self.lifecycle = Lifecycle()
-        self.panes = Panes(registry, events, runs, config, Seams(test_seams), self.lifecycle,
-                           socket_path)
+        self.panes = Panes(
+            registry, events, runs, config, Seams(test_seams), self.lifecycle, socket_path
+        )
         runs.stop = self.stop_pane
         runs.evicted = lambda: self.panes.exited_panes.enforce(self.panes)
         self.lifecycle.stop_work = self.panes.shutdown
         self.reaper = Reaper(self.panes.is_leader, self.panes.on_child_exit)
         self.connections: set[Any] = set()
-        self.doctor = Doctor(self.source, registry, config, events, audit, runs, self.panes,
-                             self.reaper, socket_path, self.connections)
-        owner = registry.new_principal(None, list(auth.OWNER_GRANTS), name="owner",
-                                       with_token=False)
-        self.services = Services(self.source, registry, config, events, audit, runs,
-                                 self.panes, self.panes.seams, self.doctor, self.lifecycle,
-                                 owner, self.connections)
+        self.doctor = Doctor(
+            self.source,
+            registry,
+            config,
+            events,
+            audit,
+            runs,
+            self.panes,
+            self.reaper,
+            socket_path,
+            self.connections,
+        )
+        owner = registry.new_principal(
+            None, list(auth.OWNER_GRANTS), name="owner", with_token=False
+        )
+        self.services = Services(
+            self.source,
+            registry,
+            config,
+            events,
+            audit,
+            runs,
+            self.panes,
+            self.panes.seams,
+            self.doctor,
+            self.lifecycle,
+            owner,
+            self.connections,
+        )
         config.listeners.append(self.on_config_changed)
 
     def stop_pane(self, pane: Pane, cause: str) -> None:

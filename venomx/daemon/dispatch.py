@@ -31,11 +31,13 @@ HANDLERS: dict[str, Handler] = {}
 
 def handler(name: str) -> Callable[[Handler], Handler]:
     """Register a verb's handler under its manifest name."""
+
     def register(fn: Handler) -> Handler:
         if name in HANDLERS:
             raise RuntimeError(f"two handlers for {name}")
         HANDLERS[name] = fn
         return fn
+
     return register
 
 
@@ -84,9 +86,11 @@ class Context:
         frame = {"id": self.rid, "item": obj}
         size = len(dumps(frame))
         if size > self.conn.max_frame:
-            raise VenomxError("unsupported.result_size",
-                              f"item of {size} bytes exceeds max_frame {self.conn.max_frame}",
-                              {"bytes": size})
+            raise VenomxError(
+                "unsupported.result_size",
+                f"item of {size} bytes exceeds max_frame {self.conn.max_frame}",
+                {"bytes": size},
+            )
         self.conn.send(frame)
 
     @property
@@ -149,8 +153,11 @@ def lookup(ctx: Context, kind: str, rid: str) -> Any:
         return run
     if kind == "principal":
         return principal_target(ctx, rid)
-    tables: dict[str, dict[str, Any]] = {"session": reg.sessions, "window": reg.windows,
-                                         "pane": reg.panes}
+    tables: dict[str, dict[str, Any]] = {
+        "session": reg.sessions,
+        "window": reg.windows,
+        "pane": reg.panes,
+    }
     table = tables[kind]
     found = table.get(rid)
     if found is None:
@@ -176,8 +183,11 @@ def check_state(ctx: Context, obj: Any, wanted: tuple[str, ...]) -> None:
         if state == "not_removing":
             states.not_removing(ctx.registry, obj)
         elif isinstance(obj, Pane):
-            {"running": states.must_run, "live": states.must_live,
-             "exited": states.must_have_exited}[state](obj)
+            {
+                "running": states.must_run,
+                "live": states.must_live,
+                "exited": states.must_have_exited,
+            }[state](obj)
 
 
 def perform(ctx: Context, step: str, params: dict[str, Any]) -> None:
@@ -185,8 +195,9 @@ def perform(ctx: Context, step: str, params: dict[str, Any]) -> None:
     if step == "source":
         source = params.get("source")
         if source is not None and source != ctx.source:
-            raise VenomxError("conflict.source", "the daemon's source differs",
-                              {"source": ctx.source})
+            raise VenomxError(
+                "conflict.source", "the daemon's source differs", {"source": ctx.source}
+            )
     elif step == "shutdown":
         ctx.lifecycle.refuse_new_work()
     elif step == "identified":
@@ -194,12 +205,14 @@ def perform(ctx: Context, step: str, params: dict[str, Any]) -> None:
             raise VenomxError("denied.anonymous", "the anonymous caller has no principal", {})
     elif step == "seams":
         if not ctx.seams.enabled:
-            raise VenomxError("unsupported.seams",
-                              "the daemon was not started with --test-seams", {})
+            raise VenomxError(
+                "unsupported.seams", "the daemon was not started with --test-seams", {}
+            )
     elif step == "delegation":
         wanted = params.get("grants")
         params["grants"] = auth.child_grants(
-            ctx.registry, ctx.principal, None if wanted is None else auth.parse_grants(wanted))
+            ctx.registry, ctx.principal, None if wanted is None else auth.parse_grants(wanted)
+        )
     elif step == "rules":
         check_rules(ctx.verb, params)
     elif step == "cwd":

@@ -122,8 +122,11 @@ def fds_check(facts: ProcFacts, limit: int) -> tuple[dict[str, str], int]:
     if n < 0 and facts.short == "EMFILE":
         n = limit
     if n < 0:
-        why = "the system's file table is full (ENFILE)" if facts.short == "ENFILE" else \
-            "cannot count open descriptors"
+        why = (
+            "the system's file table is full (ENFILE)"
+            if facts.short == "ENFILE"
+            else "cannot count open descriptors"
+        )
         return check("fds", "fail" if facts.short else "warn", f"{why}, limit {limit}"), n
     detail = f"{n} of {limit} open"
     if facts.short is not None:
@@ -145,8 +148,11 @@ def check(name: str, status: str, detail: str) -> dict[str, str]:
 
 async def unresponsive(d: Doctor) -> list[str]:
     """Panes whose sentinel does not answer a ping in time (all pinged at once)."""
-    panes = [p for p in d.registry.panes.values()
-             if p.live and d.panes.link(p).channel is not None and not p.sentinel_lost]
+    panes = [
+        p
+        for p in d.registry.panes.values()
+        if p.live and d.panes.link(p).channel is not None and not p.sentinel_lost
+    ]
     answers = await asyncio.gather(*map(d.panes.responsive, panes))
     return [p.id for p, ok in zip(panes, answers, strict=True) if not ok]
 
@@ -155,24 +161,34 @@ Section = tuple[dict[str, str], Any]  # a check, and what the report shows for i
 
 
 def fork_server(d: Doctor, facts: ProcFacts) -> dict[str, str]:
-    ok = d.panes.forkserver.pid in facts.children and \
-        facts.children[d.panes.forkserver.pid][1] != psutil.STATUS_ZOMBIE
-    return check("fork_server", "ok" if ok else "fail",
-                 f"pid {d.panes.forkserver.pid}" if ok else "fork server not running")
+    ok = (
+        d.panes.forkserver.pid in facts.children
+        and facts.children[d.panes.forkserver.pid][1] != psutil.STATUS_ZOMBIE
+    )
+    return check(
+        "fork_server",
+        "ok" if ok else "fail",
+        f"pid {d.panes.forkserver.pid}" if ok else "fork server not running",
+    )
 
 
 def sentinel_panes(d: Doctor, facts: ProcFacts) -> dict[int, str]:
     """Our live, titled sentinels (spares aside), by pid: the pane each serves."""
     reg = d.registry
     ours = set(reg.sentinels) | {p.sentinel_pid for p in reg.panes.values()}
-    return {pid: (t[len(SENTINEL_TITLE):].split() or ["?"])[0]
-            for pid, (t, st) in facts.children.items()
-            if pid in ours and t.startswith(SENTINEL_TITLE) and t != SPARE_TITLE
-            and st != psutil.STATUS_ZOMBIE}
+    return {
+        pid: (t[len(SENTINEL_TITLE) :].split() or ["?"])[0]
+        for pid, (t, st) in facts.children.items()
+        if pid in ours
+        and t.startswith(SENTINEL_TITLE)
+        and t != SPARE_TITLE
+        and st != psutil.STATUS_ZOMBIE
+    }
 
 
-def sentinels(d: Doctor, facts: ProcFacts, sentinel_of: dict[int, str],
-              silent: list[str]) -> Section:
+def sentinels(
+    d: Doctor, facts: ProcFacts, sentinel_of: dict[int, str], silent: list[str]
+) -> Section:
     """Each live pane has exactly one live, running, answering sentinel; none outlives its
     pane by more than its drain; and the losses since start."""
     reg = d.registry
@@ -180,23 +196,43 @@ def sentinels(d: Doctor, facts: ProcFacts, sentinel_of: dict[int, str],
     missing = [p.id for p in live if sentinel_of.get(p.sentinel_pid) != p.id]
     alive = len(live) - len(missing)
     now = time.monotonic()
-    orphaned = [pid for pid, pane in sentinel_of.items()
-                if (pane in reg.panes and not reg.panes[pane].live
-                    and now - reg.panes[pane].exited_mono > ORPHAN_AFTER)
-                or (pane not in reg.panes and pane not in d.panes.preparing)]
+    orphaned = [
+        pid
+        for pid, pane in sentinel_of.items()
+        if (
+            pane in reg.panes
+            and not reg.panes[pane].live
+            and now - reg.panes[pane].exited_mono > ORPHAN_AFTER
+        )
+        or (pane not in reg.panes and pane not in d.panes.preparing)
+    ]
     # A stopped sentinel reads no output and answers nothing: its pane is wedged.
-    stopped = [p.id for p in live if p.id not in missing and facts.children.get(
-        p.sentinel_pid, ("", ""))[1] in (psutil.STATUS_STOPPED, psutil.STATUS_TRACING_STOP)]
-    section = {"expected": len(live), "alive": alive, "missing": missing,
-               "orphaned": len(orphaned), "orphaned_pids": sorted(orphaned),
-               "spares": len(d.panes.forkserver.spares),
-               "stopped": stopped, "unresponsive": silent,
-               "lost": {"count": d.panes.losses.count, "recent": list(d.panes.losses.recent)}}
+    stopped = [
+        p.id
+        for p in live
+        if p.id not in missing
+        and facts.children.get(p.sentinel_pid, ("", ""))[1]
+        in (psutil.STATUS_STOPPED, psutil.STATUS_TRACING_STOP)
+    ]
+    section = {
+        "expected": len(live),
+        "alive": alive,
+        "missing": missing,
+        "orphaned": len(orphaned),
+        "orphaned_pids": sorted(orphaned),
+        "spares": len(d.panes.forkserver.spares),
+        "stopped": stopped,
+        "unresponsive": silent,
+        "lost": {"count": d.panes.losses.count, "recent": list(d.panes.losses.recent)},
+    }
     status = "fail" if missing or stopped or silent else ("warn" if orphaned else "ok")
-    return check("sentinels", status,
-                 f"{alive}/{len(live)} alive, {len(missing)} missing, {len(stopped)} stopped, "
-                 f"{len(silent)} unresponsive, {len(orphaned)} orphaned, "
-                 f"{d.panes.losses.count} lost since start"), section
+    return check(
+        "sentinels",
+        status,
+        f"{alive}/{len(live)} alive, {len(missing)} missing, {len(stopped)} stopped, "
+        f"{len(silent)} unresponsive, {len(orphaned)} orphaned, "
+        f"{d.panes.losses.count} lost since start",
+    ), section
 
 
 def escapees(d: Doctor, facts: ProcFacts, sentinel_of: dict[int, str]) -> Section:
@@ -208,8 +244,11 @@ def escapees(d: Doctor, facts: ProcFacts, sentinel_of: dict[int, str]) -> Sectio
     fs = d.panes.forkserver
     known = {fs.pid, *fs.spare_pids, *reg.sentinels, *sentinel_of, *spares}
     leaders = {p.pid for p in reg.panes.values() if p.live}
-    found = {pid for pid, (_title, st) in facts.children.items()
-             if pid not in known and pid not in leaders and st != psutil.STATUS_ZOMBIE}
+    found = {
+        pid
+        for pid, (_title, st) in facts.children.items()
+        if pid not in known and pid not in leaders and st != psutil.STATUS_ZOMBIE
+    }
     for pid, pane_id in facts.pane_env.items():
         if pid in leaders or pid in known:
             continue
@@ -226,10 +265,15 @@ def escapees(d: Doctor, facts: ProcFacts, sentinel_of: dict[int, str]) -> Sectio
         if sum(map(len, pids.values())) < ESCAPEES_LISTED:
             pids.setdefault(pane_id, []).append(pid)
     n = len(found)
-    return (check("escapees", "warn" if found else "ok",
-                  f"{n} process{'' if n == 1 else 'es'} left {'its' if n == 1 else 'their'} "
-                  "pane's process group"),
-            {"count": n, "panes": per_pane, "pids": pids, "reaped": d.reaper.reaped_escapees})
+    return (
+        check(
+            "escapees",
+            "warn" if found else "ok",
+            f"{n} process{'' if n == 1 else 'es'} left {'its' if n == 1 else 'their'} "
+            "pane's process group",
+        ),
+        {"count": n, "panes": per_pane, "pids": pids, "reaped": d.reaper.reaped_escapees},
+    )
 
 
 def socket_file(d: Doctor) -> dict[str, str]:
@@ -241,8 +285,12 @@ def socket_file(d: Doctor) -> dict[str, str]:
         ours = False
     if ours or d.socket_ino < 0:
         return check("socket", "ok", d.socket_path)
-    return check("socket", "fail", "the socket file was removed or replaced; clients reach "
-                 "this daemon only at its abstract address")
+    return check(
+        "socket",
+        "fail",
+        "the socket file was removed or replaced; clients reach "
+        "this daemon only at its abstract address",
+    )
 
 
 def zombies(facts: ProcFacts) -> Section:
@@ -253,9 +301,14 @@ def zombies(facts: ProcFacts) -> Section:
 def run_active(d: Doctor) -> Section:
     max_active = d.config["run.max_active"]
     active = d.runs.active
-    return (check("run.active", "warn" if active >= 0.9 * max_active else "ok",
-                  f"{active} of {max_active}"),
-            {"count": active, "max_active": max_active})
+    return (
+        check(
+            "run.active",
+            "warn" if active >= 0.9 * max_active else "ok",
+            f"{active} of {max_active}",
+        ),
+        {"count": active, "max_active": max_active},
+    )
 
 
 def run_stuck(d: Doctor) -> Section:
@@ -265,18 +318,31 @@ def run_stuck(d: Doctor) -> Section:
         t = d.panes.link(p).termination if p.run and p.live else None
         if t is not None and t.killed_at is not None and now > t.killed_at + KILL_WAIT:
             stuck.append(p.run)
-    return (check("run.stuck", "warn" if stuck else "ok",
-                  f"{len(stuck)} runs terminating past their kill-wait"), stuck)
+    return (
+        check(
+            "run.stuck",
+            "warn" if stuck else "ok",
+            f"{len(stuck)} runs terminating past their kill-wait",
+        ),
+        stuck,
+    )
 
 
 def run_section(d: Doctor, active: Any, stuck: Any) -> dict[str, Any]:
     runs = d.runs
     return {
         "active": active,
-        "retained": {"count": len(runs.completed_order), "bytes": runs.retained_bytes,
-                     "evictions": dict(runs.evictions)},
-        "stuck": stuck, "outcomes": dict(runs.outcomes), "causes": dict(runs.causes),
-        "key_bindings": len(runs.bindings), "joined": runs.joined, "reused": runs.reused,
+        "retained": {
+            "count": len(runs.completed_order),
+            "bytes": runs.retained_bytes,
+            "evictions": dict(runs.evictions),
+        },
+        "stuck": stuck,
+        "outcomes": dict(runs.outcomes),
+        "causes": dict(runs.causes),
+        "key_bindings": len(runs.bindings),
+        "joined": runs.joined,
+        "reused": runs.reused,
         "waiters": runs.waiters,
     }
 
@@ -287,11 +353,16 @@ def counters(d: Doctor) -> dict[str, Any]:
     for p in reg.panes.values():
         states[p.state] += 1
     return {
-        "panes": states, "sessions": len(reg.sessions), "windows": len(reg.windows),
+        "panes": states,
+        "sessions": len(reg.sessions),
+        "windows": len(reg.windows),
         "principals": sum(1 for p in reg.principals.values() if not p.revoked),
-        "events": len(d.events.events), "audit": len(d.audit.records),
-        "observations_coalesced": d.events.coalesced, "vt_dropped": d.panes.exited_panes.vt_dropped,
-        "connections": len(d.connections), "subreaper": d.subreaper,
+        "events": len(d.events.events),
+        "audit": len(d.audit.records),
+        "observations_coalesced": d.events.coalesced,
+        "vt_dropped": d.panes.exited_panes.vt_dropped,
+        "connections": len(d.connections),
+        "subreaper": d.subreaper,
     }
 
 
@@ -307,14 +378,32 @@ async def report(d: Doctor) -> dict[str, Any]:
     a_check, active = run_active(d)
     r_check, stuck = run_stuck(d)
     x_section, x_check = d.panes.exited_panes.report(d.config)
-    checks = [socket_file(d), fork_server(d, facts), s_check, e_check, z_check, f_check,
-              a_check, r_check, x_check]
+    checks = [
+        socket_file(d),
+        fork_server(d, facts),
+        s_check,
+        e_check,
+        z_check,
+        f_check,
+        a_check,
+        r_check,
+        x_check,
+    ]
     statuses = {c["status"] for c in checks}
     overall = "fail" if "fail" in statuses else ("warn" if "warn" in statuses else "ok")
     return {
-        "source": d.source, "version": __version__, "pid": os.getpid(),
-        "uptime_ms": int((time.monotonic() - d.started) * 1000), "status": overall,
-        "checks": checks, "sentinels": s_section, "escapees": e_section,
-        "exited_panes": x_section, "zombies": z_count, "fds": fds, "fds_limit": fds_limit,
-        "run": run_section(d, active, stuck), "counters": counters(d),
+        "source": d.source,
+        "version": __version__,
+        "pid": os.getpid(),
+        "uptime_ms": int((time.monotonic() - d.started) * 1000),
+        "status": overall,
+        "checks": checks,
+        "sentinels": s_section,
+        "escapees": e_section,
+        "exited_panes": x_section,
+        "zombies": z_count,
+        "fds": fds,
+        "fds_limit": fds_limit,
+        "run": run_section(d, active, stuck),
+        "counters": counters(d),
     }

@@ -80,8 +80,9 @@ class EventLog:
     def resize(self, retain: int) -> None:
         self.events = deque(self.events, maxlen=retain)
 
-    def emit(self, etype: str, resource: str, data: dict[str, Any],
-             node: AuthNode | None = None) -> Event:
+    def emit(
+        self, etype: str, resource: str, data: dict[str, Any], node: AuthNode | None = None
+    ) -> Event:
         """Append one event; call in the same reactor turn as the state change.
 
         Never limited. Observations held back for this resource are reported first, so
@@ -94,8 +95,16 @@ class EventLog:
                 self._forget(budget)
         return self._append(etype, resource, data, node)
 
-    def observe(self, pane: str, etype: str, resource: str, data: dict[str, Any],
-                node: AuthNode | None, rate: int, burst: int) -> Event | None:
+    def observe(
+        self,
+        pane: str,
+        etype: str,
+        resource: str,
+        data: dict[str, Any],
+        node: AuthNode | None,
+        rate: int,
+        burst: int,
+    ) -> Event | None:
         """Append an observation within the pane's budget (``rate`` a second, bursts of
         ``burst``); beyond it, count it for the pane's next coalesced event instead.
 
@@ -122,7 +131,8 @@ class EventLog:
         self.coalesced += 1
         if budget.timer is None:
             budget.timer = asyncio.get_running_loop().call_later(
-                COALESCE_INTERVAL, self._flush, budget)
+                COALESCE_INTERVAL, self._flush, budget
+            )
         return None
 
     def _flush(self, budget: _Budget) -> None:
@@ -134,21 +144,36 @@ class EventLog:
             return
         types = dict(sorted(budget.dropped.items()))
         budget.dropped = {}
-        self._append(COALESCED, budget.resource,
-                     {"pane": budget.pane, "count": sum(types.values()), "types": types,
-                      "command_open": budget.command_open, "state": budget.state},
-                     budget.node)
+        self._append(
+            COALESCED,
+            budget.resource,
+            {
+                "pane": budget.pane,
+                "count": sum(types.values()),
+                "types": types,
+                "command_open": budget.command_open,
+                "state": budget.state,
+            },
+            budget.node,
+        )
 
     def _forget(self, budget: _Budget) -> None:
         if budget.timer is not None:
             budget.timer.cancel()
         self.budgets.pop(budget.resource, None)
 
-    def _append(self, etype: str, resource: str, data: dict[str, Any],
-                node: AuthNode | None) -> Event:
+    def _append(
+        self, etype: str, resource: str, data: dict[str, Any], node: AuthNode | None
+    ) -> Event:
         self.seq += 1
-        body = {"source": self.source, "seq": self.seq, "ts": now_iso(), "type": etype,
-                "resource": resource, "data": data}
+        body = {
+            "source": self.source,
+            "seq": self.seq,
+            "ts": now_iso(),
+            "type": etype,
+            "resource": resource,
+            "data": data,
+        }
         ev = Event(self.seq, body, node)
         self.events.append(ev)
         for sub in list(self.subscribers):

@@ -17,10 +17,14 @@ def split_layout(layout: dict[str, Any], target: str, new: str, axis: str) -> di
         children = layout["children"]
         for i, child in enumerate(children):
             if child.get("pane") == target and layout["axis"] == axis:
-                return {"axis": axis, "children": [*children[:i + 1], {"pane": new},
-                                                   *children[i + 1:]]}
-        return {"axis": layout["axis"],
-                "children": [split_layout(c, target, new, axis) for c in children]}
+                return {
+                    "axis": axis,
+                    "children": [*children[: i + 1], {"pane": new}, *children[i + 1 :]],
+                }
+        return {
+            "axis": layout["axis"],
+            "children": [split_layout(c, target, new, axis) for c in children],
+        }
     return layout
 
 

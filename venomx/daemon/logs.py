@@ -41,8 +41,10 @@ class KeyValueFormatter(logging.Formatter):
 
     def format(self, record: logging.LogRecord) -> str:
         ts = self.formatTime(record, "%Y-%m-%dT%H:%M:%S")
-        line = (f"{ts}.{int(record.msecs):03d}Z level={record.levelname.lower()} "
-                f"logger={record.name} msg={json.dumps(record.getMessage())}")
+        line = (
+            f"{ts}.{int(record.msecs):03d}Z level={record.levelname.lower()} "
+            f"logger={record.name} msg={json.dumps(record.getMessage())}"
+        )
         suppressed = getattr(record, "suppressed", 0)
         if suppressed:
             line += f" suppressed={suppressed}"
@@ -76,8 +78,9 @@ class _Site:
 class Limiter(logging.Filter):
     """Rate limit per call site and cause; one traceback per cause. Thread-safe."""
 
-    def __init__(self, interval: float = INTERVAL,
-                 clock: Callable[[], float] = time.monotonic) -> None:
+    def __init__(
+        self, interval: float = INTERVAL, clock: Callable[[], float] = time.monotonic
+    ) -> None:
         super().__init__()
         self.interval = interval
         self.clock = clock
@@ -144,8 +147,9 @@ class FileHandler(logging.Handler):
     Python itself lands in the log too. Write errors (disk full) are counted, never raised.
     """
 
-    def __init__(self, dir_fd: int, directory: str, name: str, max_bytes: int, keep: int,
-                 stderr: bool) -> None:
+    def __init__(
+        self, dir_fd: int, directory: str, name: str, max_bytes: int, keep: int, stderr: bool
+    ) -> None:
         super().__init__()
         self.dir_fd = dir_fd
         self.directory = directory
@@ -180,8 +184,7 @@ class FileHandler(logging.Handler):
         for i in range(self.keep, 0, -1):
             src = self.name_ if i == 1 else f"{self.name_}.{i - 1}"
             try:
-                os.rename(src, f"{self.name_}.{i}", src_dir_fd=self.dir_fd,
-                          dst_dir_fd=self.dir_fd)
+                os.rename(src, f"{self.name_}.{i}", src_dir_fd=self.dir_fd, dst_dir_fd=self.dir_fd)
             except FileNotFoundError:
                 pass
         if self.keep == 0:
@@ -232,8 +235,9 @@ class DaemonLog:
                 h.close()
         self.handler = handler
 
-    def to_file(self, dir_fd: int, directory: str, name: str, max_bytes: int, keep: int,
-                stderr: bool) -> None:
+    def to_file(
+        self, dir_fd: int, directory: str, name: str, max_bytes: int, keep: int, stderr: bool
+    ) -> None:
         """Log to ``name`` in a checked directory from now on (raises ``VenomxError``)."""
         try:
             self.file = FileHandler(dir_fd, directory, name, max_bytes, keep, stderr)
@@ -254,8 +258,11 @@ class DaemonLog:
         try:
             self.file.reopen()
         except Exception as exc:
-            log.error("SIGHUP: cannot reopen the log file %s: %s", self.file.path,
-                      getattr(exc, "message", exc))
+            log.error(
+                "SIGHUP: cannot reopen the log file %s: %s",
+                self.file.path,
+                getattr(exc, "message", exc),
+            )
             return
         log.info("SIGHUP: log file reopened")
 
@@ -267,6 +274,7 @@ class DaemonLog:
         def tick() -> None:
             self.flush()
             self.flusher = loop.call_later(INTERVAL, tick)
+
         self.flusher = loop.call_later(INTERVAL, tick)
 
     def stop_flusher(self) -> None:

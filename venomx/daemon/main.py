@@ -28,8 +28,13 @@ log = logging.getLogger("venomx.daemon")
 DETACHED_LOG = "venomx.log"
 
 
-async def serve(place: paths.SocketPlace, config: Config, test_seams: bool,
-                ready_fd: int | None, dlog: DaemonLog) -> int:
+async def serve(
+    place: paths.SocketPlace,
+    config: Config,
+    test_seams: bool,
+    ready_fd: int | None,
+    dlog: DaemonLog,
+) -> int:
     import venomx.verbs  # noqa: F401  (register the handlers)
 
     loop = asyncio.get_running_loop()
@@ -41,7 +46,8 @@ async def serve(place: paths.SocketPlace, config: Config, test_seams: bool,
         for sig in (signal.SIGTERM, signal.SIGINT):
             loop.add_signal_handler(sig, d.lifecycle.begin_shutdown)
         config.listeners.append(
-            lambda changed: dlog.configure(config["log.max_bytes"], config["log.keep"]))
+            lambda changed: dlog.configure(config["log.max_bytes"], config["log.keep"])
+        )
         d.start()
         assert place.sock is not None and place.abstract is not None
         servers = [Listener(d.services, place.sock), Listener(d.services, place.abstract)]
@@ -50,8 +56,7 @@ async def serve(place: paths.SocketPlace, config: Config, test_seams: bool,
         raise
     log.info("listening socket=%s source=%s pid=%d", place.given, d.source, os.getpid())
     if ready_fd is not None:
-        info: dict[str, object] = {"socket": place.given, "source": d.source,
-                                   "pid": os.getpid()}
+        info: dict[str, object] = {"socket": place.given, "source": d.source, "pid": os.getpid()}
         if dlog.file is not None:
             info["log"] = dlog.file.path
         os.write(ready_fd, json.dumps(info).encode() + b"\n")
@@ -80,9 +85,15 @@ def _ignore_hup(signum: int, frame: types.FrameType | None) -> None:
     """SIGHUP before the loop's handler exists: nothing to reopen yet."""
 
 
-def run_daemon(path: str, config_file: str | None, test_seams: bool, log_level: str,
-               ready_fd: int | None = None, log_file: str | None = None,
-               detached: bool = False) -> int:
+def run_daemon(
+    path: str,
+    config_file: str | None,
+    test_seams: bool,
+    log_level: str,
+    ready_fd: int | None = None,
+    log_file: str | None = None,
+    detached: bool = False,
+) -> int:
     """Check everything, then serve. ``log_file`` (or ``venomx.log`` beside the socket
     when ``detached``) receives the log, rotated by ``log.max_bytes``/``log.keep``."""
     signal.signal(signal.SIGHUP, _ignore_hup)  # a Python handler: exec restores the default
@@ -97,8 +108,14 @@ def run_daemon(path: str, config_file: str | None, test_seams: bool, log_level: 
         elif detached:
             directory, dir_fd, name = place.directory, os.dup(place.dir_fd), DETACHED_LOG
         if log_file is not None or detached:
-            dlog.to_file(dir_fd, directory, name, config["log.max_bytes"], config["log.keep"],
-                         stderr=detached)
+            dlog.to_file(
+                dir_fd,
+                directory,
+                name,
+                config["log.max_bytes"],
+                config["log.keep"],
+                stderr=detached,
+            )
         place.sock = paths.bind(place)
     except VenomxError as exc:
         if dlog.file is not None:

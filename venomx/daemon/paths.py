@@ -29,32 +29,38 @@ from venomx.wire import VenomxError
 SUN_PATH_MAX = 107  # sun_path holds 108 bytes with the terminating NUL
 CONFIG_MAX_BYTES = 1 << 20
 BACKLOG = 100
-APPEND_FLAGS = (os.O_WRONLY | os.O_APPEND | os.O_CREAT | os.O_NOFOLLOW | os.O_CLOEXEC
-                | os.O_NONBLOCK)
+APPEND_FLAGS = os.O_WRONLY | os.O_APPEND | os.O_CREAT | os.O_NOFOLLOW | os.O_CLOEXEC | os.O_NONBLOCK
 DIR_FLAGS = os.O_RDONLY | os.O_DIRECTORY | os.O_NOFOLLOW | os.O_CLOEXEC
 
 Fail = Callable[[str], VenomxError]
 
 
 def socket_error(path: str, reason: str) -> VenomxError:
-    return VenomxError("invalid_params.socket", f"{path}: {reason}",
-                       {"socket": path, "reason": reason})
+    return VenomxError(
+        "invalid_params.socket", f"{path}: {reason}", {"socket": path, "reason": reason}
+    )
 
 
 def log_error(path: str, reason: str) -> VenomxError:
-    return VenomxError("invalid_params.log_file", f"{path}: {reason}",
-                       {"log_file": path, "reason": reason})
+    return VenomxError(
+        "invalid_params.log_file", f"{path}: {reason}", {"log_file": path, "reason": reason}
+    )
 
 
 def config_error(path: str, reason: str) -> VenomxError:
-    return VenomxError("invalid_params.config", f"{path}: {reason}",
-                       {"path": path, "reason": reason})
+    return VenomxError(
+        "invalid_params.config", f"{path}: {reason}", {"path": path, "reason": reason}
+    )
 
 
 def kind(mode: int) -> str:
-    for test, name in ((stat.S_ISREG, "a regular file"), (stat.S_ISDIR, "a directory"),
-                       (stat.S_ISLNK, "a symlink"), (stat.S_ISSOCK, "a socket"),
-                       (stat.S_ISFIFO, "a fifo")):
+    for test, name in (
+        (stat.S_ISREG, "a regular file"),
+        (stat.S_ISDIR, "a directory"),
+        (stat.S_ISLNK, "a symlink"),
+        (stat.S_ISSOCK, "a socket"),
+        (stat.S_ISFIFO, "a fifo"),
+    ):
         if test(mode):
             return name
     return "a device"
@@ -85,8 +91,10 @@ def ancestor_problem(st: os.stat_result, uid: int) -> str | None:
     if st.st_uid not in (uid, 0):
         return f"is owned by uid {st.st_uid}, not by uid {uid} or root"
     if st.st_mode & 0o022 and not st.st_mode & stat.S_ISVTX:
-        return (f"is writable by group or others without the sticky bit "
-                f"(mode {stat.S_IMODE(st.st_mode):04o})")
+        return (
+            f"is writable by group or others without the sticky bit "
+            f"(mode {stat.S_IMODE(st.st_mode):04o})"
+        )
     return None
 
 
@@ -180,6 +188,7 @@ def prepare_socket(given: str) -> SocketPlace:
     Raises ``invalid_params.socket`` for anything untrusted or unusable and
     ``unavailable.address_in_use`` if a daemon of ours already listens there.
     """
+
     def fail(reason: str) -> VenomxError:
         return socket_error(given, reason)
 
@@ -227,13 +236,16 @@ def inspect_socket(place: SocketPlace, fail: Fail) -> os.stat_result | None:
         pass  # listening but busy (backlog full) counts as live
     finally:
         probe.close()
-    raise VenomxError("unavailable.address_in_use",
-                      f"a daemon is already listening on {place.given}",
-                      {"socket": place.given})
+    raise VenomxError(
+        "unavailable.address_in_use",
+        f"a daemon is already listening on {place.given}",
+        {"socket": place.given},
+    )
 
 
 def bind(place: SocketPlace, backlog: int = BACKLOG) -> socket.socket:
     """Replace a stale socket of ours, then bind and listen (0600 from birth)."""
+
     def fail(reason: str) -> VenomxError:
         return socket_error(place.given, reason)
 
@@ -260,9 +272,11 @@ def bind(place: SocketPlace, backlog: int = BACKLOG) -> socket.socket:
     except OSError as exc:
         sock.close()
         if exc.errno == errno.EADDRINUSE:
-            raise VenomxError("unavailable.address_in_use",
-                              f"a daemon is already listening on {place.given}",
-                              {"socket": place.given}) from None
+            raise VenomxError(
+                "unavailable.address_in_use",
+                f"a daemon is already listening on {place.given}",
+                {"socket": place.given},
+            ) from None
         raise fail(f"cannot listen: {_strerror(exc)}") from None
     finally:
         os.umask(old)
@@ -283,9 +297,11 @@ def bind_abstract(place: SocketPlace, backlog: int) -> socket.socket:
         sock.close()
         unlink_ours(place)
         if exc.errno == errno.EADDRINUSE:
-            raise VenomxError("unavailable.address_in_use",
-                              f"another process holds the abstract address of {place.given}",
-                              {"socket": place.given}) from None
+            raise VenomxError(
+                "unavailable.address_in_use",
+                f"another process holds the abstract address of {place.given}",
+                {"socket": place.given},
+            ) from None
         raise socket_error(place.given, f"cannot listen: {_strerror(exc)}") from None
     sock.setblocking(False)
     return sock
@@ -335,6 +351,7 @@ def open_append(dir_fd: int, directory: str, name: str) -> int:
 
 def prepare_log(path: str) -> tuple[str, int, str]:
     """Check the log file's directory (it must exist); returns (directory, dir fd, name)."""
+
     def fail(reason: str) -> VenomxError:
         return log_error(path, reason)
 
@@ -366,8 +383,9 @@ def read_config(path: str, explicit: bool) -> str | None:
         if st.st_uid not in (uid, 0):
             raise config_error(path, f"is owned by uid {st.st_uid}, not by uid {uid} or root")
         if st.st_mode & 0o022:
-            raise config_error(path, f"is writable by group or others "
-                                     f"(mode {stat.S_IMODE(st.st_mode):04o})")
+            raise config_error(
+                path, f"is writable by group or others (mode {stat.S_IMODE(st.st_mode):04o})"
+            )
         chunks: list[bytes] = []
         size = 0
         while chunk := os.read(fd, 65536):

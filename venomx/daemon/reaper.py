@@ -21,8 +21,9 @@ class Reaper:
     """Reaps every child; ``on_exit`` says whether the child was one of ours, and the
     rest (escaped descendants) are counted."""
 
-    def __init__(self, is_leader: Callable[[int], bool],
-                 on_exit: Callable[[int, int], bool]) -> None:
+    def __init__(
+        self, is_leader: Callable[[int], bool], on_exit: Callable[[int, int], bool]
+    ) -> None:
         self.is_leader = is_leader
         self.on_exit = on_exit
         self.reaped_escapees = 0

@@ -142,9 +142,15 @@ class Pane:
 
     def record(self) -> dict[str, Any]:
         rec: dict[str, Any] = {
-            "pane": self.id, "window": self.window, "session": self.session,
-            "principal": self.principal, "pid": self.pid, "argv0": self.argv0,
-            "cols": self.cols, "rows": self.rows, "state": self.state,
+            "pane": self.id,
+            "window": self.window,
+            "session": self.session,
+            "principal": self.principal,
+            "pid": self.pid,
+            "argv0": self.argv0,
+            "cols": self.cols,
+            "rows": self.rows,
+            "state": self.state,
         }
         if self.exit_code is not None:
             rec["exit_code"] = self.exit_code
@@ -182,8 +188,15 @@ class Registry:
         self.counters[prefix] = n + 1
         return f"{prefix}{n}"
 
-    def new_principal(self, parent: str | None, grants: list[Grant], *, name: str | None = None,
-                      pane: str | None = None, with_token: bool = True) -> Principal:
+    def new_principal(
+        self,
+        parent: str | None,
+        grants: list[Grant],
+        *,
+        name: str | None = None,
+        pane: str | None = None,
+        with_token: bool = True,
+    ) -> Principal:
         pid = self.next_id("g")
         token = secrets.token_hex(32) if with_token else None
         p = Principal(pid, parent, grants, token, name, pane)
@@ -218,7 +231,10 @@ class Registry:
         kind, _, rid = resource.partition(":")
         if kind == "run":
             return self.runs.get(rid)
-        tables: dict[str, dict[str, Any]] = {"session": self.sessions,
-                                             "window": self.windows, "pane": self.panes}
+        tables: dict[str, dict[str, Any]] = {
+            "session": self.sessions,
+            "window": self.windows,
+            "pane": self.panes,
+        }
         entity = tables.get(kind, {}).get(rid)
         return entity.node if entity is not None else None

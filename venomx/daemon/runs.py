@@ -59,18 +59,35 @@ class Run:
     output_size: int = 0
     deadline: asyncio.TimerHandle | None = None
     done: asyncio.Future[None] = field(
-        default_factory=lambda: asyncio.get_running_loop().create_future())
+        default_factory=lambda: asyncio.get_running_loop().create_future()
+    )
 
     def result(self, source: str, reused: bool) -> dict[str, Any]:
-        return {"run": self.id, "source": source, "key": self.key, "pane": self.pane,
-                "window": self.window, "session": self.session, "principal": self.principal,
-                "pid": self.pid, "reused": reused}
+        return {
+            "run": self.id,
+            "source": source,
+            "key": self.key,
+            "pane": self.pane,
+            "window": self.window,
+            "session": self.session,
+            "principal": self.principal,
+            "pid": self.pid,
+            "reused": reused,
+        }
 
     def record(self, source: str, output: bool) -> dict[str, Any]:
         rec: dict[str, Any] = {
-            "run": self.id, "source": source, "key": self.key, "pane": self.pane,
-            "window": self.window, "session": self.session, "principal": self.principal,
-            "pid": self.pid, "shell": self.shell, "state": self.state}
+            "run": self.id,
+            "source": source,
+            "key": self.key,
+            "pane": self.pane,
+            "window": self.window,
+            "session": self.session,
+            "principal": self.principal,
+            "pid": self.pid,
+            "shell": self.shell,
+            "state": self.state,
+        }
         for name in ("outcome", "exit_code", "signal", "cause", "status", "fault"):
             value = getattr(self, name)
             if value is not None:
@@ -84,8 +101,7 @@ class Run:
         return rec
 
     def entity(self) -> dict[str, Any]:
-        e: dict[str, Any] = {"kind": "run", "run": self.id, "pane": self.pane,
-                             "state": self.state}
+        e: dict[str, Any] = {"kind": "run", "run": self.id, "pane": self.pane, "state": self.state}
         if self.state != "completed":
             return e
         for name in ("outcome", "exit_code", "signal", "cause"):
@@ -146,8 +162,9 @@ class RunTable:
     def digest(self, params: dict[str, Any]) -> bytes:
         canon = {k: v for k, v in params.items() if k != "source" and v is not None}
         text = json.dumps(canon, sort_keys=True, separators=(",", ":"), ensure_ascii=False)
-        return hmac.new(self.hmac_key, text.encode("utf-8", "surrogatepass"),
-                        hashlib.sha256).digest()
+        return hmac.new(
+            self.hmac_key, text.encode("utf-8", "surrogatepass"), hashlib.sha256
+        ).digest()
 
     @property
     def active(self) -> int:
@@ -157,15 +174,18 @@ class RunTable:
 
     def lookup_key(self, owner: str, key: str, digest: bytes) -> Run | Pending | None:
         """§8 lookup; raises ``conflict.run_key`` for a different digest."""
-        found: Run | Pending | None = (self.bindings.get((owner, key))
-                                       or self.pending.get((owner, key)))
+        found: Run | Pending | None = self.bindings.get((owner, key)) or self.pending.get(
+            (owner, key)
+        )
         if found is None:
             return None
         if not hmac.compare_digest(found.digest, digest):
             run_id = found.id if isinstance(found, Run) else found.run
-            raise VenomxError("conflict.run_key",
-                              f"key {key} is bound to run {run_id} with different parameters",
-                              {"run": run_id})
+            raise VenomxError(
+                "conflict.run_key",
+                f"key {key} is bound to run {run_id} with different parameters",
+                {"run": run_id},
+            )
         return found
 
     def commit(self, run: Run, pane: Pane, deadline_ms: int | None) -> None:
@@ -178,8 +198,7 @@ class RunTable:
         self.runs[run.id] = run
         self.registry.runs[run.id] = run.node
         self.bindings[(run.owner, run.key)] = run
-        self.events.emit("run.started", f"run:{run.id}", {"run": run.id, "pane": pane.id},
-                      run.node)
+        self.events.emit("run.started", f"run:{run.id}", {"run": run.id, "pane": pane.id}, run.node)
         if deadline_ms is not None:
             loop = asyncio.get_running_loop()
             run.deadline = loop.call_later(deadline_ms / 1000.0, self.on_deadline, run)
@@ -197,8 +216,9 @@ class RunTable:
             return
         run.state = "terminating"
         run.cause = cause
-        self.events.emit("run.terminating", f"run:{run.id}",
-                           {"run": run.id, "cause": cause}, run.node)
+        self.events.emit(
+            "run.terminating", f"run:{run.id}", {"run": run.id, "cause": cause}, run.node
+        )
 
     def complete(self, run_id: str, pane: Pane) -> None:
         """The leader was reaped: fix the outcome (same turn as pane.exited)."""
@@ -226,9 +246,18 @@ class RunTable:
             run.output = tail(pane.final, run.output_rows, run.output_bytes)
             run.output_size = sum(len(x.encode("utf-8")) for x in run.output["lines"])
         else:  # the sentinel and the rows it held are gone: say so, invent nothing
-            run.output = {"screen": "primary", "epoch": pane.told_epoch,
-                          "offset": pane.told_offset, "cols": pane.cols, "rows": pane.rows,
-                          "oldest": 0, "start": 0, "end": 0, "complete": False, "lines": []}
+            run.output = {
+                "screen": "primary",
+                "epoch": pane.told_epoch,
+                "offset": pane.told_offset,
+                "cols": pane.cols,
+                "rows": pane.rows,
+                "oldest": 0,
+                "start": 0,
+                "end": 0,
+                "complete": False,
+                "lines": [],
+            }
         if run.fault is not None:
             run.output["complete"] = False
         self.retained_bytes += run.output_size
@@ -267,8 +296,9 @@ class RunTable:
         if self.completed_order:
             oldest = self.runs[self.completed_order[0]]
             delay = (oldest.completed_mono + cfg["run.retain_ms"] - now) / 1000.0
-            self.expiry = asyncio.get_running_loop().call_later(max(0.0, delay) + 0.001,
-                                                                self.enforce)
+            self.expiry = asyncio.get_running_loop().call_later(
+                max(0.0, delay) + 0.001, self.enforce
+            )
 
     def evict(self, run: Run, why: str) -> None:
         self.completed_order.remove(run.id)
@@ -285,5 +315,8 @@ class RunTable:
         """``not_found.run`` with expired/unknown, for an authorized absent run."""
         n = id_number(run_id, "r")
         expired = n is not None and n < self.registry.counters["r"]
-        return VenomxError("not_found.run", f"run {run_id[:64]} not found",
-                           {"reason": "expired" if expired else "unknown"})
+        return VenomxError(
+            "not_found.run",
+            f"run {run_id[:64]} not found",
+            {"reason": "expired" if expired else "unknown"},
+        )

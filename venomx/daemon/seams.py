@@ -57,6 +57,7 @@ class Seams:
         async def later() -> None:
             await released.wait()
             action()
+
         task = asyncio.ensure_future(later())
         self.deferred.add(task)
         task.add_done_callback(self.deferred.discard)

@@ -56,7 +56,7 @@ def from_our_descendant(pid: int) -> bool:
                 stat = f.read()
         except OSError:
             return True  # gone before we could look: refuse rather than guess
-        pid = int(stat[stat.rfind(b")") + 2:].split()[1])
+        pid = int(stat[stat.rfind(b")") + 2 :].split()[1])
     return True
 
 
@@ -107,8 +107,11 @@ class Listener:
 
     def back_off(self, exc: OSError) -> None:
         self.loop.remove_reader(self.sock.fileno())
-        log.warning("accept failed: %s; accepting again in %d ms",
-                    errno.errorcode.get(exc.errno or 0, str(exc.errno)), self.pause * 1000)
+        log.warning(
+            "accept failed: %s; accepting again in %d ms",
+            errno.errorcode.get(exc.errno or 0, str(exc.errno)),
+            self.pause * 1000,
+        )
         self.resuming = self.loop.call_later(self.pause, self.resume)
         self.pause = min(self.pause * 2, PAUSE_MAX)
 
@@ -153,8 +156,7 @@ class Connection(asyncio.Protocol):
         self.transport = transport
         sock = transport.get_extra_info("socket")
         try:
-            creds = sock.getsockopt(socket.SOL_SOCKET, socket.SO_PEERCRED,
-                                    struct.calcsize("3i"))
+            creds = sock.getsockopt(socket.SOL_SOCKET, socket.SO_PEERCRED, struct.calcsize("3i"))
             self.peer_pid, self.peer_uid, _ = struct.unpack("3i", creds)
         except OSError:
             self.peer_uid = -1
@@ -182,9 +184,14 @@ class Connection(asyncio.Protocol):
         self.tasks.pop(rid, None) if rid is not None else None
         frame = dumps({"id": rid, "ok": result})
         if len(frame) > self.max_frame:
-            self.reply_error(rid, VenomxError("unsupported.result_size",
-                                              f"reply of {len(frame)} bytes exceeds max_frame "
-                                              f"{self.max_frame}", {"bytes": len(frame)}))
+            self.reply_error(
+                rid,
+                VenomxError(
+                    "unsupported.result_size",
+                    f"reply of {len(frame)} bytes exceeds max_frame {self.max_frame}",
+                    {"bytes": len(frame)},
+                ),
+            )
             return
         self.send({"id": rid, "ok": result})
 
@@ -199,7 +206,7 @@ class Connection(asyncio.Protocol):
             nl = data.find(b"\n")
             if nl < 0:
                 return
-            data = data[nl + 1:]
+            data = data[nl + 1 :]
             self.discarding = False
         self.buf += data
         while not self.closed:
@@ -211,7 +218,7 @@ class Connection(asyncio.Protocol):
                     self.frame_too_big()
                 return
             frame = bytes(self.buf[:nl])
-            del self.buf[:nl + 1]
+            del self.buf[: nl + 1]
             if len(frame) > self.max_frame:
                 self.frame_too_big()
                 continue
@@ -231,9 +238,14 @@ class Connection(asyncio.Protocol):
         return rid if isinstance(rid, (str, float, bool)) and len(str(rid)) <= 64 else None
 
     def frame_too_big(self) -> None:
-        self.reply_error(None, VenomxError("invalid_request.frame_size",
-                                           f"frame exceeds max_frame {self.max_frame}",
-                                           {"max_frame": self.max_frame}))
+        self.reply_error(
+            None,
+            VenomxError(
+                "invalid_request.frame_size",
+                f"frame exceeds max_frame {self.max_frame}",
+                {"max_frame": self.max_frame},
+            ),
+        )
 
     def handle_frame(self, frame: bytes) -> None:
         try:
@@ -245,35 +257,45 @@ class Connection(asyncio.Protocol):
             self.reply_error(None, VenomxError("invalid_request.json", f"frame is {exc}", data))
             return
         if not isinstance(obj, dict):
-            self.reply_error(None, VenomxError("invalid_request.frame",
-                                               "frame is not a JSON object", {}))
+            self.reply_error(
+                None, VenomxError("invalid_request.frame", "frame is not a JSON object", {})
+            )
             return
         rid = obj.get("id")
-        if type(rid) is not int or not -2**63 <= rid < 2**63:
-            self.send({"id": self.echo_id(rid), "error": VenomxError(
-                "invalid_request.id", "id must be an integer of at most 64 bits", {}).to_dict()})
+        if type(rid) is not int or not -(2**63) <= rid < 2**63:
+            self.send(
+                {
+                    "id": self.echo_id(rid),
+                    "error": VenomxError(
+                        "invalid_request.id", "id must be an integer of at most 64 bits", {}
+                    ).to_dict(),
+                }
+            )
             return
         name = obj.get("verb")
         verb = verb_by_name(name) if isinstance(name, str) else None
         if verb is None:
             shown = name[:64] if isinstance(name, str) else None
-            self.reply_error(rid, VenomxError("invalid_request.verb",
-                                              f"unknown verb {shown}", {"verb": shown}))
+            self.reply_error(
+                rid, VenomxError("invalid_request.verb", f"unknown verb {shown}", {"verb": shown})
+            )
             return
         params = obj.get("params", {})
         if verb.name == "hello":
             self.hello(rid, params)
             return
         if self.principal is None:
-            self.reply_error(rid, VenomxError("invalid_request.hello",
-                                              "hello must be the first request", {}))
+            self.reply_error(
+                rid, VenomxError("invalid_request.hello", "hello must be the first request", {})
+            )
             return
         if verb.name == "cancel":
             self.cancel(rid, params)
             return
         if rid in self.tasks:
-            self.reply_error(rid, VenomxError("invalid_request.id",
-                                              f"id {rid} is already in flight", {}))
+            self.reply_error(
+                rid, VenomxError("invalid_request.id", f"id {rid} is already in flight", {})
+            )
             return
         ctx = Context(self.services, self, verb, rid)
         task = asyncio.get_running_loop().create_task(dispatch(ctx, params))
@@ -291,8 +313,9 @@ class Connection(asyncio.Protocol):
         verb = verb_by_name("hello")
         assert verb is not None
         if self.principal is not None:
-            self.reply_error(rid, VenomxError("invalid_request.hello", "hello was already sent",
-                                              {}))
+            self.reply_error(
+                rid, VenomxError("invalid_request.hello", "hello was already sent", {})
+            )
             return
         try:
             params = validate(verb, raw)
@@ -305,10 +328,16 @@ class Connection(asyncio.Protocol):
         want = params.get("max_frame", DEFAULT_MAX_FRAME)
         self.max_frame = min(want, self.services.config["protocol.max_frame"])
         self.principal = principal
-        self.reply(rid, {"protocol": PROTOCOL, "server": f"venomx/{__version__}",
-                         "source": self.services.source,
-                         "principal": None if principal.anonymous else principal.id,
-                         "max_frame": self.max_frame})
+        self.reply(
+            rid,
+            {
+                "protocol": PROTOCOL,
+                "server": f"venomx/{__version__}",
+                "source": self.services.source,
+                "principal": None if principal.anonymous else principal.id,
+                "max_frame": self.max_frame,
+            },
+        )
 
     def identify(self, token: str | None) -> Principal:
         reg = self.services.registry
@@ -319,8 +348,12 @@ class Connection(asyncio.Protocol):
         if token == "@owner":
             if from_our_descendant(self.peer_pid):
                 # a program in a pane shares our uid; it acts with its pane's token
-                raise VenomxError("denied.owner", "@owner is not accepted from a process "
-                                  "started in a pane: use the pane's VENOMX_TOKEN", {})
+                raise VenomxError(
+                    "denied.owner",
+                    "@owner is not accepted from a process "
+                    "started in a pane: use the pane's VENOMX_TOKEN",
+                    {},
+                )
             return self.services.owner
         pid = reg.tokens.get(token_key(token)) if TOKEN.fullmatch(token) else None
         p = reg.principals.get(pid) if pid else None

@@ -38,6 +38,7 @@ class Services:
 
     def anonymous(self) -> Principal:
         """A caller without a token: the configured default grants, read rights only."""
-        grants = [g for g in auth.parse_grants(self.config["auth.default_grants"])
-                  if g.right == "read"]
+        grants = [
+            g for g in auth.parse_grants(self.config["auth.default_grants"]) if g.right == "read"
+        ]
         return Principal("anonymous", None, grants, anonymous=True)

@@ -77,7 +77,8 @@ def _text(p: Param, texts: list[str], name_of: list[str | None]) -> None:
 
 def _length(p: Param, size: int, name: str | None = None) -> None:
     if (p.min_length is not None and size < p.min_length) or (
-            p.max_length is not None and size > p.max_length):
+        p.max_length is not None and size > p.max_length
+    ):
         raise _fail(p, "size", name)
 
 
@@ -143,8 +144,11 @@ def check_group(g: Group, params: Mapping[str, Any]) -> None:
         for n in g.params:
             product *= params[n]
         if g.limit is not None and product > g.limit:
-            raise VenomxError(g.code, f"{' x '.join(g.params)} must be at most {g.limit}",
-                              {"param": g.params[0], "cells": product, "max": g.limit})
+            raise VenomxError(
+                g.code,
+                f"{' x '.join(g.params)} must be at most {g.limit}",
+                {"param": g.params[0], "cells": product, "max": g.limit},
+            )
 
 
 def check_rules(verb: Verb, params: Mapping[str, Any]) -> None:
@@ -168,5 +172,12 @@ def check_cwd_form(cwd: str | None) -> None:
     check_value(CWD, cwd)
 
 
-__all__ = ["check_cwd_form", "check_group", "check_rules", "check_size", "check_value", "utf8_ok",
-           "value_error"]
+__all__ = [
+    "check_cwd_form",
+    "check_group",
+    "check_rules",
+    "check_size",
+    "check_value",
+    "utf8_ok",
+    "value_error",
+]

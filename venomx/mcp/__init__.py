@@ -45,8 +45,7 @@ def tools() -> list[types.Tool]:
 
 def error_result(err: VenomxError) -> types.CallToolResult:
     text = json.dumps({"error": err.to_dict()}, separators=(",", ":"), ensure_ascii=False)
-    return types.CallToolResult(content=[types.TextContent(type="text", text=text)],
-                                is_error=True)
+    return types.CallToolResult(content=[types.TextContent(type="text", text=text)], is_error=True)
 
 
 def progress_token(ctx: ServerRequestContext) -> Any:
@@ -57,14 +56,12 @@ class Adapter:
     """The MCP server's side of the daemon: one connection, the tool list for its principal,
     and calls turned into requests."""
 
-    def __init__(self, socket_path: str | None, token: str | None,
-                 all_tools: bool = False) -> None:
+    def __init__(self, socket_path: str | None, token: str | None, all_tools: bool = False) -> None:
         self.client = AsyncClient(socket_path, token)
         self.all_tools = all_tools
         self.seams: tuple[str, bool] | None = None  # (daemon source, seams enabled)
 
-    async def seams_enabled(self, principal: str | None, grants: list[Any], source: str
-                            ) -> bool:
+    async def seams_enabled(self, principal: str | None, grants: list[Any], source: str) -> bool:
         """Does this daemon run with --test-seams? Asked once per daemon source, and only
         when the principal could call a seam verb at all: ``seam.wait`` with timeout 0
         changes nothing and answers ``unsupported.seams`` without the flag."""
@@ -84,51 +81,70 @@ class Adapter:
         self.seams = (source, enabled)
         return enabled
 
-    async def list_tools(self, ctx: ServerRequestContext,
-                         params: types.PaginatedRequestParams | None) -> types.ListToolsResult:
+    async def list_tools(
+        self, ctx: ServerRequestContext, params: types.PaginatedRequestParams | None
+    ) -> types.ListToolsResult:
         try:
             who = await self.client.call("whoami")
             principal, grants = who.get("principal"), list(who.get("grants") or [])
             seams = await self.seams_enabled(principal, grants, str(who.get("source")))
         except VenomxError as err:
             # Cannot judge: list every tool but the seams; calls answer for themselves.
-            log.warning("venomx mcp: cannot ask the daemon who we are (%s); listing every "
-                        "tool", err.code)
+            log.warning(
+                "venomx mcp: cannot ask the daemon who we are (%s); listing every tool", err.code
+            )
             return types.ListToolsResult(tools=listed(None, [], seams=False, all_tools=True))
-        return types.ListToolsResult(tools=listed(principal, grants, seams=seams,
-                                                  all_tools=self.all_tools))
+        return types.ListToolsResult(
+            tools=listed(principal, grants, seams=seams, all_tools=self.all_tools)
+        )
 
-    async def call_tool(self, ctx: ServerRequestContext,
-                        params: types.CallToolRequestParams) -> types.CallToolResult:
+    async def call_tool(
+        self, ctx: ServerRequestContext, params: types.CallToolRequestParams
+    ) -> types.CallToolResult:
         verb = TOOLS.get(params.name)
         if verb is None:
-            return error_result(VenomxError("invalid_request.verb",
-                                            f"unknown tool {params.name[:64]}",
-                                            {"verb": params.name[:64]}))
+            return error_result(
+                VenomxError(
+                    "invalid_request.verb",
+                    f"unknown tool {params.name[:64]}",
+                    {"verb": params.name[:64]},
+                )
+            )
         args = dict(params.arguments or {})
         try:
             validate(verb, args)  # same schema errors as the daemon, before any I/O
             if verb.name == "run.wait" and progress_token(ctx) is not None:
+
                 async def notify(ms: int, message: str) -> None:
                     await ctx.session.report_progress(ms, None, message)
+
                 result = await wait_with_progress(self.client, args, notify)
             else:
                 result = await self.client.call(verb.name, args)
         except VenomxError as err:
             if err.code == "unsupported.result_size":
-                err.message += ("; call again with output=false and read rows with "
-                                "pane_dcapture_rows")
+                err.message += (
+                    "; call again with output=false and read rows with pane_dcapture_rows"
+                )
             return error_result(err)
         text = json.dumps(result, separators=(",", ":"), ensure_ascii=False)
-        return types.CallToolResult(content=[types.TextContent(type="text", text=text)],
-                                    structured_content=result, is_error=False)
+        return types.CallToolResult(
+            content=[types.TextContent(type="text", text=text)],
+            structured_content=result,
+            is_error=False,
+        )
 
 
 def main(socket_path: str | None = None, all_tools: bool = False) -> None:
     logging.basicConfig(stream=sys.stderr, level=logging.WARNING)
     adapter = Adapter(socket_path, os.environ.get("VENOMX_TOKEN") or None, all_tools)
-    server = Server("venomx", version=__version__, instructions=instructions(),
-                    on_list_tools=adapter.list_tools, on_call_tool=adapter.call_tool)
+    server = Server(
+        "venomx",
+        version=__version__,
+        instructions=instructions(),
+        on_list_tools=adapter.list_tools,
+        on_call_tool=adapter.call_tool,
+    )
 
     async def serve() -> None:
         async with stdio_server() as (read, write):

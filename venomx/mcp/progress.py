@@ -39,13 +39,14 @@ async def describe(client: AsyncClient, run: str, waited_ms: int) -> str:
     if not isinstance(pane, str):
         return text
     try:
-        rows = await client.call("pane.capture_rows", {"pane": pane, "start": ROW_END,
-                                                      "limit": 1})
+        rows = await client.call("pane.capture_rows", {"pane": pane, "start": ROW_END, "limit": 1})
     except VenomxError:  # e.g. no read right on the pane: state and time are still news
         return text
     cursor = rows.get("cursor") or {}
-    return (f"{text}; pane {pane}: output offset {rows.get('offset')}, cursor row "
-            f"{cursor.get('row')} of {rows.get('end')} (epoch {rows.get('epoch')})")
+    return (
+        f"{text}; pane {pane}: output offset {rows.get('offset')}, cursor row "
+        f"{cursor.get('row')} of {rows.get('end')} (epoch {rows.get('epoch')})"
+    )
 
 
 async def bounded_describe(client: AsyncClient, run: str, waited_ms: int) -> str:
@@ -55,8 +56,9 @@ async def bounded_describe(client: AsyncClient, run: str, waited_ms: int) -> str
         return f"waiting for run {run}: {waited_ms // 1000} s"
 
 
-async def with_progress(call: Awaitable[T], report: Callable[[int], Awaitable[None]],
-                        every: float = PROGRESS_EVERY) -> T:
+async def with_progress(
+    call: Awaitable[T], report: Callable[[int], Awaitable[None]], every: float = PROGRESS_EVERY
+) -> T:
     """Await ``call``; meanwhile ``report(ms_waited)`` every ``every`` seconds.
 
     Cancelling this cancels ``call`` (for a daemon request: its ``cancel`` is sent) and
@@ -84,13 +86,15 @@ async def with_progress(call: Awaitable[T], report: Callable[[int], Awaitable[No
         ticker.cancel()
 
 
-async def wait_with_progress(client: AsyncClient, args: dict[str, Any], notify: Report
-                             ) -> dict[str, Any]:
+async def wait_with_progress(
+    client: AsyncClient, args: dict[str, Any], notify: Report
+) -> dict[str, Any]:
     """``run.wait`` with ``args``, reporting progress through ``notify(ms, message)``."""
     run = str(args.get("run"))
 
     async def report(ms: int) -> None:
         await notify(ms, await bounded_describe(client, run, ms))
+
     return await with_progress(client.call("run.wait", args), report)
 
 

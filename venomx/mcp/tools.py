@@ -35,12 +35,19 @@ def is_seam(verb: Verb) -> bool:
 def make_tool(name: str, verb: Verb) -> types.Tool:
     hints = tool_annotations(verb)
     return types.Tool(
-        name=name, title=verb.title, description=tool_description(verb),
-        input_schema=input_schema(verb), output_schema=output_schema(verb),
+        name=name,
+        title=verb.title,
+        description=tool_description(verb),
+        input_schema=input_schema(verb),
+        output_schema=output_schema(verb),
         annotations=types.ToolAnnotations(
-            title=verb.title, read_only_hint=hints["readOnlyHint"],
+            title=verb.title,
+            read_only_hint=hints["readOnlyHint"],
             destructive_hint=hints["destructiveHint"],
-            idempotent_hint=hints["idempotentHint"], open_world_hint=hints["openWorldHint"]))
+            idempotent_hint=hints["idempotentHint"],
+            open_world_hint=hints["openWorldHint"],
+        ),
+    )
 
 
 _BUILT: dict[str, types.Tool] = {name: make_tool(name, v) for name, v in TOOLS.items()}
@@ -64,19 +71,22 @@ def can_ever_call(verb: Verb, principal: str | None, grants: Iterable[Any]) -> b
         return False
     c = verb.check
     if c is not None and c.scope is not None:
-        return any(r == c.right and isinstance(s, str) and covers(s, c.scope)
-                   for r, s in held)
+        return any(r == c.right and isinstance(s, str) and covers(s, c.scope) for r, s in held)
     return True
 
 
-def listed(principal: str | None, grants: Iterable[Any], *, seams: bool,
-           all_tools: bool) -> list[types.Tool]:
+def listed(
+    principal: str | None, grants: Iterable[Any], *, seams: bool, all_tools: bool
+) -> list[types.Tool]:
     """The tools to list: seam tools only with ``seams``; with ``all_tools`` every other
     tool, else only those the principal can ever call."""
     grants = list(grants)
-    return [tool for name, tool in _BUILT.items()
-            if (seams or not is_seam(TOOLS[name]))
-            and (all_tools or can_ever_call(TOOLS[name], principal, grants))]
+    return [
+        tool
+        for name, tool in _BUILT.items()
+        if (seams or not is_seam(TOOLS[name]))
+        and (all_tools or can_ever_call(TOOLS[name], principal, grants))
+    ]
 
 
 def every_tool() -> list[types.Tool]:

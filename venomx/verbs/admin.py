@@ -14,13 +14,17 @@ from venomx.wire import VALUE_MAX_DEPTH, JsonError, VenomxError, loads
 @handler("whoami")
 async def whoami(ctx: Context) -> dict[str, Any]:
     p = ctx.principal
-    return {"principal": None if p.anonymous else p.id,
-            "grants": [g.to_dict() for g in p.grants], "source": ctx.source}
+    return {
+        "principal": None if p.anonymous else p.id,
+        "grants": [g.to_dict() for g in p.grants],
+        "source": ctx.source,
+    }
 
 
 @handler("principal.create")
-async def principal_create(ctx: Context, grants: list[Grant], name: str | None = None
-                           ) -> dict[str, Any]:
+async def principal_create(
+    ctx: Context, grants: list[Grant], name: str | None = None
+) -> dict[str, Any]:
     p = ctx.registry.new_principal(ctx.principal.id, grants, name=name)
     return {"principal": p.id, "token": p.token, "grants": [g.to_dict() for g in grants]}
 

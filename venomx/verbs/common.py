@@ -19,5 +19,10 @@ def window_view(ctx: Context, w: Window) -> dict[str, Any]:
 
 
 def spawn_result(pane: Pane) -> dict[str, Any]:
-    return {"window": pane.window, "pane": pane.id, "session": pane.session,
-            "principal": pane.principal, "pid": pane.pid}
+    return {
+        "window": pane.window,
+        "pane": pane.id,
+        "session": pane.session,
+        "principal": pane.principal,
+        "pid": pane.pid,
+    }

@@ -23,8 +23,15 @@ def entities(ctx: Context) -> list[dict[str, Any]]:
             out.append({"kind": "session", "session": s.id, "name": s.name})
     for w in reg.windows.values():
         if ctx.can("read", f"window:{w.id}", w.node):
-            out.append({"kind": "window", "window": w.id, "session": w.session,
-                        "name": w.name, "layout": w.layout})
+            out.append(
+                {
+                    "kind": "window",
+                    "window": w.id,
+                    "session": w.session,
+                    "name": w.name,
+                    "layout": w.layout,
+                }
+            )
     for p in reg.panes.values():
         if ctx.can("read", f"pane:{p.id}", p.node):
             out.append({"kind": "pane", **p.record()})
@@ -37,13 +44,17 @@ def entities(ctx: Context) -> list[dict[str, Any]]:
 def check_cursor(ctx: Context, after: int) -> None:
     log = ctx.events
     if not log.cursor_ok(after):
-        raise VenomxError("not_found.cursor", f"events after {after} are no longer retained",
-                          {"oldest": log.oldest})
+        raise VenomxError(
+            "not_found.cursor",
+            f"events after {after} are no longer retained",
+            {"oldest": log.oldest},
+        )
 
 
 @handler("events.subscribe")
-async def subscribe(ctx: Context, after: int | None = None, snapshot: bool | None = None,
-                    source: str | None = None) -> dict[str, Any]:
+async def subscribe(
+    ctx: Context, after: int | None = None, snapshot: bool | None = None, source: str | None = None
+) -> dict[str, Any]:
     """Snapshot (optional), then live events; everything up to the first await is one turn.
 
     Cancellation: ends the stream. A subscriber that falls 10000 events behind ends with
@@ -57,8 +68,15 @@ async def subscribe(ctx: Context, after: int | None = None, snapshot: bool | Non
     ctx.events.subscribers.add(sub)
     try:
         if snapshot:
-            ctx.item({"snapshot": {"source": ctx.source, "seq": ctx.events.seq,
-                                   "entities": entities(ctx)}})
+            ctx.item(
+                {
+                    "snapshot": {
+                        "source": ctx.source,
+                        "seq": ctx.events.seq,
+                        "entities": entities(ctx),
+                    }
+                }
+            )
         elif after is not None:
             for ev in ctx.events.after(after):
                 if readable(ctx, ev):
@@ -73,8 +91,9 @@ async def subscribe(ctx: Context, after: int | None = None, snapshot: bool | Non
 
 
 @handler("events.read")
-async def read(ctx: Context, limit: int, timeout_ms: int, after: int | None = None
-               ) -> dict[str, Any]:
+async def read(
+    ctx: Context, limit: int, timeout_ms: int, after: int | None = None
+) -> dict[str, Any]:
     """Events after ``after`` that the caller may read; waits up to timeout_ms for one."""
     log = ctx.events
     if after is None:

@@ -5,14 +5,39 @@ from __future__ import annotations
 from venomx.wire import VenomxError
 
 NAMED = {
-    "Enter": b"\r", "Tab": b"\t", "BTab": b"\x1b[Z", "Escape": b"\x1b", "Space": b" ",
-    "BSpace": b"\x7f", "Backspace": b"\x7f", "Up": b"\x1b[A", "Down": b"\x1b[B",
-    "Right": b"\x1b[C", "Left": b"\x1b[D", "Home": b"\x1b[H", "End": b"\x1b[F",
-    "PageUp": b"\x1b[5~", "PPage": b"\x1b[5~", "PageDown": b"\x1b[6~", "NPage": b"\x1b[6~",
-    "Insert": b"\x1b[2~", "IC": b"\x1b[2~", "Delete": b"\x1b[3~", "DC": b"\x1b[3~",
-    "F1": b"\x1bOP", "F2": b"\x1bOQ", "F3": b"\x1bOR", "F4": b"\x1bOS", "F5": b"\x1b[15~",
-    "F6": b"\x1b[17~", "F7": b"\x1b[18~", "F8": b"\x1b[19~", "F9": b"\x1b[20~",
-    "F10": b"\x1b[21~", "F11": b"\x1b[23~", "F12": b"\x1b[24~",
+    "Enter": b"\r",
+    "Tab": b"\t",
+    "BTab": b"\x1b[Z",
+    "Escape": b"\x1b",
+    "Space": b" ",
+    "BSpace": b"\x7f",
+    "Backspace": b"\x7f",
+    "Up": b"\x1b[A",
+    "Down": b"\x1b[B",
+    "Right": b"\x1b[C",
+    "Left": b"\x1b[D",
+    "Home": b"\x1b[H",
+    "End": b"\x1b[F",
+    "PageUp": b"\x1b[5~",
+    "PPage": b"\x1b[5~",
+    "PageDown": b"\x1b[6~",
+    "NPage": b"\x1b[6~",
+    "Insert": b"\x1b[2~",
+    "IC": b"\x1b[2~",
+    "Delete": b"\x1b[3~",
+    "DC": b"\x1b[3~",
+    "F1": b"\x1bOP",
+    "F2": b"\x1bOQ",
+    "F3": b"\x1bOR",
+    "F4": b"\x1bOS",
+    "F5": b"\x1b[15~",
+    "F6": b"\x1b[17~",
+    "F7": b"\x1b[18~",
+    "F8": b"\x1b[19~",
+    "F9": b"\x1b[20~",
+    "F10": b"\x1b[21~",
+    "F11": b"\x1b[23~",
+    "F12": b"\x1b[24~",
 }
 CTRL_SPECIAL = {"@": 0, "[": 27, "\\": 28, "]": 29, "^": 30, "_": 31, "Space": 0, "?": 127}
 
@@ -40,7 +65,10 @@ def encode_keys(keys: list[str]) -> bytes:
     for i, name in enumerate(keys):
         b = encode_key(name)
         if b is None:
-            raise VenomxError("invalid_params.input", f"unknown key name {name[:32]}",
-                              {"param": "keys", "reason": "unknown_key", "index": i})
+            raise VenomxError(
+                "invalid_params.input",
+                f"unknown key name {name[:32]}",
+                {"param": "keys", "reason": "unknown_key", "index": i},
+            )
         out += b
     return bytes(out)

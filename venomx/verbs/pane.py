@@ -18,19 +18,31 @@ from venomx.verbs.keys import encode_keys
 
 
 @handler("pane.split")
-async def split(ctx: Context, pane: Pane, axis: str, cols: int, rows: int,
-                grants: list[Grant], argv: list[str] | None = None, cwd: str | None = None,
-                env: dict[str, Any] | None = None,
-                env_unset: list[str] | None = None) -> dict[str, Any]:
+async def split(
+    ctx: Context,
+    pane: Pane,
+    axis: str,
+    cols: int,
+    rows: int,
+    grants: list[Grant],
+    argv: list[str] | None = None,
+    cwd: str | None = None,
+    env: dict[str, Any] | None = None,
+    env_unset: list[str] | None = None,
+) -> dict[str, Any]:
     argv = argv if argv is not None else [ctx.config["spawn.default_shell"]]
-    new = await ctx.panes.spawn(SpawnRequest(ctx.principal, argv, cols, rows, grants, cwd,
-                                             env, env_unset, split=pane.id, axis=axis))
+    new = await ctx.panes.spawn(
+        SpawnRequest(
+            ctx.principal, argv, cols, rows, grants, cwd, env, env_unset, split=pane.id, axis=axis
+        )
+    )
     return spawn_result(new)
 
 
 @handler("pane.list")
-async def pane_list(ctx: Context, session: Session | None = None,
-                    window: Window | None = None) -> dict[str, Any]:
+async def pane_list(
+    ctx: Context, session: Session | None = None, window: Window | None = None
+) -> dict[str, Any]:
     out = []
     for p in ctx.registry.panes.values():
         if session is not None and p.session != session.id:
@@ -43,8 +55,13 @@ async def pane_list(ctx: Context, session: Session | None = None,
 
 
 @handler("pane.send")
-async def send(ctx: Context, pane: str, text: str | None = None, keys: list[str] | None = None,
-               data: str | None = None) -> dict[str, Any]:
+async def send(
+    ctx: Context,
+    pane: str,
+    text: str | None = None,
+    keys: list[str] | None = None,
+    data: str | None = None,
+) -> dict[str, Any]:
     """The input is encoded first (a bad key name is invalid_params whatever the pane),
     then the pane is resolved."""
     if text is not None:
@@ -82,8 +99,14 @@ async def remove(ctx: Context, pane: Pane) -> dict[str, Any]:
 
 
 @handler("pane.capture_rows")
-async def capture_rows(ctx: Context, pane: Pane, limit: int, epoch: int | None = None,
-                       start: int | None = None, end: int | None = None) -> dict[str, Any]:
+async def capture_rows(
+    ctx: Context,
+    pane: Pane,
+    limit: int,
+    epoch: int | None = None,
+    start: int | None = None,
+    end: int | None = None,
+) -> dict[str, Any]:
     return {"pane": pane.id, **await ctx.panes.capture(pane, epoch, start, end, limit)}
 
 
@@ -108,13 +131,12 @@ async def attach(ctx: Context, pane: Pane) -> dict[str, Any]:
         return base64.b64encode(data).decode("ascii")
 
     def on_screen(cols: int, rows: int, offset: int, data: bytes) -> None:
-        ctx.item({"screen": {"cols": cols, "rows": rows, "offset": offset,
-                             "data": b64(data)}})
+        ctx.item({"screen": {"cols": cols, "rows": rows, "offset": offset, "data": b64(data)}})
 
     def on_output(data: bytes, end: int) -> None:
         start = end - len(data)
         for i in range(0, len(data), chunk):
-            piece = data[i:i + chunk]
+            piece = data[i : i + chunk]
             ctx.item({"data": b64(piece), "offset": start + i + len(piece)})
 
     await ctx.panes.stream(pane, on_screen, on_output)

@@ -22,23 +22,49 @@ SHELL = "/bin/sh"
 
 
 @handler("run")
-async def run(ctx: Context, key: str, cols: int, rows: int, output_rows: int,
-              output_bytes: int, grants: list[Grant], session: str | None = None,
-              pane: str | None = None, axis: str | None = None, argv: list[str] | None = None,
-              shell: str | None = None, name: str | None = None,
-              deadline_ms: int | None = None, source: str | None = None,
-              cwd: str | None = None, env: dict[str, Any] | None = None,
-              env_unset: list[str] | None = None) -> dict[str, Any]:
+async def run(
+    ctx: Context,
+    key: str,
+    cols: int,
+    rows: int,
+    output_rows: int,
+    output_bytes: int,
+    grants: list[Grant],
+    session: str | None = None,
+    pane: str | None = None,
+    axis: str | None = None,
+    argv: list[str] | None = None,
+    shell: str | None = None,
+    name: str | None = None,
+    deadline_ms: int | None = None,
+    source: str | None = None,
+    cwd: str | None = None,
+    env: dict[str, Any] | None = None,
+    env_unset: list[str] | None = None,
+) -> dict[str, Any]:
     """Start a trusted run; see RFC-0015 §8 for keys, joining and reuse.
 
     Cancellation: before the barrier the start rolls back and nothing ran; after it the
     start completes (or rolls back on exec failure) and only then ends ``cancelled``.
     """
-    params = {"key": key, "session": session, "pane": pane, "axis": axis, "argv": argv,
-              "shell": shell, "name": name, "cols": cols, "rows": rows,
-              "deadline_ms": deadline_ms, "output_rows": output_rows,
-              "output_bytes": output_bytes, "grants": ctx.params.get("grants"), "cwd": cwd,
-              "env": env, "env_unset": env_unset}
+    params = {
+        "key": key,
+        "session": session,
+        "pane": pane,
+        "axis": axis,
+        "argv": argv,
+        "shell": shell,
+        "name": name,
+        "cols": cols,
+        "rows": rows,
+        "deadline_ms": deadline_ms,
+        "output_rows": output_rows,
+        "output_bytes": output_bytes,
+        "grants": ctx.params.get("grants"),
+        "cwd": cwd,
+        "env": env,
+        "env_unset": env_unset,
+    }
     command = argv if argv is not None else [SHELL, "-c", shell or ""]
     # 7. key lookup
     runs = ctx.runs
@@ -56,16 +82,31 @@ async def run(ctx: Context, key: str, cols: int, rows: int, output_rows: int,
     ctx.resolve()
     # 9. run limit, cwd resolution, preparation and exec
     if runs.active >= ctx.config["run.max_active"]:
-        raise VenomxError("unavailable.run_limit", "too many runs are not yet completed",
-                          {"max_active": ctx.config["run.max_active"]})
+        raise VenomxError(
+            "unavailable.run_limit",
+            "too many runs are not yet completed",
+            {"max_active": ctx.config["run.max_active"]},
+        )
     check_cwd(cwd)
     run_id = ctx.registry.next_id("r")
     record = Run(run_id, key, owner, digest, shell is not None, output_rows, output_bytes)
     future: asyncio.Future[Run] = asyncio.get_running_loop().create_future()
     runs.pending[(owner, key)] = Pending(run_id, digest, future)
-    req = SpawnRequest(ctx.principal, command, cols, rows, grants, cwd, env, env_unset,
-                       session=session, split=pane, axis=axis or "cols", name=name,
-                       run=run_id)
+    req = SpawnRequest(
+        ctx.principal,
+        command,
+        cols,
+        rows,
+        grants,
+        cwd,
+        env,
+        env_unset,
+        session=session,
+        split=pane,
+        axis=axis or "cols",
+        name=name,
+        run=run_id,
+    )
     try:
         await ctx.panes.spawn(req, on_commit=lambda p: runs.commit(record, p, deadline_ms))
     except BaseException as exc:
@@ -75,8 +116,11 @@ async def run(ctx: Context, key: str, cols: int, rows: int, output_rows: int,
         else:
             if isinstance(exc, CancelledAfter):
                 exc = exc.error
-            err = exc if isinstance(exc, VenomxError) else VenomxError(
-                "cancelled", "the start this request joined was cancelled", {})
+            err = (
+                exc
+                if isinstance(exc, VenomxError)
+                else VenomxError("cancelled", "the start this request joined was cancelled", {})
+            )
             future.set_exception(err)
             future.exception()  # joiners may be none; the error must not be reported as lost
         raise
@@ -86,8 +130,9 @@ async def run(ctx: Context, key: str, cols: int, rows: int, output_rows: int,
 
 
 @handler("run.wait")
-async def wait(ctx: Context, run: Run, output: bool, timeout_ms: int | None = None
-               ) -> dict[str, Any]:
+async def wait(
+    ctx: Context, run: Run, output: bool, timeout_ms: int | None = None
+) -> dict[str, Any]:
     """Wait for completion; never acts on the run.
 
     Cancellation: ends only this wait (``cancelled``); the command keeps running.
@@ -96,13 +141,17 @@ async def wait(ctx: Context, run: Run, output: bool, timeout_ms: int | None = No
         if timeout_ms != 0:
             ctx.runs.waiters += 1
             try:
-                await asyncio.wait([run.done], timeout=None if timeout_ms is None
-                                   else timeout_ms / 1000.0)
+                await asyncio.wait(
+                    [run.done], timeout=None if timeout_ms is None else timeout_ms / 1000.0
+                )
             finally:
                 ctx.runs.waiters -= 1
         if run.state != "completed":
-            raise VenomxError("timeout.wait", f"run {run.id} is still {run.state}",
-                              {"run": run.id, "state": run.state})
+            raise VenomxError(
+                "timeout.wait",
+                f"run {run.id} is still {run.state}",
+                {"run": run.id, "state": run.state},
+            )
     return run.record(ctx.source, output)
 
 
@@ -117,12 +166,20 @@ def _num(run_id: str) -> int:
 
 
 @handler("run.list")
-async def run_list(ctx: Context, limit: int, pane: str | None = None, key: str | None = None,
-                   after: str | None = None) -> dict[str, Any]:
+async def run_list(
+    ctx: Context,
+    limit: int,
+    pane: str | None = None,
+    key: str | None = None,
+    after: str | None = None,
+) -> dict[str, Any]:
     """``pane`` filters: it names a pane that exists or that a retained run ran in."""
     runs = ctx.runs.runs
-    if pane is not None and pane not in ctx.registry.panes and not any(
-            r.pane == pane for r in runs.values()):
+    if (
+        pane is not None
+        and pane not in ctx.registry.panes
+        and not any(r.pane == pane for r in runs.values())
+    ):
         raise not_found("pane", pane)
     floor = _num(after) if after is not None else -1
     picked: list[Run] = []
@@ -138,8 +195,10 @@ async def run_list(ctx: Context, limit: int, pane: str | None = None, key: str |
             more = True
             break
         picked.append(r)
-    out: dict[str, Any] = {"source": ctx.source,
-                           "runs": [r.record(ctx.source, False) for r in picked]}
+    out: dict[str, Any] = {
+        "source": ctx.source,
+        "runs": [r.record(ctx.source, False) for r in picked],
+    }
     if more:
         out["next"] = picked[-1].id
     return out

@@ -20,8 +20,7 @@ async def session_create(ctx: Context, name: str | None = None) -> dict[str, Any
     sid = reg.next_id("s")
     s = Session(sid, name, AuthNode(f"session:{sid}", ctx.principal.id))
     reg.sessions[sid] = s
-    ctx.events.emit("session.created", f"session:{sid}", {"session": sid, "name": name},
-                    s.node)
+    ctx.events.emit("session.created", f"session:{sid}", {"session": sid, "name": name}, s.node)
     return {"session": sid, "name": name} if name is not None else {"session": sid}
 
 
@@ -49,14 +48,33 @@ async def session_get(ctx: Context, session: Session) -> dict[str, Any]:
 
 
 @handler("window.create")
-async def window_create(ctx: Context, session: Session, cols: int, rows: int,
-                        grants: list[Grant], name: str | None = None,
-                        argv: list[str] | None = None, cwd: str | None = None,
-                        env: dict[str, Any] | None = None,
-                        env_unset: list[str] | None = None) -> dict[str, Any]:
+async def window_create(
+    ctx: Context,
+    session: Session,
+    cols: int,
+    rows: int,
+    grants: list[Grant],
+    name: str | None = None,
+    argv: list[str] | None = None,
+    cwd: str | None = None,
+    env: dict[str, Any] | None = None,
+    env_unset: list[str] | None = None,
+) -> dict[str, Any]:
     argv = argv if argv is not None else [ctx.config["spawn.default_shell"]]
-    pane = await ctx.panes.spawn(SpawnRequest(ctx.principal, argv, cols, rows, grants, cwd,
-                                              env, env_unset, session=session.id, name=name))
+    pane = await ctx.panes.spawn(
+        SpawnRequest(
+            ctx.principal,
+            argv,
+            cols,
+            rows,
+            grants,
+            cwd,
+            env,
+            env_unset,
+            session=session.id,
+            name=name,
+        )
+    )
     return spawn_result(pane)
 
 
@@ -72,5 +90,4 @@ async def window_remove(ctx: Context, window: Window, recursive: bool) -> dict[s
 
 @handler("session.remove")
 async def session_remove(ctx: Context, session: Session, recursive: bool) -> dict[str, Any]:
-    return {"session": session.id,
-            "removed": await ctx.panes.remove_session(session, recursive)}
+    return {"session": session.id, "removed": await ctx.panes.remove_session(session, recursive)}

@@ -44,9 +44,14 @@ class ExitedPanes:
         warn_at = int(config["panes.exited_warn_bytes"])
         status = "warn" if warn_at and self.total > warn_at else "ok"
         largest = sorted(self.held.items(), key=lambda kv: kv[1], reverse=True)[:LISTED]
-        section = {"count": len(self.held), "bytes": self.total, "largest": dict(largest),
-                   "warn_bytes": warn_at, "max_bytes": int(config["panes.exited_max_bytes"]),
-                   "evicted": self.evicted}
+        section = {
+            "count": len(self.held),
+            "bytes": self.total,
+            "largest": dict(largest),
+            "warn_bytes": warn_at,
+            "max_bytes": int(config["panes.exited_max_bytes"]),
+            "evicted": self.evicted,
+        }
         detail = f"{len(self.held)} exited panes hold {self.total} bytes"
         return section, {"name": "exited_panes", "status": status, "detail": detail}
 

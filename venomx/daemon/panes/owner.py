@@ -52,8 +52,16 @@ OnOutput = Callable[[bytes, int], None]  # bytes, offset after them
 class Panes:
     """The pane owner: every pane transition, with its events, in one reactor turn."""
 
-    def __init__(self, registry: Registry, events: EventLog, runs: RunTable, config: Config,
-                 seams: Seams, lifecycle: Lifecycle, socket_path: str) -> None:
+    def __init__(
+        self,
+        registry: Registry,
+        events: EventLog,
+        runs: RunTable,
+        config: Config,
+        seams: Seams,
+        lifecycle: Lifecycle,
+        socket_path: str,
+    ) -> None:
         self.registry = registry
         self.events = events
         self.runs = runs
@@ -70,8 +78,9 @@ class Panes:
         self.requests = Requests()
 
     # -- start -------------------------------------------------------------------------------
-    async def spawn(self, req: SpawnRequest,
-                    on_commit: Callable[[Pane], None] | None = None) -> Pane:
+    async def spawn(
+        self, req: SpawnRequest, on_commit: Callable[[Pane], None] | None = None
+    ) -> Pane:
         """Prepare, release the barrier and commit (``panes.spawn``); nothing is left
         behind when it raises."""
         return await spawn(self, req, on_commit)
@@ -100,8 +109,9 @@ class Panes:
         if (cols, rows) != (pane.cols, pane.rows):
             await self.requests.resize(pane, self.link(pane), cols, rows)
 
-    async def capture(self, pane: Pane, epoch: int | None, start: int | None,
-                      end: int | None, limit: int) -> dict[str, Any]:
+    async def capture(
+        self, pane: Pane, epoch: int | None, start: int | None, end: int | None, limit: int
+    ) -> dict[str, Any]:
         """Rows from the live terminal, or from the final state once the pane has ended."""
         res: dict[str, Any] | None = None
         if pane.live and not pane.sentinel_lost:
@@ -109,13 +119,13 @@ class Panes:
         if res is not None:
             return res
         if pane.final is None:
-            raise VenomxError("unavailable.sentinel", f"pane {pane.id} has no terminal state",
-                              {})
+            raise VenomxError("unavailable.sentinel", f"pane {pane.id} has no terminal state", {})
         try:
             return capture(pane.final, epoch, start, end, limit)
         except EpochConflict as exc:
-            raise VenomxError("conflict.epoch", "the row epoch changed",
-                              {"epoch": exc.epoch}) from None
+            raise VenomxError(
+                "conflict.epoch", "the row epoch changed", {"epoch": exc.epoch}
+            ) from None
 
     async def responsive(self, pane: Pane) -> bool:
         """Doctor's ping; a pane that ends meanwhile counts as responsive."""
@@ -127,8 +137,11 @@ class Panes:
         link = self.link(pane)
         if pane.live and link.channel is not None and not pane.sentinel_lost:
             await self.requests.stream(
-                pane, link, lambda m: on_screen(m.cols, m.rows, m.offset, m.data),
-                lambda m: on_output(m.data, m.offset))
+                pane,
+                link,
+                lambda m: on_screen(m.cols, m.rows, m.offset, m.data),
+                lambda m: on_output(m.data, m.offset),
+            )
             return
         if pane.live:
             await asyncio.shield(link.exited)
@@ -157,9 +170,13 @@ class Panes:
             except OSError:
                 pass
 
-    def terminate(self, pane: Pane, signame: str = DEFAULT_SIGNAL,
-                  grace_ms: int = DEFAULT_GRACE_MS, cause: str = "pane_kill"
-                  ) -> Termination | None:
+    def terminate(
+        self,
+        pane: Pane,
+        signame: str = DEFAULT_SIGNAL,
+        grace_ms: int = DEFAULT_GRACE_MS,
+        cause: str = "pane_kill",
+    ) -> Termination | None:
         """Start or join the pane's termination (§9); one turn, no waiting."""
         return terminate(self, pane, self.link(pane), signame, grace_ms, cause)
 
@@ -172,15 +189,17 @@ class Panes:
         live = [p for p in panes if p.live]
         for p in live:
             self.terminate(p, cause=cause)
-        results = await asyncio.gather(*(self.wait_terminated(p) for p in live),
-                                       return_exceptions=True)
+        results = await asyncio.gather(
+            *(self.wait_terminated(p) for p in live), return_exceptions=True
+        )
         stuck = [p.id for p, r in zip(live, results, strict=True) if isinstance(r, VenomxError)]
         for r in results:
             if isinstance(r, BaseException) and not isinstance(r, VenomxError):
                 raise r
         if stuck:
-            raise VenomxError("timeout.terminate", "panes did not exit after SIGKILL",
-                              {"panes": stuck})
+            raise VenomxError(
+                "timeout.terminate", "panes did not exit after SIGKILL", {"panes": stuck}
+            )
 
     async def shutdown(self) -> None:
         """Terminate every live pane, cause shutdown, within the shutdown grace."""
@@ -190,8 +209,9 @@ class Panes:
             if t is not None:
                 t.cap_grace(DEFAULT_GRACE_MS)  # a joined termination may have a longer grace
         if live:
-            await asyncio.wait([self.link(p).exited for p in live],
-                               timeout=DEFAULT_GRACE_MS / 1000.0 + KILL_WAIT)
+            await asyncio.wait(
+                [self.link(p).exited for p in live], timeout=DEFAULT_GRACE_MS / 1000.0 + KILL_WAIT
+            )
 
     # -- children ----------------------------------------------------------------------------
     def is_leader(self, pid: int) -> bool:
@@ -232,8 +252,7 @@ class Panes:
             return True
         if pid in reg.reaps_after_exit.values():
             # an exited pane's leader, whose sentinel died after EXIT, before reaping it
-            reg.reaps_after_exit = {s: ld for s, ld in reg.reaps_after_exit.items()
-                                    if ld != pid}
+            reg.reaps_after_exit = {s: ld for s, ld in reg.reaps_after_exit.items() if ld != pid}
             return True
         return False
 
@@ -255,8 +274,12 @@ class Panes:
             if (m.cols, m.rows) != (pane.cols, pane.rows):
                 # applied now, even if the request that asked for it gave up waiting
                 pane.cols, pane.rows = m.cols, m.rows
-                self.events.emit("pane.resized", f"pane:{pane.id}",
-                                 {"pane": pane.id, "cols": m.cols, "rows": m.rows}, pane.node)
+                self.events.emit(
+                    "pane.resized",
+                    f"pane:{pane.id}",
+                    {"pane": pane.id, "cols": m.cols, "rows": m.rows},
+                    pane.node,
+                )
             self.requests.answered(m.req, m)
         elif isinstance(m, (P.Wrote, P.Pong)):
             self.requests.answered(m.req, m)
@@ -275,8 +298,9 @@ class Panes:
         rate, burst = self.config["events.observe_rate"], self.config["events.observe_burst"]
         if m.what == "started":
             link.command_open = True
-            self.events.observe(pane.id, "command.started", res, {"pane": pane.id}, pane.node,
-                                rate, burst)
+            self.events.observe(
+                pane.id, "command.started", res, {"pane": pane.id}, pane.node, rate, burst
+            )
         elif m.what == "finished":
             link.command_open = False
             data: dict[str, Any] = {"pane": pane.id, "reason": "marker"}
@@ -285,8 +309,15 @@ class Panes:
             self.events.observe(pane.id, "command.finished", res, data, pane.node, rate, burst)
         elif m.what == "status":
             link.status_set = m.state is not None
-            self.events.observe(pane.id, "program.status_changed", res,
-                                {"pane": pane.id, "state": m.state}, pane.node, rate, burst)
+            self.events.observe(
+                pane.id,
+                "program.status_changed",
+                res,
+                {"pane": pane.id, "state": m.state},
+                pane.node,
+                rate,
+                burst,
+            )
 
     # -- exit --------------------------------------------------------------------------------
     def settle(self, pane: Pane) -> None:
@@ -306,7 +337,8 @@ class Panes:
             # The sentinel has exited (the leader could not re-parent to us otherwise);
             # its EXIT can only still be on its way through the channel.
             link.watchdog = asyncio.get_running_loop().call_later(
-                watch.CHANNEL_BOUND, watch.overdue, self, pane, link)
+                watch.CHANNEL_BOUND, watch.overdue, self, pane, link
+            )
 
     def exit(self, pane: Pane, link: Link, status: int, final: Snapshot | None) -> None:
         """The leader was reaped: pane.exited and the run's completion, one turn."""
@@ -331,8 +363,9 @@ class Panes:
             self.events.emit("command.finished", res, data, pane.node)
         if link.status_set:
             link.status_set = False
-            self.events.emit("program.status_changed", res, {"pane": pane.id, "state": None},
-                             pane.node)
+            self.events.emit(
+                "program.status_changed", res, {"pane": pane.id, "state": None}, pane.node
+            )
         data = {"pane": pane.id}
         if pane.exit_code is not None:
             data["exit_code"] = pane.exit_code
@@ -370,8 +403,12 @@ class Panes:
                 removed += self._remove_window_record(window.id)
             else:
                 window.layout = layout
-                self.events.emit("window.layout_changed", f"window:{window.id}",
-                                 {"window": window.id, "layout": layout}, window.node)
+                self.events.emit(
+                    "window.layout_changed",
+                    f"window:{window.id}",
+                    {"window": window.id, "layout": layout},
+                    window.node,
+                )
         return removed
 
     def _remove_window_record(self, window_id: str) -> list[str]:
@@ -380,8 +417,9 @@ class Panes:
         session = reg.sessions.get(window.session)
         if session is not None and window_id in session.windows:
             session.windows.remove(window_id)
-        self.events.emit("window.removed", f"window:{window_id}", {"window": window_id},
-                         window.node)
+        self.events.emit(
+            "window.removed", f"window:{window_id}", {"window": window_id}, window.node
+        )
         return [window_id]
 
     def _live_conflict(self, panes: list[Pane]) -> None:

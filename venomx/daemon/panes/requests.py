@@ -30,15 +30,20 @@ PING_BOUND = 1.0  # doctor: a sentinel silent this long is a fail
 def gone(p: Pane) -> VenomxError:
     """The error for a request whose pane exited, or lost its sentinel, before it answered."""
     if p.live:
-        return VenomxError("unavailable.sentinel", f"pane {p.id} lost its sentinel",
-                           {"pane": p.id, "reason": "lost"})
+        return VenomxError(
+            "unavailable.sentinel",
+            f"pane {p.id} lost its sentinel",
+            {"pane": p.id, "reason": "lost"},
+        )
     return VenomxError("conflict.pane_exited", f"pane {p.id} has exited", {})
 
 
 def silent(p: Pane, bound: float) -> VenomxError:
-    return VenomxError("unavailable.sentinel",
-                       f"the sentinel of pane {p.id} did not answer within {bound:g} s",
-                       {"pane": p.id, "reason": "timeout"})
+    return VenomxError(
+        "unavailable.sentinel",
+        f"the sentinel of pane {p.id} did not answer within {bound:g} s",
+        {"pane": p.id, "reason": "timeout"},
+    )
 
 
 class Requests:
@@ -58,21 +63,32 @@ class Requests:
         if fut is not None and not fut.done():
             fut.set_result(m)
 
-    async def ask(self, pane: Pane, link: Link, make: Callable[[int], P.Message],
-                  bound: float = SENTINEL_BOUND) -> P.Message:
+    async def ask(
+        self,
+        pane: Pane,
+        link: Link,
+        make: Callable[[int], P.Message],
+        bound: float = SENTINEL_BOUND,
+    ) -> P.Message:
         """Send a request and await its answer; ``PaneGone`` if the pane exits or loses
         its sentinel meanwhile, ``unavailable.sentinel`` after ``bound`` seconds."""
         if link.channel is None or pane.sentinel_lost:
-            raise VenomxError("unavailable.sentinel", f"pane {pane.id} has no sentinel",
-                              {"pane": pane.id, "reason": "lost"})
+            raise VenomxError(
+                "unavailable.sentinel",
+                f"pane {pane.id} has no sentinel",
+                {"pane": pane.id, "reason": "lost"},
+            )
         req = self.next_req()
         fut: asyncio.Future[P.Message] = asyncio.get_running_loop().create_future()
         self._waiting[req] = fut
         channel = link.channel
         channel.send(make(req))
         try:
-            await asyncio.wait([fut, channel.closed, link.exited], timeout=bound,
-                               return_when=asyncio.FIRST_COMPLETED)
+            await asyncio.wait(
+                [fut, channel.closed, link.exited],
+                timeout=bound,
+                return_when=asyncio.FIRST_COMPLETED,
+            )
         finally:
             self._waiting.pop(req, None)
         if fut.done():
@@ -85,16 +101,19 @@ class Requests:
         """Write to the pane's terminal; the bytes written, all of them or an error."""
         until_ms = int((time.monotonic() + INPUT_BOUND) * 1000)
         try:
-            m = await self.ask(pane, link, lambda req: P.Input(payload, req, until_ms),
-                               INPUT_BOUND + 1.0)
+            m = await self.ask(
+                pane, link, lambda req: P.Input(payload, req, until_ms), INPUT_BOUND + 1.0
+            )
         except PaneGone:
             raise gone(pane) from None
         assert isinstance(m, P.Wrote)
         if m.written < len(payload):
             # only what reached the terminal counts; the rest was dropped, never sent late
-            raise VenomxError("timeout.input", f"pane {pane.id} took {m.written} of "
-                              f"{len(payload)} bytes within {INPUT_BOUND:g} s",
-                              {"pane": pane.id, "bytes": m.written})
+            raise VenomxError(
+                "timeout.input",
+                f"pane {pane.id} took {m.written} of {len(payload)} bytes within {INPUT_BOUND:g} s",
+                {"pane": pane.id, "bytes": m.written},
+            )
         return m.written
 
     async def resize(self, pane: Pane, link: Link, cols: int, rows: int) -> None:
@@ -105,8 +124,15 @@ class Requests:
         except PaneGone:
             raise gone(pane) from None
 
-    async def capture(self, pane: Pane, link: Link, epoch: int | None, start: int | None,
-                      end: int | None, limit: int) -> dict[str, Any] | None:
+    async def capture(
+        self,
+        pane: Pane,
+        link: Link,
+        epoch: int | None,
+        start: int | None,
+        end: int | None,
+        limit: int,
+    ) -> dict[str, Any] | None:
         """Rows from the live terminal; None when the pane ended first (read its final
         state instead)."""
         try:
@@ -115,8 +141,9 @@ class Requests:
             return None
         assert isinstance(m, P.Rows)
         if m.error is not None:
-            raise VenomxError("conflict.epoch", "the row epoch changed",
-                              {"epoch": m.error.get("epoch")})
+            raise VenomxError(
+                "conflict.epoch", "the row epoch changed", {"epoch": m.error.get("epoch")}
+            )
         return m.result
 
     async def responsive(self, pane: Pane, link: Link) -> bool:
@@ -129,8 +156,13 @@ class Requests:
             pass
         return True
 
-    async def stream(self, pane: Pane, link: Link, on_screen: Callable[[P.Screen], None],
-                     on_output: Callable[[P.Output], None]) -> None:
+    async def stream(
+        self,
+        pane: Pane,
+        link: Link,
+        on_screen: Callable[[P.Screen], None],
+        on_output: Callable[[P.Output], None],
+    ) -> None:
         """A repaint, then every output byte in order, until the pane exits."""
         assert link.channel is not None
         req = self.next_req()
@@ -147,8 +179,9 @@ class Requests:
         link.attachers[req] = on_message  # the request tag is unique
         link.channel.send(P.Stream(True, req))
         try:
-            await asyncio.wait([screen, link.exited], timeout=SENTINEL_BOUND,
-                               return_when=asyncio.FIRST_COMPLETED)
+            await asyncio.wait(
+                [screen, link.exited], timeout=SENTINEL_BOUND, return_when=asyncio.FIRST_COMPLETED
+            )
             if not screen.done() and not link.exited.done():
                 raise silent(pane, SENTINEL_BOUND)
             await asyncio.shield(link.exited)

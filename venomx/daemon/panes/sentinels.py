@@ -65,8 +65,7 @@ class ForkServer:
             os.set_inheritable(theirs.fileno(), True)
             env = dict(os.environ)
             root = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
-            env["PYTHONPATH"] = root + (":" + env["PYTHONPATH"] if env.get("PYTHONPATH")
-                                        else "")
+            env["PYTHONPATH"] = root + (":" + env["PYTHONPATH"] if env.get("PYTHONPATH") else "")
             argv = [sys.executable, "-m", "workers.forkserver", str(theirs.fileno())]
             if self.nofile is not None:
                 argv.append(str(self.nofile))
@@ -92,8 +91,9 @@ class ForkServer:
             for _ in range(n):  # out of descriptors, the pairs made so far are closed
                 pairs.append(socket.socketpair(socket.AF_UNIX, socket.SOCK_STREAM))
             # One byte and a few fds: the fork server's socket buffer never fills with these.
-            socket.send_fds(self.control, [b"S" if spare else b"F"],
-                           [theirs.fileno() for _, theirs in pairs])
+            socket.send_fds(
+                self.control, [b"S" if spare else b"F"], [theirs.fileno() for _, theirs in pairs]
+            )
         except OSError:
             for ours, _ in pairs:
                 ours.close()
@@ -130,13 +130,14 @@ class ForkServer:
                 socks: list[socket.socket] = []
                 chans: list[Channel] = []
                 try:
-                    socks = self.fork(min(P.FORK_BATCH_MAX, self.size - len(self.spares)),
-                                      spare=True)
+                    socks = self.fork(
+                        min(P.FORK_BATCH_MAX, self.size - len(self.spares)), spare=True
+                    )
                     for sock in socks:
                         chans.append(await Channel.open(sock))
                     got = await asyncio.gather(*map(hello, chans), return_exceptions=True)
                 except OSError as exc:
-                    for sock in socks[len(chans):]:
+                    for sock in socks[len(chans) :]:
                         sock.close()
                     got = [exc]
                 failed = [g for g in got if not isinstance(g, Channel)]
@@ -152,6 +153,7 @@ class ForkServer:
                     return
                 if len(self.spares) > self.low and not self.again:
                     return
+
         self.filling = asyncio.ensure_future(fill())
 
     def take(self) -> Channel | None:
@@ -172,17 +174,22 @@ class ForkServer:
     def recycle(self, chan: Channel) -> None:
         """Take back a sentinel whose start failed before any process existed: it says
         HELLO again and is a spare like any other (no process is replaced)."""
+
         async def back() -> None:
             try:
                 hello = await chan.expect(P.Hello)
             except ConnectionError:
                 return
-            if isinstance(hello, P.Hello) and self.control is not None and \
-                    len(self.spares) < self.size:
+            if (
+                isinstance(hello, P.Hello)
+                and self.control is not None
+                and len(self.spares) < self.size
+            ):
                 chan.sentinel_pid = hello.pid
                 self.spares.append(chan)
             else:
                 chan.close()
+
         task = asyncio.ensure_future(back())
         self.recycling.add(task)
         task.add_done_callback(self.recycling.discard)
@@ -199,9 +206,11 @@ class ForkServer:
     def later(self, name: str, what: Callable[[], None]) -> None:
         """Try ``what`` again in RETRY seconds (once, however often asked meanwhile)."""
         if name not in self.retries:
+
             def again() -> None:
                 del self.retries[name]
                 what()
+
             self.retries[name] = asyncio.get_running_loop().call_later(RETRY, again)
 
     def restart(self) -> None:
@@ -325,10 +334,12 @@ class Channel(asyncio.Protocol):
         """Route messages to the committed pane from the next turn on, held ones first and
         in order (messages arriving meanwhile keep being held), so the commit's own turn
         never also carries the pane's exit."""
+
         def replay() -> None:
             while self.held:
                 handler(self.held.pop(0))
             self.handler = handler
+
         asyncio.get_running_loop().call_soon(replay)
 
     def send(self, msg: P.Message) -> None:

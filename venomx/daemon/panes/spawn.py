@@ -71,8 +71,9 @@ async def uncancellable(aw: Awaitable[T]) -> tuple[T, bool]:
 
 
 def _spawn_failed(errno_name: str) -> VenomxError:
-    return VenomxError("unavailable.spawn", f"cannot start the program: {errno_name}",
-                       {"errno": errno_name})
+    return VenomxError(
+        "unavailable.spawn", f"cannot start the program: {errno_name}", {"errno": errno_name}
+    )
 
 
 def _daemon_failed(exc: OSError) -> VenomxError:
@@ -84,8 +85,9 @@ def _daemon_failed(exc: OSError) -> VenomxError:
     return _spawn_failed(errno.errorcode.get(exc.errno, "EIO"))
 
 
-async def spawn(owner: Panes, req: SpawnRequest,
-                on_commit: Callable[[Pane], None] | None = None) -> Pane:
+async def spawn(
+    owner: Panes, req: SpawnRequest, on_commit: Callable[[Pane], None] | None = None
+) -> Pane:
     """Prepare, release the barrier, and commit; raise with nothing left behind."""
     reg = owner.registry
     window_id = reg.next_id("w") if req.session is not None else None
@@ -111,12 +113,21 @@ async def spawn(owner: Panes, req: SpawnRequest,
         for pid in leaders:
             reg.leaders.pop(pid, None)
             reg.early_exits.pop(pid, None)
+
     try:
         # With nothing to pause at the barrier, the release travels with SPAWN.
         pause = owner.seams.hook("run.before_barrier") if req.run is not None else None
         release_now = pause is None
-        spawn_msg = P.Spawn(pane_id, req.argv, env, req.cwd or owner.cwd, req.cols, req.rows,
-                            int(owner.config["vt.scrollback"]), release_now)
+        spawn_msg = P.Spawn(
+            pane_id,
+            req.argv,
+            env,
+            req.cwd or owner.cwd,
+            req.cols,
+            req.rows,
+            int(owner.config["vt.scrollback"]),
+            release_now,
+        )
         chan = owner.forkserver.take()  # a spare said HELLO long ago
         ready: P.Message | None = None
         if chan is not None:
@@ -177,12 +188,16 @@ async def spawn(owner: Panes, req: SpawnRequest,
     owner.preparing.discard(pane_id)
     if isinstance(started_msg, P.Failed):
         give_back(owner, chan)
-        raise CancelledAfter(_spawn_failed(started_msg.errno)) if cancelled else \
-            _spawn_failed(started_msg.errno)
+        raise (
+            CancelledAfter(_spawn_failed(started_msg.errno))
+            if cancelled
+            else _spawn_failed(started_msg.errno)
+        )
     assert isinstance(started_msg, P.Started)
     try:
-        pane = commit(owner, req, chan, window_id, pane_id, principal_id, token, started_msg.pid,
-                      on_commit)
+        pane = commit(
+            owner, req, chan, window_id, pane_id, principal_id, token, started_msg.pid, on_commit
+        )
     except VenomxError as exc:
         forget_leader()
         chan.close()  # the sentinel stops the leader's group when its channel closes
@@ -209,9 +224,17 @@ class CancelledAfter(asyncio.CancelledError):
         self.error = error
 
 
-def commit(owner: Panes, req: SpawnRequest, chan: Channel, window_id: str | None, pane_id: str,
-           principal_id: str, token: str, pid: int,
-           on_commit: Callable[[Pane], None] | None) -> Pane:
+def commit(
+    owner: Panes,
+    req: SpawnRequest,
+    chan: Channel,
+    window_id: str | None,
+    pane_id: str,
+    principal_id: str,
+    token: str,
+    pid: int,
+    on_commit: Callable[[Pane], None] | None,
+) -> Pane:
     """Make the new pane (and window, principal, run) visible with their events: one turn."""
     reg = owner.registry
     owner.lifecycle.refuse_new_work()
@@ -238,29 +261,54 @@ def commit(owner: Panes, req: SpawnRequest, chan: Channel, window_id: str | None
     principal = Principal(principal_id, req.requester.id, req.grants, token, None, pane_id)
     reg.principals[principal_id] = principal
     reg.tokens[token_key(token)] = principal_id
-    pane = Pane(pane_id, window.id, s_id, pnode, principal_id, pid, argv0_of(req.argv),
-                req.cols, req.rows, chan.sentinel_pid, run=req.run)
+    pane = Pane(
+        pane_id,
+        window.id,
+        s_id,
+        pnode,
+        principal_id,
+        pid,
+        argv0_of(req.argv),
+        req.cols,
+        req.rows,
+        chan.sentinel_pid,
+        run=req.run,
+    )
     link = Link(chan, leader_status=reg.early_exits.pop(pid, None))
     reg.panes[pane_id] = pane
     owner.links[pane_id] = link
     reg.leaders[pid] = pane_id
-    created = {"pane": pane_id, "window": window.id, "session": s_id,
-               "principal": principal_id, "argv0": pane.argv0, "cols": req.cols,
-               "rows": req.rows}
+    created = {
+        "pane": pane_id,
+        "window": window.id,
+        "session": s_id,
+        "principal": principal_id,
+        "argv0": pane.argv0,
+        "cols": req.cols,
+        "rows": req.rows,
+    }
     if req.session is not None:
         reg.windows[window.id] = window
         reg.sessions[s_id].windows.append(window.id)
         window.panes.append(pane_id)
-        owner.events.emit("window.created", f"window:{window.id}",
-                      {"window": window.id, "session": s_id, "name": window.name}, window.node)
+        owner.events.emit(
+            "window.created",
+            f"window:{window.id}",
+            {"window": window.id, "session": s_id, "name": window.name},
+            window.node,
+        )
         owner.events.emit("pane.created", f"pane:{pane_id}", created, pnode)
     else:
         assert req.split is not None
         window.panes.append(pane_id)
         window.layout = split_layout(window.layout, req.split, pane_id, req.axis)
         owner.events.emit("pane.created", f"pane:{pane_id}", created, pnode)
-        owner.events.emit("window.layout_changed", f"window:{window.id}",
-                      {"window": window.id, "layout": window.layout}, window.node)
+        owner.events.emit(
+            "window.layout_changed",
+            f"window:{window.id}",
+            {"window": window.id, "layout": window.layout},
+            window.node,
+        )
     if on_commit is not None:
         on_commit(pane)
     chan.on_started = None

@@ -31,8 +31,7 @@ DEFAULT_SIGNAL, DEFAULT_GRACE_MS = TERMINATE_SIGNAL, TERMINATE_GRACE_MS
 class Termination:
     """One pane's termination in progress: its first signal and cause, and the SIGKILL timer."""
 
-    def __init__(self, owner: Panes, pane: Pane, signame: str, grace_ms: int,
-                 cause: str) -> None:
+    def __init__(self, owner: Panes, pane: Pane, signame: str, grace_ms: int, cause: str) -> None:
         self.owner = owner
         self.pane = pane
         self.signame = signame
@@ -59,8 +58,9 @@ class Termination:
             self.timer = None
 
 
-def terminate(owner: Panes, pane: Pane, link: Link, signame: str, grace_ms: int,
-              cause: str) -> Termination | None:
+def terminate(
+    owner: Panes, pane: Pane, link: Link, signame: str, grace_ms: int, cause: str
+) -> Termination | None:
     """Start (or join) the termination of ``pane``; one reactor turn, no waiting."""
     if not pane.live:
         return None
@@ -69,9 +69,12 @@ def terminate(owner: Panes, pane: Pane, link: Link, signame: str, grace_ms: int,
     t = Termination(owner, pane, signame, grace_ms, cause)
     link.termination = t
     pane.state = "terminating"
-    owner.events.emit("pane.terminating", f"pane:{pane.id}",
-                  {"pane": pane.id, "requested_signal": signame, "grace_ms": grace_ms},
-                  pane.node)
+    owner.events.emit(
+        "pane.terminating",
+        f"pane:{pane.id}",
+        {"pane": pane.id, "requested_signal": signame, "grace_ms": grace_ms},
+        pane.node,
+    )
     if pane.run is not None:
         owner.runs.on_terminating(pane.run, cause)
     owner.signal(pane, [_signal.SIGCONT, _signal.Signals[signame]])
@@ -108,5 +111,6 @@ async def wait_terminated(pane: Pane, link: Link) -> None:
         done, _ = await asyncio.wait([link.exited], timeout=remaining)
         if done:
             return
-    raise VenomxError("timeout.terminate", f"pane {pane.id} did not exit after SIGKILL",
-                      {"panes": [pane.id]})
+    raise VenomxError(
+        "timeout.terminate", f"pane {pane.id} did not exit after SIGKILL", {"panes": [pane.id]}
+    )

@@ -48,8 +48,12 @@ class Losses:
 
     def add(self, pane: Pane, why: str) -> None:
         self.count += 1
-        entry: dict[str, Any] = {"pane": pane.id, "pid": pane.sentinel_pid, "reason": why,
-                                 "at": now_iso()}
+        entry: dict[str, Any] = {
+            "pane": pane.id,
+            "pid": pane.sentinel_pid,
+            "reason": why,
+            "at": now_iso(),
+        }
         if pane.run is not None:
             entry["run"] = pane.run
         self.recent.append(entry)
@@ -63,7 +67,7 @@ def proc_state(pid: int) -> str | None:
     except OSError:
         return None
     end = stat.rfind(b")")
-    return stat[end + 2:end + 3].decode("ascii", "replace") if end > 0 else None
+    return stat[end + 2 : end + 3].decode("ascii", "replace") if end > 0 else None
 
 
 def stopped(pid: int) -> bool:
@@ -108,8 +112,9 @@ def on_leader_exit(owner: Panes, pane: Pane, link: Link) -> None:
         return
     # A healthy sentinel reports within milliseconds, so the exit path reads nothing of
     # /proc: the sentinel is looked at only if it has not reported by then.
-    link.watchdog = asyncio.get_running_loop().call_later(STOP_CHECK, look_at_sentinel,
-                                                          owner, pane, link)
+    link.watchdog = asyncio.get_running_loop().call_later(
+        STOP_CHECK, look_at_sentinel, owner, pane, link
+    )
 
 
 def look_at_sentinel(owner: Panes, pane: Pane, link: Link) -> None:
@@ -119,8 +124,9 @@ def look_at_sentinel(owner: Panes, pane: Pane, link: Link) -> None:
     if stopped(pane.sentinel_pid):
         lose(owner, pane, link, "stopped")
         return
-    link.watchdog = asyncio.get_running_loop().call_later(EXIT_BOUND - STOP_CHECK, overdue,
-                                                          owner, pane, link)
+    link.watchdog = asyncio.get_running_loop().call_later(
+        EXIT_BOUND - STOP_CHECK, overdue, owner, pane, link
+    )
 
 
 def overdue(owner: Panes, pane: Pane, link: Link) -> None:
