@@ -414,9 +414,18 @@ VERBS: tuple[Verb, ...] = (
     ),
     Verb(
         "session.create",
-        "Create a session (a named container of windows).",
-        (name_param("Session name: " + NAME_HINT),),
-        (F("session"), F("name", "string", False)),
+        "Create a session (a named container of windows); with reuse, return the oldest "
+        "session of that name you may start programs in, if there is one.",
+        (
+            name_param("Session name: " + NAME_HINT),
+            B(
+                "reuse",
+                "With name: return an existing session of that name instead of creating one "
+                "(get-or-create in one step)",
+                default=False,
+            ),
+        ),
+        (F("session"), F("name", "string", False), F("created", "boolean", False)),
         "spawn",
         Check("spawn", scope="session:*"),
         errors=("invalid_params.name", "denied.spawn", "unavailable.shutdown"),

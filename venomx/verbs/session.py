@@ -15,13 +15,24 @@ from venomx.verbs.common import spawn_result, window_view
 
 
 @handler("session.create")
-async def session_create(ctx: Context, name: str | None = None) -> dict[str, Any]:
+async def session_create(ctx: Context, reuse: bool, name: str | None = None) -> dict[str, Any]:
+    """With ``reuse`` and a name, the lookup and the creation are one reactor turn, so
+    concurrent callers asking for the same name end up in one session."""
     reg = ctx.registry
+    if reuse and name is not None:
+        for s in reg.sessions.values():
+            if s.name == name and not s.removing and ctx.can("spawn", f"session:{s.id}", s.node):
+                return {"session": s.id, "name": name, "created": False}
     sid = reg.next_id("s")
     s = Session(sid, name, AuthNode(f"session:{sid}", ctx.principal.id))
     reg.sessions[sid] = s
     ctx.events.emit("session.created", f"session:{sid}", {"session": sid, "name": name}, s.node)
-    return {"session": sid, "name": name} if name is not None else {"session": sid}
+    out: dict[str, Any] = {"session": sid}
+    if name is not None:
+        out["name"] = name
+    if reuse:
+        out["created"] = True
+    return out
 
 
 @handler("session.list")
