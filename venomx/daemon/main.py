@@ -5,6 +5,9 @@ checked before anything is created beyond a missing socket directory (and the lo
 which then records why), and each refusal is one line and an exit status (2 for a bad
 path or config, 6 for a live socket).
 Signals: SIGTERM and SIGINT shut down in order; SIGHUP only reopens the log file.
+Under systemd (``venomx.daemon.systemd``) it serves on the socket passed to it, says
+READY=1 once the socket accepts connections and STOPPING=1 when shutdown begins, and
+takes NOTIFY_SOCKET and LISTEN_* out of its environment first, so no pane inherits them.
 """
 
 from __future__ import annotations
@@ -17,7 +20,7 @@ import signal
 import sys
 import types
 
-from venomx.daemon import paths
+from venomx.daemon import paths, systemd
 from venomx.daemon.config import Config, config_path
 from venomx.daemon.core import Daemon
 from venomx.daemon.logs import DaemonLog
@@ -34,6 +37,7 @@ async def serve(
     test_seams: bool,
     ready_fd: int | None,
     dlog: DaemonLog,
+    notifier: systemd.Notifier,
 ) -> int:
     import venomx.verbs  # noqa: F401  (register the handlers)
 
@@ -43,6 +47,14 @@ async def serve(
     try:
         d = Daemon(place.given, config, test_seams)
         d.doctor.socket_ino = place.ino
+        stop_work = d.lifecycle.stop_work
+
+        async def stopping() -> None:
+            notifier.stopping()
+            if stop_work is not None:
+                await stop_work()
+
+        d.lifecycle.stop_work = stopping
         for sig in (signal.SIGTERM, signal.SIGINT):
             loop.add_signal_handler(sig, d.lifecycle.begin_shutdown)
         config.listeners.append(
@@ -54,7 +66,14 @@ async def serve(
     except BaseException:
         paths.unlink_ours(place)
         raise
-    log.info("listening socket=%s source=%s pid=%d", place.given, d.source, os.getpid())
+    log.info(
+        "listening socket=%s source=%s pid=%d%s",
+        place.given,
+        d.source,
+        os.getpid(),
+        " activated=systemd" if place.activated else "",
+    )
+    notifier.ready(place.given)
     if ready_fd is not None:
         info: dict[str, object] = {"socket": place.given, "source": d.source, "pid": os.getpid()}
         if dlog.file is not None:
@@ -97,12 +116,15 @@ def run_daemon(
     """Check everything, then serve. ``log_file`` (or ``venomx.log`` beside the socket
     when ``detached``) receives the log, rotated by ``log.max_bytes``/``log.keep``."""
     signal.signal(signal.SIGHUP, _ignore_hup)  # a Python handler: exec restores the default
+    manager = systemd.take_environment()  # before anything copies our environment
+    notifier = systemd.Notifier(manager.notify_socket)
     dlog = DaemonLog(log_level)
     place: paths.SocketPlace | None = None
     try:
+        listen_fd = manager.listen_fd()
         config = Config(config_path(config_file), explicit=config_file is not None)
         config.values = config.read_file()
-        place = paths.prepare_socket(path)
+        place = paths.prepare_socket(path, activated=listen_fd is not None)
         if log_file is not None:
             directory, dir_fd, name = paths.prepare_log(log_file)
         elif detached:
@@ -116,10 +138,11 @@ def run_daemon(
                 config["log.keep"],
                 stderr=detached,
             )
-        place.sock = paths.bind(place)
+        place.sock = paths.bind(place) if listen_fd is None else paths.adopt(place, listen_fd)
     except VenomxError as exc:
         if dlog.file is not None:
             log.error("cannot start: %s", exc.message)
+        notifier.failed(exc.message)
         if ready_fd is not None:
             os.write(ready_fd, json.dumps({"error": exc.to_dict()}).encode() + b"\n")
             os.close(ready_fd)
@@ -129,4 +152,4 @@ def run_daemon(
     finally:
         if place is not None:
             os.close(place.dir_fd)  # the log holds its own; the socket needs none now
-    return asyncio.run(serve(place, config, test_seams, ready_fd, dlog))
+    return asyncio.run(serve(place, config, test_seams, ready_fd, dlog, notifier))

@@ -5,7 +5,9 @@ daemon's uid and writable by nobody else. Its ancestors follow OpenSSH's StrictM
 owned by that uid or root, and writable by others only with the sticky bit, so nobody
 can rename the directory away and put their own in its place. A missing socket directory
 is created (one level, 0700) and checked again after creation; an existing one is never
-chmodded. At the socket path only a stale socket of ours is ever removed. Files the
+chmodded. At the socket path only a stale socket of ours is ever removed. A socket passed
+by systemd (socket activation) must sit where one of ours would, owned by our uid, mode
+0600 or narrower, and is never removed. Files the
 daemon appends to are opened with O_NOFOLLOW relative to a checked directory's fd. A
 config file may be a symlink but must be owned by the uid or root and not writable by
 others.
@@ -180,13 +182,15 @@ class SocketPlace:
     ino: int = -1  # the inode of the socket we bound
     sock: socket.socket | None = None  # listening, once bound
     abstract: socket.socket | None = None  # the same daemon at its abstract address
+    activated: bool = False  # the socket file is systemd's: never replaced or removed
 
 
-def prepare_socket(given: str) -> SocketPlace:
+def prepare_socket(given: str, activated: bool = False) -> SocketPlace:
     """Check the socket's directory (creating it if missing) and what is at the path.
 
     Raises ``invalid_params.socket`` for anything untrusted or unusable and
-    ``unavailable.address_in_use`` if a daemon of ours already listens there.
+    ``unavailable.address_in_use`` if a daemon of ours already listens there. With
+    ``activated`` the path holds the socket systemd passed us (``adopt`` checks it).
     """
 
     def fail(reason: str) -> VenomxError:
@@ -203,7 +207,9 @@ def prepare_socket(given: str) -> SocketPlace:
     if len(os.fsencode(resolved)) > SUN_PATH_MAX:
         raise fail(f"resolved socket path {resolved} is longer than {SUN_PATH_MAX} bytes")
     directory, fd = open_checked_directory(parent, fail, create=True)
-    place = SocketPlace(given, os.path.join(directory, name), directory, fd)
+    place = SocketPlace(given, os.path.join(directory, name), directory, fd, activated=activated)
+    if activated:
+        return place
     try:
         place.stale = inspect_socket(place, fail)
     except BaseException:
@@ -286,6 +292,63 @@ def bind(place: SocketPlace, backlog: int = BACKLOG) -> socket.socket:
     return sock
 
 
+def adopt(place: SocketPlace, fd: int, backlog: int = BACKLOG) -> socket.socket:
+    """Serve on the listening socket systemd passed as ``fd`` (socket activation).
+
+    It must be what ``bind`` would have made: a listening AF_UNIX stream socket bound at
+    the socket path (in the directory ``prepare_socket`` checked), whose file is a socket
+    owned by our uid that nobody else may connect to (no group or other permission bits:
+    ``SocketMode=0600``). Anything else is refused with ``invalid_params.socket``. The
+    abstract address is bound as for a socket of our own.
+    """
+
+    def fail(reason: str) -> VenomxError:
+        return socket_error(place.given, f"the socket passed by systemd (fd {fd}) {reason}")
+
+    try:
+        st = os.fstat(fd)
+    except OSError as exc:
+        raise fail(f"cannot be used: {_strerror(exc)}") from None
+    if not stat.S_ISSOCK(st.st_mode):
+        raise fail(f"is {kind(st.st_mode)}, not a socket")
+    try:
+        sock = socket.socket(fileno=fd)
+    except OSError as exc:
+        raise fail(f"cannot be used: {_strerror(exc)}") from None
+    try:
+        os.set_inheritable(fd, False)  # systemd passes it inheritable; no pane may get it
+        if sock.family != socket.AF_UNIX or sock.type != socket.SOCK_STREAM:
+            raise fail("is not a Unix stream socket (ListenStream= with a path)")
+        if not sock.getsockopt(socket.SOL_SOCKET, socket.SO_ACCEPTCONN):
+            raise fail("is not listening")
+        name = sock.getsockname()
+        if not isinstance(name, str) or not name.startswith("/"):
+            raise fail("is not bound at a path")
+        bound = os.path.join(resolve(os.path.dirname(name)), os.path.basename(name))
+        if bound != place.path:
+            raise fail(f"is bound at {name}, not at {place.path}: give serve --socket {name}")
+        try:
+            now = os.stat(os.path.basename(place.path), dir_fd=place.dir_fd, follow_symlinks=False)
+        except OSError as exc:
+            raise fail(f"has no file at {place.path}: {_strerror(exc)}") from None
+        if not stat.S_ISSOCK(now.st_mode):
+            raise fail(f"has {kind(now.st_mode)} at its path, not the socket")
+        if now.st_uid != _uid():
+            raise fail(f"is owned by uid {now.st_uid}, not by uid {_uid()}")
+        if now.st_mode & 0o077:
+            raise fail(
+                f"is reachable by group or others (mode {stat.S_IMODE(now.st_mode):04o}); "
+                "use SocketMode=0600"
+            )
+        place.ino = now.st_ino
+        sock.setblocking(False)
+        place.abstract = bind_abstract(place, backlog)
+    except BaseException:
+        sock.close()  # our copy only: systemd keeps its own
+        raise
+    return sock
+
+
 def bind_abstract(place: SocketPlace, backlog: int) -> socket.socket:
     """Also listen on the abstract address clients try first (``venomx.paths``): the file
     can be swapped by any program of our uid, this address cannot while we hold it."""
@@ -308,7 +371,10 @@ def bind_abstract(place: SocketPlace, backlog: int) -> socket.socket:
 
 
 def unlink_ours(place: SocketPlace) -> None:
-    """Remove the socket at shutdown, only if it is still the one we bound."""
+    """Remove the socket at shutdown, only if it is still the one we bound (never one
+    systemd passed us: its socket unit still listens there, to start us again)."""
+    if place.activated:
+        return
     try:
         if os.stat(place.path, follow_symlinks=False).st_ino == place.ino:
             os.unlink(place.path)
