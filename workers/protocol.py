@@ -18,7 +18,7 @@ from typing import Any, ClassVar
 
 import msgpack
 
-PROTOCOL_VERSION = 3
+PROTOCOL_VERSION = 4
 # The fork server takes at most this many channel fds (sentinels) per request.
 FORK_BATCH_MAX = 8
 # Process titles, which doctor reads: a sentinel is a spare from birth until SPAWN.
@@ -254,15 +254,43 @@ def snapshot_ok(d: object) -> bool:
     )
 
 
+# A resource usage: exactly these keys, each an integer in 0..USAGE_MAX (the largest
+# integer every JSON reader keeps exact).
+USAGE_KEYS = frozenset({"cpu_ms", "max_rss_kib"})
+USAGE_MAX = 2**53 - 1
+
+
+def usage(utime_us: int, stime_us: int, maxrss_kib: int) -> dict[str, int]:
+    """A usage from a wait's ``rusage``: user+system CPU in whole milliseconds (rounded
+    down) and the largest resident set in KiB (Linux's ``ru_maxrss`` unit)."""
+    return {
+        "cpu_ms": min(USAGE_MAX, max(0, utime_us + stime_us) // 1000),
+        "max_rss_kib": min(USAGE_MAX, max(0, maxrss_kib)),
+    }
+
+
+def usage_ok(u: object) -> bool:
+    """Whether ``u`` is absent (None) or a usage as ``usage`` builds it."""
+    if u is None:
+        return True
+    if type(u) is not dict or u.keys() != USAGE_KEYS:
+        return False
+    return all(type(v) is int and 0 <= v <= USAGE_MAX for v in u.values())
+
+
 @dataclass(frozen=True)
 class Exit(Message):
     """The leader exited (``status``: its wait status, from the sentinel's own ``waitid``
-    on the child it started) and the PTY was drained: the pane's final terminal state.
-    The sentinel reaps the leader only after the daemon has closed the channel."""
+    on the child it started) and the PTY was drained: the pane's final terminal state,
+    and what the leader used (``usage``, from the same zombie; None when the kernel did
+    not say). The sentinel reaps the leader only after the daemon has closed the channel."""
 
     KIND: ClassVar[Kind] = Kind.EXIT
     status: int
     state: dict[str, Any] = field(metadata={"check": snapshot_ok, "type": "a terminal state"})
+    usage: dict[str, int] | None = field(
+        default=None, metadata={"check": usage_ok, "type": "a resource usage"}
+    )
 
 
 @dataclass(frozen=True)

@@ -3,9 +3,9 @@
 Lifecycle: HELLO -> (SPAWN) open the PTY and hold the barrier -> READY -> (RELEASE)
 posix_spawn the leader as a session leader on the PTY -> STARTED or FAILED -> read loop
 -> leader exit: waitid(WNOWAIT) while the group is still pinned, SIGKILL sweep of the
-group, drain the PTY, EXIT with the wait status and the final state, reap once the daemon
-closes the channel -> exit. If the daemon's channel closes while the leader runs, the
-pane's group gets SIGHUP, then SIGKILL after 2 s, and the sentinel exits.
+group, drain the PTY, EXIT with the wait status, the final state and the leader's usage,
+reap once the daemon closes the channel -> exit. If the daemon's channel closes while the
+leader runs, the pane's group gets SIGHUP, then SIGKILL after 2 s, and the sentinel exits.
 Everything that can block or burn CPU for a pane happens here, never in the daemon.
 Must not import ``venomx``.
 """
@@ -24,7 +24,7 @@ from typing import Any, NoReturn
 
 from workers import protocol as P
 from workers import title
-from workers.leader import open_fds, resolve, set_winsize, spawn_leader
+from workers.leader import exit_usage, open_fds, resolve, set_winsize, spawn_leader
 from workers.osc import Scanner
 from workers.rows import EpochConflict, blank_snapshot, capture, repaint
 from workers.vt import Terminal
@@ -131,7 +131,8 @@ class Sentinel:
         such fault is costly; taking them here keeps them off the start itself."""
         sample = P.Spawn("p0", ["true"], {"PATH": "/"}, "/", 80, 24, 0, True)
         P.Decoder().feed(P.encode(sample) + P.encode(P.Ready()) + P.encode(P.Started(0)))
-        P.encode(P.Exit(0, self.final_state()))
+        P.encode(P.Exit(0, self.final_state(), P.usage(0, 0, 0)))
+        exit_usage(os.getpid())  # not our child: ECHILD, having run its code
         title.set_title(P.SPARE_TITLE)  # the title it already has
         resolve("true", sample.env)
         open_fds()
@@ -352,13 +353,15 @@ class Sentinel:
 
         Until the daemon closes the channel (it does so in the turn it ends the pane) the
         leader stays an unreaped zombie, so its pid, and its group ID, cannot be reused
-        while the daemon may still signal the group itself.
+        while the daemon may still signal the group itself. Its usage is therefore read
+        from the zombie without reaping it; a zombie waits for nothing, so it is final.
         """
+        usage = exit_usage(self.leader)
         self.signal_group(signal.SIGKILL)
         self.drain()
         for req, _data, _until, written in self.input:
             self.send(P.Wrote(req, written))
-        self.send(P.Exit(wait_status(self.exited), self.final_state()))
+        self.send(P.Exit(wait_status(self.exited), self.final_state(), usage))
         self.sel.unregister(self.sock)
         self.sock.setblocking(True)
         while self.channel_open:
@@ -408,7 +411,7 @@ def warm_up() -> None:
         P.Spawn("p1", ["true"], {"A": "b"}, "/", 80, 24, 100, True),
         P.Ready(),
         P.Started(2),
-        P.Exit(0, term.snapshot()),
+        P.Exit(0, term.snapshot(), P.usage(1000, 1000, 1024)),
         P.Wrote(1, 1),
         P.Pong(1),
     ]

@@ -41,7 +41,7 @@ SAMPLES = [
     P.Marker("finished", 9, 0, None),
     P.Rows(1, {"a": 1}, None),
     P.Screen(1, 80, 24, 0, b"x"),
-    P.Exit(256, state()),
+    P.Exit(256, state(), {"cpu_ms": 12, "max_rss_kib": 3456}),
     P.Resized(1, 2, 3, 6),
     P.Wrote(4, 1),
     P.Pong(8),
@@ -78,6 +78,9 @@ def test_optional_fields_round_trip_set_and_unset() -> None:
         P.Spawn("p", [], {}, "/", 1, 1, 0, True),
         P.Stream(False),
         P.Hello(1, P.PROTOCOL_VERSION),
+        P.Exit(0, state(), None),
+        P.Exit(0, state(), P.usage(0, 0, 0)),
+        P.Exit(0, state(), {"cpu_ms": P.USAGE_MAX, "max_rss_kib": P.USAGE_MAX}),
     ):
         assert P.decode(frame(msg)) == msg
 
@@ -85,6 +88,7 @@ def test_optional_fields_round_trip_set_and_unset() -> None:
 def test_trailing_defaults_may_be_omitted() -> None:
     assert P.decode([int(P.Kind.STREAM), True]) == P.Stream(True, 0)
     assert P.decode([int(P.Kind.HELLO), 5]) == P.Hello(5, P.PROTOCOL_VERSION)
+    assert P.decode([int(P.Kind.EXIT), 0, state()]) == P.Exit(0, state(), None)
 
 
 def test_a_real_exit_state_is_accepted_and_readable() -> None:
@@ -102,7 +106,7 @@ def test_a_real_exit_state_is_accepted_and_readable() -> None:
 # One value of each shape msgpack can deliver; which annotations each one satisfies is
 # written out by hand here, independent of protocol.py's own checks.
 CANDIDATES: list[tuple[object, set[str]]] = [
-    (None, {"int | None", "str | None", "dict[str, Any] | None"}),
+    (None, {"int | None", "str | None", "dict[str, Any] | None", "dict[str, int] | None"}),
     (True, {"bool"}),
     (False, {"bool"}),
     (0, {"int", "int | None"}),
@@ -205,6 +209,47 @@ def test_malformed_exit_state_is_protocol_error(bad: object) -> None:
         P.decode([int(P.Kind.EXIT), 0, bad])
 
 
+GOOD_USAGE = {"cpu_ms": 1, "max_rss_kib": 2}
+
+
+def bad_usages() -> list[Any]:
+    """Every way a usage can be wrong: not a map, a key missing, extra or misspelt, a
+    value not an integer (a bool, float, string, None, list) or outside 0..USAGE_MAX."""
+    out: list[Any] = [{}, [], [1, 2], "usage", True, 0, (1, 2), {**GOOD_USAGE, "extra": 0}]
+    for key in GOOD_USAGE:
+        out.append({k: v for k, v in GOOD_USAGE.items() if k != key})
+        out.append({**{k: v for k, v in GOOD_USAGE.items() if k != key}, key.upper(): 1})
+        for value, _ in CANDIDATES:
+            if type(value) is int and 0 <= value <= P.USAGE_MAX:
+                continue
+            out.append({**GOOD_USAGE, key: value})
+        for value in (-1, P.USAGE_MAX + 1, 2**64 - 1, -(2**63), 1.0, True, False, "1", b"1"):
+            out.append({**GOOD_USAGE, key: value})
+    out.append({b"cpu_ms": 1, b"max_rss_kib": 2})
+    out.append({1: 1, 2: 2})
+    return out
+
+
+@pytest.mark.parametrize("bad", bad_usages())
+def test_forged_exit_usage_is_protocol_error(bad: object) -> None:
+    """A usage that is not exactly what the sentinel's wait gives is refused like any
+    other malformed field, also through the byte-level reader."""
+    with pytest.raises(P.ProtocolError, match=r"Exit\.usage is not a resource usage"):
+        P.decode([int(P.Kind.EXIT), 0, state(), bad])
+    with pytest.raises(P.ProtocolError):
+        P.Decoder().feed(msgpack.packb([int(P.Kind.EXIT), 0, state(), bad], use_bin_type=True))
+
+
+def test_usage_from_a_wait_is_in_bounds() -> None:
+    assert P.usage(1_500, 2_700, 5) == {"cpu_ms": 4, "max_rss_kib": 5}  # rounded down
+    assert P.usage(-5, 0, -1) == {"cpu_ms": 0, "max_rss_kib": 0}
+    huge = P.usage(2**70, 2**70, 2**70)
+    assert huge == {"cpu_ms": P.USAGE_MAX, "max_rss_kib": P.USAGE_MAX}
+    for u in ({"cpu_ms": 0, "max_rss_kib": 0}, huge):
+        assert P.usage_ok(u)
+    assert P.decode([int(P.Kind.EXIT), 0, state(), huge]) == P.Exit(0, state(), huge)
+
+
 @pytest.mark.parametrize(
     "obj",
     [
@@ -277,7 +322,7 @@ def test_decode_fuzz(obj: list[Any]) -> None:
 @settings(max_examples=500, suppress_health_check=[HealthCheck.too_slow])
 @given(st.sampled_from(SAMPLES), st.data())
 def test_decode_fuzz_one_field(msg: P.Message, data: st.DataObject) -> None:
-    """A valid frame with one field (or one key of the EXIT state) replaced by any
+    """A valid frame with one field (or one key of the EXIT state or usage) replaced by any
     msgpack value, or cut short or extended: a message of the right types, or
     ProtocolError."""
     values = frame(msg)
@@ -285,8 +330,8 @@ def test_decode_fuzz_one_field(msg: P.Message, data: st.DataObject) -> None:
     value = data.draw(MSGPACK)
     if where == len(values):
         values.append(value) if data.draw(st.booleans()) else values.pop()
-    elif isinstance(msg, P.Exit) and where == len(values) - 1 and data.draw(st.booleans()):
-        values[where][data.draw(st.sampled_from(sorted(values[where])))] = value
+    elif isinstance(msg, P.Exit) and where in (2, 3) and data.draw(st.booleans()):
+        values[where][data.draw(st.sampled_from(sorted(values[where])))] = value  # state, usage
     else:
         values[where] = value
     expect_decoded(msgpack.unpackb(msgpack.packb(values), strict_map_key=False))
