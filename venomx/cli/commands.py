@@ -38,7 +38,11 @@ def serve(
     test_seams: bool,
     as_json: bool,
 ) -> None:
-    """Run the daemon."""
+    """Run the daemon, in the foreground unless --detach.
+
+    Under systemd it reports readiness (Type=notify) and serves the socket it is passed
+    (socket activation); see contrib/systemd and docs/operations.md.
+    """
     from venomx.daemon.main import run_daemon
 
     path = os.path.abspath(socket_path(socket_))
@@ -187,6 +191,9 @@ def mcp(socket_: str | None, all_tools: bool) -> None:
 
 
 def add_to(root: click.Group, groups: dict[str, click.Group]) -> None:
+    from venomx.cli import exec_command
+
+    exec_command.add_to(root, groups)
     root.add_command(serve)
     root.add_command(attach)
     root.add_command(skill)

@@ -5,12 +5,11 @@ daemon's uid and writable by nobody else. Its ancestors follow OpenSSH's StrictM
 owned by that uid or root, and writable by others only with the sticky bit, so nobody
 can rename the directory away and put their own in its place. A missing socket directory
 is created (one level, 0700) and checked again after creation; an existing one is never
-chmodded. At the socket path only a stale socket of ours is ever removed. A socket passed
-by systemd (socket activation) must sit where one of ours would, owned by our uid, mode
-0600 or narrower, and is never removed. Files the
-daemon appends to are opened with O_NOFOLLOW relative to a checked directory's fd. A
-config file may be a symlink but must be owned by the uid or root and not writable by
-others.
+chmodded. At the socket path only a stale socket of ours is ever removed. A socket
+passed by systemd (socket activation) must be where one of ours would be, a socket file
+of our uid that group and others cannot reach, and it is never removed. Files the daemon
+appends to are opened with O_NOFOLLOW relative to a checked directory's fd. A config
+file may be a symlink but must be owned by the uid or root and not writable by others.
 
 Every failure is a ``VenomxError`` with one clear message, never an ``OSError``. Imports
 only ``venomx.wire``.
