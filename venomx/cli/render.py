@@ -88,10 +88,15 @@ def render_fields(result: dict[str, Any], panes: Panes) -> str:
         if isinstance(v, list) and v and all(isinstance(x, dict) for x in v)
     ]
     out = []
+    usage = usage_text(result)
     for k, v in result.items():
         if isinstance(v, list) and v and all(isinstance(x, dict) for x in v):
             continue
         if k == "output" and isinstance(v, dict):
+            continue
+        if usage is not None and k in USAGE_FIELDS:
+            if k == USAGE_FIELDS[0]:
+                out.append(f"usage: {usage}")
             continue
         out.append(f"{k}: {scalar(v)}")
     for _, v in lists:
@@ -100,6 +105,18 @@ def render_fields(result: dict[str, Any], panes: Panes) -> str:
         out.append(output_header(result["output"], result.get("pane")))
         out += ["  " + ln.rstrip() for ln in result["output"].get("lines", [])]
     return "\n".join(out)
+
+
+USAGE_FIELDS = ("cpu_ms", "max_rss_kib")
+
+
+def usage_text(record: dict[str, Any]) -> str | None:
+    """A run record's usage for a person, ``cpu 1.2s, max rss 5.3 MiB``; None when the
+    record has none (not completed, or not known)."""
+    cpu, rss = (record.get(k) for k in USAGE_FIELDS)
+    if type(cpu) is not int or type(rss) is not int:
+        return None
+    return f"cpu {human_duration(cpu)}, max rss {human_bytes(rss * 1024)}"
 
 
 def output_header(output: dict[str, Any], pane: Any) -> str:
@@ -276,4 +293,5 @@ __all__ = [
     "render_runs",
     "table",
     "trimmed",
+    "usage_text",
 ]

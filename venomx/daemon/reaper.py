@@ -1,9 +1,10 @@
-"""The daemon's only reaper: a SIGCHLD handler looping ``waitid``/``waitpid`` WNOHANG.
+"""The daemon's only reaper: a SIGCHLD handler looping ``waitid``/``wait4`` WNOHANG.
 
 The daemon is a child subreaper, so its children are the fork server, every sentinel,
 and any process that escaped a pane. Exits are dispatched by PID. A pane leader whose
 sentinel was lost is re-parented here: its group is swept while its zombie still pins
-the group ID, then it is reaped and its pane exits with the real wait status.
+the group ID, then it is reaped and its pane exits with the real wait status and the
+usage that same reap gave.
 No asyncio child watcher and no blocking wait ever run on the reactor.
 """
 
@@ -14,6 +15,11 @@ import os
 import signal
 from collections.abc import Callable
 
+from workers import protocol as P
+
+# pid, wait status, and the reap's usage (workers.protocol.usage)
+OnExit = Callable[[int, int, dict[str, int]], bool]
+
 log = logging.getLogger(__name__)
 
 
@@ -21,9 +27,7 @@ class Reaper:
     """Reaps every child; ``on_exit`` says whether the child was one of ours, and the
     rest (escaped descendants) are counted."""
 
-    def __init__(
-        self, is_leader: Callable[[int], bool], on_exit: Callable[[int, int], bool]
-    ) -> None:
+    def __init__(self, is_leader: Callable[[int], bool], on_exit: OnExit) -> None:
         self.is_leader = is_leader
         self.on_exit = on_exit
         self.reaped_escapees = 0
@@ -43,11 +47,12 @@ class Reaper:
                 except OSError:
                     pass
             try:
-                _, status = os.waitpid(pid, os.WNOHANG)
+                _, status, ru = os.wait4(pid, os.WNOHANG)
             except ChildProcessError:
                 continue
+            usage = P.usage(round(ru.ru_utime * 1e6), round(ru.ru_stime * 1e6), ru.ru_maxrss)
             try:
-                if not self.on_exit(pid, status):
+                if not self.on_exit(pid, status, usage):
                     self.reaped_escapees += 1
             except Exception:  # the reaper must survive any handler bug
                 log.exception("exit handler failed for pid %d", pid)

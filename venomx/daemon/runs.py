@@ -55,6 +55,9 @@ class Run:
     started_mono: float = 0.0
     completed_mono: float = 0.0
     duration_ms: int | None = None
+    # The leader's usage, from the wait that gave its status (an extension of §3's record)
+    cpu_ms: int | None = None
+    max_rss_kib: int | None = None
     output: dict[str, Any] | None = None
     output_size: int = 0
     deadline: asyncio.TimerHandle | None = None
@@ -96,6 +99,9 @@ class Run:
         if self.completed_at is not None:
             rec["completed_at"] = self.completed_at
             rec["duration_ms"] = self.duration_ms
+        if self.cpu_ms is not None and self.max_rss_kib is not None:
+            rec["cpu_ms"] = self.cpu_ms
+            rec["max_rss_kib"] = self.max_rss_kib
         if output and self.output is not None:
             rec["output"] = self.output
         return rec
@@ -220,8 +226,9 @@ class RunTable:
             "run.terminating", f"run:{run.id}", {"run": run.id, "cause": cause}, run.node
         )
 
-    def complete(self, run_id: str, pane: Pane) -> None:
-        """The leader was reaped: fix the outcome (same turn as pane.exited)."""
+    def complete(self, run_id: str, pane: Pane, usage: dict[str, int] | None = None) -> None:
+        """The leader was reaped: fix the outcome and, when the wait gave one, the usage
+        (same turn as pane.exited)."""
         run = self.runs.get(run_id)
         if run is None or run.state == "completed":
             return
@@ -241,6 +248,8 @@ class RunTable:
         run.completed_at = now_iso()
         run.completed_mono = monotonic_ms()
         run.duration_ms = max(0, round(run.completed_mono - run.started_mono))
+        if usage is not None:
+            run.cpu_ms, run.max_rss_kib = usage["cpu_ms"], usage["max_rss_kib"]
         run.fault = pane.fault
         if pane.final is not None:
             run.output = tail(pane.final, run.output_rows, run.output_bytes)

@@ -367,6 +367,9 @@ def run_record(wait: bool) -> tuple[Field, ...]:
         F("started_at"),
         F("completed_at", "string", "completed_at" in req),
         F("duration_ms", "integer", "duration_ms" in req),
+        # beyond RFC-0015: the leader's usage, from the wait that gave its status
+        F("cpu_ms", "integer", False),
+        F("max_rss_kib", "integer", False),
         F("output", "object", False),
     )
 

@@ -76,6 +76,10 @@ class Panes:
         self.losses = watch.Losses()
         self.exited_panes = ExitedPanes()
         self.requests = Requests()
+        # The leader's usage (workers.protocol.usage) from the wait that gave its status:
+        # the sentinel's EXIT, or the daemon's own reap when the sentinel is lost.
+        self.exit_usage: dict[str, dict[str, int]] = {}
+        self.reap_usage: dict[str, dict[str, int]] = {}
 
     # -- start -------------------------------------------------------------------------------
     async def spawn(
@@ -217,7 +221,7 @@ class Panes:
     def is_leader(self, pid: int) -> bool:
         return pid in self.registry.leaders
 
-    def on_child_exit(self, pid: int, status: int) -> bool:
+    def on_child_exit(self, pid: int, status: int, usage: dict[str, int] | None = None) -> bool:
         """A child of the daemon was reaped: the fork server, a sentinel, a leader whose
         sentinel is gone; False for anything else (an escaped descendant)."""
         reg = self.registry
@@ -248,6 +252,8 @@ class Panes:
                 reg.early_exits[pid] = status
             elif pane.live:
                 self.link(pane).leader_status = status
+                if usage is not None:
+                    self.reap_usage[pane.id] = usage
                 self.settle(pane)
             return True
         if pid in reg.reaps_after_exit.values():
@@ -288,6 +294,8 @@ class Panes:
                 link.exit_seen = True
                 link.exit_status = m.status
                 link.exit_state = Snapshot.from_dict(m.state)
+                if m.usage is not None:
+                    self.exit_usage[pane.id] = m.usage
                 self.settle(pane)
 
     def on_marker(self, pane: Pane, link: Link, m: P.Marker) -> None:
@@ -328,11 +336,12 @@ class Panes:
             return
         link = self.link(pane)
         if link.exit_seen:
-            self.exit(pane, link, link.exit_status, link.exit_state)
+            usage = self.exit_usage.get(pane.id)
+            self.exit(pane, link, link.exit_status, link.exit_state, usage)
         elif link.leader_status is None:
             return
         elif pane.fault is not None:
-            self.exit(pane, link, link.leader_status, None)
+            self.exit(pane, link, link.leader_status, None, self.reap_usage.get(pane.id))
         elif link.watchdog is None:
             # The sentinel has exited (the leader could not re-parent to us otherwise);
             # its EXIT can only still be on its way through the channel.
@@ -340,8 +349,18 @@ class Panes:
                 watch.CHANNEL_BOUND, watch.overdue, self, pane, link
             )
 
-    def exit(self, pane: Pane, link: Link, status: int, final: Snapshot | None) -> None:
-        """The leader was reaped: pane.exited and the run's completion, one turn."""
+    def exit(
+        self,
+        pane: Pane,
+        link: Link,
+        status: int,
+        final: Snapshot | None,
+        usage: dict[str, int] | None = None,
+    ) -> None:
+        """The leader was reaped: pane.exited and the run's completion (with ``usage``,
+        from the same wait as ``status``), one turn."""
+        self.exit_usage.pop(pane.id, None)
+        self.reap_usage.pop(pane.id, None)
         fields = waitstatus_fields(status)
         pane.state = "exited"
         pane.exit_code = fields.get("exit_code")
@@ -373,7 +392,7 @@ class Panes:
             data["signal"] = pane.signal
         self.events.emit("pane.exited", res, data, pane.node)
         if pane.run is not None:
-            self.runs.complete(pane.run, pane)
+            self.runs.complete(pane.run, pane, usage)
         if not link.exited.done():
             link.exited.set_result(None)
         if link.channel is not None:
