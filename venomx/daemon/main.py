@@ -116,9 +116,9 @@ def run_daemon(
     """Check everything, then serve. ``log_file`` (or ``venomx.log`` beside the socket
     when ``detached``) receives the log, rotated by ``log.max_bytes``/``log.keep``."""
     signal.signal(signal.SIGHUP, _ignore_hup)  # a Python handler: exec restores the default
+    dlog = DaemonLog(log_level)
     manager = systemd.take_environment()  # before anything copies our environment
     notifier = systemd.Notifier(manager.notify_socket)
-    dlog = DaemonLog(log_level)
     place: paths.SocketPlace | None = None
     try:
         listen_fd = manager.listen_fd()
