@@ -18,7 +18,8 @@ from typing import Any, ClassVar
 
 import msgpack
 
-PROTOCOL_VERSION = 4
+PROTOCOL_VERSION = 5
+REPLAY_BYTES = 262144  # the latest output a sentinel holds for an attach that resumes
 # The fork server takes at most this many channel fds (sentinels) per request.
 FORK_BATCH_MAX = 8
 # Process titles, which doctor reads: a sentinel is a spare from birth until SPAWN.
@@ -117,11 +118,13 @@ class Resize(Message):
 
 @dataclass(frozen=True)
 class Stream(Message):
-    """Start (with a repaint tagged ``req``) or stop forwarding PTY output."""
+    """Start (with a repaint tagged ``req``) or stop forwarding PTY output. ``after`` ≥ 0
+    asks for the held output after that offset instead of the repaint (SCREEN ``replay``)."""
 
     KIND: ClassVar[Kind] = Kind.STREAM
     on: bool
     req: int = 0
+    after: int = -1
 
 
 @dataclass(frozen=True)
@@ -208,7 +211,8 @@ class Rows(Message):
 
 @dataclass(frozen=True)
 class Screen(Message):
-    """Repaint for a new attach: bytes that draw the current screen, at ``offset``."""
+    """Repaint for a new attach: bytes that draw the current screen, at ``offset``; with
+    ``replay``, instead the output bytes that end at ``offset`` (STREAM's ``after``)."""
 
     KIND: ClassVar[Kind] = Kind.SCREEN
     req: int
@@ -216,6 +220,7 @@ class Screen(Message):
     rows: int
     offset: int
     data: bytes
+    replay: bool = False
 
 
 _SNAPSHOT_INTS = ("epoch", "offset", "cols", "rows", "oldest", "dropped")

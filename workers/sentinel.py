@@ -69,6 +69,7 @@ class Sentinel:
         self.size = (DEFAULT_COLS, DEFAULT_ROWS, DEFAULT_SCROLLBACK)
         self.scanner = Scanner()
         self.streaming = False
+        self.replay = bytearray()  # the last output bytes, ending at the VT's offset
         # INPUT requests not yet fully written: [req, data, until_ms, written]
         self.input: deque[list[Any]] = deque()
         self.sel = selectors.DefaultSelector()
@@ -268,6 +269,12 @@ class Sentinel:
             self.send(P.Marker(ob.what, ob.offset, ob.exit_code, ob.state))
         if self.streaming:
             self.send(P.Output(data, off))
+        # The latest output, for an attach that resumes after an offset; trimmed in halves
+        # so each byte is moved at most once on average.
+        replay = self.replay
+        replay += data
+        if len(replay) > 2 * P.REPLAY_BYTES:
+            del replay[: len(replay) - P.REPLAY_BYTES]
 
     def input_timeout(self) -> float | None:
         """Until the oldest pending input's deadline, when it must be dropped."""
@@ -314,7 +321,12 @@ class Sentinel:
             self.streaming = m.on
             if m.on:
                 term = self.vt
-                self.send(P.Screen(m.req, term.cols, term.rows, term.offset, repaint(term)))
+                held = term.offset - len(self.replay)
+                if held <= m.after <= term.offset:
+                    tail = bytes(self.replay[m.after - held :])
+                    self.send(P.Screen(m.req, term.cols, term.rows, term.offset, tail, True))
+                else:
+                    self.send(P.Screen(m.req, term.cols, term.rows, term.offset, repaint(term)))
         elif isinstance(m, P.Capture):
             try:
                 res = capture(self.vt, m.epoch, m.start, m.end, m.limit)

@@ -2,9 +2,19 @@
 
 from __future__ import annotations
 
+import json
+import os
+import pty
+import re
+import signal
+import subprocess
 import threading
+from pathlib import Path
 
-from tests.helpers import Daemon
+import pytest
+
+from tests.helpers import PY, Daemon, start_daemon, stop_daemon, wait_for, wait_listening
+from venomx.wire import exit_code_for
 
 
 def test_session_reuse_is_get_or_create_in_one_step(daemon: Daemon) -> None:
@@ -27,3 +37,326 @@ def test_session_reuse_is_get_or_create_in_one_step(daemon: Daemon) -> None:
     assert len(results) == 8 and len(set(results)) == 1
     named = [s for s in daemon.call("session.list")["sessions"] if s.get("name") == "race"]
     assert len(named) == 1
+
+
+def exec_env(d: Daemon, **extra: str) -> dict[str, str]:
+    e = {k: v for k, v in os.environ.items() if not k.startswith("VENOMX_")}
+    e["VENOMX_SOCKET"] = d.socket
+    e.update(extra)
+    return e
+
+
+def exec_cli(
+    d: Daemon, *args: str, stdin: bytes = b"", cwd: str | None = None, **env: str
+) -> subprocess.CompletedProcess[bytes]:
+    return subprocess.run(
+        [PY, "-m", "venomx", "exec", *args],
+        input=stdin,
+        capture_output=True,
+        env=exec_env(d, **env),
+        cwd=cwd,
+        timeout=60,
+    )
+
+
+@pytest.mark.parametrize(
+    ("command", "status"),
+    [
+        (["true"], 0),
+        (["sh", "-c", "exit 3"], 3),
+        (["/nonexistent/program"], 127),
+        (["sh", "-c", "kill -TERM $$"], 128 + signal.SIGTERM),
+    ],
+)
+def test_exit_status_is_the_runs(daemon: Daemon, command: list[str], status: int) -> None:
+    p = exec_cli(daemon, "--", *command)
+    assert p.returncode == status, p.stderr
+    if status == 127:
+        assert b"cannot start '/nonexistent/program': ENOENT" in p.stderr
+    else:
+        assert re.search(rb"venomx: r\d+ \w+, .*\(status %d\)" % status, p.stderr), p.stderr
+
+
+def test_not_executable_is_126(daemon: Daemon, tmp: Path) -> None:
+    script = tmp / "noexec"
+    script.write_text("echo hi\n")
+    p = exec_cli(daemon, "--", str(script))
+    assert p.returncode == 126, p.stderr
+
+
+def test_deadline_is_124(daemon: Daemon) -> None:
+    p = exec_cli(daemon, "--deadline-ms", "300", "--", "sleep", "30")
+    assert p.returncode == 124, p.stderr
+    assert b"terminated" in p.stderr and b"cause deadline" in p.stderr
+
+
+def test_output_lines_each_once_in_order_from_a_megabyte(daemon: Daemon) -> None:
+    p = exec_cli(daemon, "--", "seq", "1", "200000")
+    assert p.returncode == 0, p.stderr
+    assert len(p.stdout) > 1_000_000
+    assert p.stdout.decode().splitlines() == [str(i) for i in range(1, 200001)]
+
+
+def test_output_that_ends_first_still_shows(daemon: Daemon) -> None:
+    p = exec_cli(daemon, "--", "printf", "one\\ntwo\\r2\\n\\033[31mred\\033[0m")
+    assert p.returncode == 0, p.stderr
+    assert p.stdout.decode().splitlines() == ["one", "2wo", "red"]
+
+
+def test_output_streams_before_the_command_ends(daemon: Daemon, tmp: Path) -> None:
+    gate = tmp / "gate"
+    proc = subprocess.Popen(
+        [
+            PY,
+            "-m",
+            "venomx",
+            "exec",
+            "--",
+            "sh",
+            "-c",
+            f"echo first; while [ ! -e {gate} ]; do sleep 0.05; done; echo second",
+        ],
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        stdin=subprocess.DEVNULL,
+        env=exec_env(daemon),
+    )
+    try:
+        assert proc.stdout is not None
+        assert proc.stdout.readline() == b"first\n"
+        assert proc.poll() is None  # still running, waiting for the gate
+        gate.touch()
+        assert proc.stdout.readline() == b"second\n"
+        assert proc.wait(30) == 0
+    finally:
+        proc.kill()
+        proc.wait()
+
+
+def test_stdin_is_end_of_file_by_default_and_forwarded_with_stdin(daemon: Daemon) -> None:
+    p = exec_cli(daemon, "--", "cat", stdin=b"never read\n")
+    assert p.returncode == 0, p.stderr
+    assert b"never read" not in p.stdout
+    p = exec_cli(daemon, "--stdin", "--", "sh", "-c", "read a; echo got:$a", stdin=b"hi\n")
+    assert p.returncode == 0, p.stderr
+    assert b"got:hi" in p.stdout
+
+
+def test_caller_cwd_and_environment(daemon: Daemon, tmp: Path) -> None:
+    p = exec_cli(
+        daemon,
+        "--env",
+        "EXTRA=2",
+        "--",
+        "sh",
+        "-c",
+        'echo "$PWD|$MINE|$EXTRA|${SHLVL-unset}|${VENOMX_SOCKET:+pane}"',
+        cwd=str(tmp),
+        MINE="1",
+        SHLVL="7",
+    )
+    assert p.returncode == 0, p.stderr
+    line = p.stdout.decode().strip().splitlines()[-1]
+    pwd, mine, extra, shlvl, pane = line.split("|")
+    assert os.path.realpath(pwd) == os.path.realpath(tmp)
+    assert (mine, extra, pane) == ("1", "2", "pane")
+    assert shlvl != "7"
+    clean = exec_cli(daemon, "--clean-env", "--", "sh", "-c", 'echo "${MINE-unset}"', MINE="1")
+    assert clean.stdout.decode().split() == ["unset"]
+
+
+def test_refused_names_are_noted_not_passed(daemon: Daemon) -> None:
+    p = exec_cli(daemon, "--", "env", **{"BASH_FUNC_f%%": "() { echo; }"})
+    assert p.returncode == 0, p.stderr
+    assert b"not passed to the command: BASH_FUNC_f%%" in p.stderr
+    assert b"BASH_FUNC" not in p.stdout
+
+
+def test_concurrent_execs_share_the_default_session(daemon: Daemon) -> None:
+    procs = [
+        subprocess.Popen(
+            [PY, "-m", "venomx", "exec", "--json", "--", "true"],
+            stdout=subprocess.PIPE,
+            stderr=subprocess.PIPE,
+            stdin=subprocess.DEVNULL,
+            env=exec_env(daemon),
+        )
+        for _ in range(4)
+    ]
+    records = [json.loads(p.communicate(timeout=60)[0]) for p in procs]
+    assert {r["outcome"] for r in records} == {"succeeded"}
+    assert len({r["session"] for r in records}) == 1
+    sessions = daemon.call("session.list")["sessions"]
+    assert [s["name"] for s in sessions if s.get("name") == "default"] == ["default"]
+
+
+def test_json_puts_the_record_on_stdout_and_output_on_stderr(daemon: Daemon) -> None:
+    p = exec_cli(daemon, "--json", "--session", "ci", "--", "echo", "hello")
+    assert p.returncode == 0
+    rec = json.loads(p.stdout)
+    assert rec["outcome"] == "succeeded" and rec["status"] == 0
+    assert b"hello" in p.stderr
+    named = [s for s in daemon.call("session.list")["sessions"] if s.get("name") == "ci"]
+    assert [s["session"] for s in named] == [rec["session"]]
+
+
+def start_exec(d: Daemon, *args: str) -> subprocess.Popen[bytes]:
+    return subprocess.Popen(
+        [PY, "-m", "venomx", "exec", *args],
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        stdin=subprocess.DEVNULL,
+        env=exec_env(d),
+    )
+
+
+def test_sigint_cancels_the_run_with_sigint(daemon: Daemon) -> None:
+    proc = start_exec(daemon, "--", "sh", "-c", "echo up; exec sleep 60")
+    assert proc.stdout is not None and proc.stdout.readline() == b"up\n"
+    proc.send_signal(signal.SIGINT)
+    _, err = proc.communicate(timeout=30)
+    assert proc.returncode == 125, err
+    runs = daemon.call("run.list")["runs"]
+    assert [(r["outcome"], r["cause"], r["signal"]) for r in runs] == [
+        ("terminated", "cancel", "SIGINT")
+    ]
+
+
+def test_detach_on_interrupt_leaves_the_run_going(daemon: Daemon) -> None:
+    proc = start_exec(daemon, "--detach-on-interrupt", "--", "sh", "-c", "echo up; exec sleep 60")
+    assert proc.stdout is not None and proc.stdout.readline() == b"up\n"
+    proc.send_signal(signal.SIGTERM)
+    _, err = proc.communicate(timeout=30)
+    assert proc.returncode == 128 + signal.SIGTERM, err
+    run = re.search(rb"left (r\d+) running", err)
+    assert run is not None, err
+    assert daemon.call("run.get", {"run": run.group(1).decode()})["state"] == "running"
+
+
+def test_a_restarted_daemon_refuses_the_retry(tmp: Path) -> None:
+    """The start is lost (the daemon dies at the barrier); exec retries with the same key
+    and the first daemon's source, and the new daemon answers conflict.source instead of
+    running the command a second time."""
+    first = start_daemon()
+    marker = tmp / "ran"
+    try:
+        first.call("seam.set", {"name": "run.before_barrier", "state": "hold"})
+        proc = start_exec(first, "--", "sh", "-c", f"echo x >> {marker}")
+        first.call("seam.wait", {"name": "run.before_barrier", "timeout_ms": 20000})
+        os.killpg(first.proc.pid, signal.SIGKILL)
+        first.proc.wait(10)
+        log = tmp / "second.log"
+        with open(log, "wb") as logf:
+            proc2 = subprocess.Popen(
+                [PY, "-m", "venomx", "serve", "--socket", first.socket, "--test-seams"],
+                stdout=subprocess.DEVNULL,
+                stderr=logf,
+                start_new_session=True,
+                env=exec_env(first),
+            )
+        wait_listening(proc2, first.socket, log)
+        second = Daemon(first.socket, proc2, log)
+        try:
+            _, err = proc.communicate(timeout=60)
+            assert proc.returncode == exit_code_for("conflict.source"), err
+            assert b"conflict.source" in err
+            assert not marker.exists()
+            assert second.call("run.list")["runs"] == []
+        finally:
+            stop_daemon(second)
+    finally:
+        stop_daemon(first)
+
+
+def test_run_wait_shows_the_time_waited_on_a_terminal(daemon: Daemon) -> None:
+    s = daemon.call("session.create")["session"]
+    run = daemon.call("run", {"key": "k", "session": s, "argv": ["sleep", "2.5"]})["run"]
+    master, slave = pty.openpty()
+    proc = subprocess.Popen(
+        [PY, "-m", "venomx", "run", "wait", "--run", run],
+        stdout=subprocess.PIPE,
+        stderr=slave,
+        env={**exec_env(daemon), "VENOMX_TOKEN": "@owner"},
+    )
+    os.close(slave)
+    seen = b""
+    try:
+        while b"waiting for" not in seen or not seen.endswith(b"\r\x1b[K"):
+            chunk = os.read(master, 4096)
+            if not chunk:
+                break
+            seen += chunk
+    except OSError:
+        pass
+    finally:
+        os.close(master)
+    assert proc.wait(30) == 0
+    assert re.search(rb"venomx: waiting for r\d+: 1 s", seen), seen
+    assert seen.endswith(b"\r\x1b[K")
+
+
+def test_run_log_prints_every_row_from_the_first(daemon: Daemon) -> None:
+    s = daemon.call("session.create")["session"]
+    run = daemon.call("run", {"key": "log", "session": s, "argv": ["seq", "1", "300"]})["run"]
+    daemon.wait_exit(run)
+    r = daemon.cli("run", "log", "--run", run)
+    assert r.code == 0, r.err
+    assert r.out.splitlines() == [str(i) for i in range(1, 301)]
+
+
+def test_run_log_follow_streams_rows_until_completion(daemon: Daemon, tmp: Path) -> None:
+    gate = tmp / "gate"
+    s = daemon.call("session.create")["session"]
+    run = daemon.call(
+        "run",
+        {
+            "key": "follow",
+            "session": s,
+            "shell": f"seq 1 50; while [ ! -e {gate} ]; do sleep 0.05; done; seq 51 80",
+        },
+    )["run"]
+    proc = subprocess.Popen(
+        [PY, "-m", "venomx", "run", "log", "--run", run, "--follow"],
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        env={**exec_env(daemon), "VENOMX_TOKEN": "@owner"},
+    )
+    try:
+        assert proc.stdout is not None
+        first = [proc.stdout.readline() for _ in range(50)]
+        assert first == [b"%d\n" % i for i in range(1, 51)]
+        assert proc.poll() is None
+        gate.touch()
+        rest, _ = proc.communicate(timeout=30)
+        assert proc.returncode == 0
+        assert rest.decode().splitlines() == [str(i) for i in range(51, 81)]
+    finally:
+        proc.kill()
+        proc.wait()
+
+
+def test_run_log_resumes_on_a_new_connection_without_repeats(daemon: Daemon, tmp: Path) -> None:
+    from venomx.cli.runlog import RowLog
+    from venomx.client import Client
+
+    gate = tmp / "gate"
+    s = daemon.call("session.create")["session"]
+    run = daemon.call(
+        "run",
+        {
+            "key": "resume",
+            "session": s,
+            "shell": f"seq 1 30; while [ ! -e {gate} ]; do sleep 0.05; done; seq 31 60",
+        },
+    )["run"]
+    printed: list[str] = []
+    log = RowLog(run)
+    log.say = printed.append  # type: ignore[method-assign]
+    with Client(daemon.socket, "@owner") as c:
+        wait_for(lambda: (log.once(c, follow=True) or True) and len(printed) >= 30, 10, "rows")
+    assert printed == [str(i) for i in range(1, 31)]
+    gate.touch()
+    daemon.wait_exit(run)
+    with Client(daemon.socket, "@owner") as c:  # the first connection is gone
+        assert log.once(c, follow=True)
+    assert printed == [str(i) for i in range(1, 61)]

@@ -11,6 +11,8 @@ from __future__ import annotations
 import os
 import re
 import sys
+import threading
+import time
 from collections.abc import Callable
 from typing import TYPE_CHECKING, Any, NoReturn
 
@@ -78,6 +80,34 @@ def readable(verb: Verb, result: dict[str, Any], panes: Panes | None = None) -> 
     return renderer(verb)(result, panes or dict)
 
 
+class Clock:
+    """While a waiting verb blocks, the time waited on stderr, erased when it returns."""
+
+    def __init__(self, on: bool, params: dict[str, Any]) -> None:
+        self.on = on
+        self.what = " ".join(str(v) for k, v in params.items() if k in ("run", "pane"))
+        self.done = threading.Event()
+
+    def tick(self) -> None:
+        start = time.monotonic()
+        while not self.done.wait(1.0):
+            waited = int(time.monotonic() - start)
+            sys.stderr.write(f"\r\x1b[Kvenomx: waiting for {self.what}: {waited} s")
+            sys.stderr.flush()
+        sys.stderr.write("\r\x1b[K")
+        sys.stderr.flush()
+
+    def __enter__(self) -> None:
+        if self.on:
+            self.thread = threading.Thread(target=self.tick, daemon=True)
+            self.thread.start()
+
+    def __exit__(self, *exc: object) -> None:
+        if self.on:
+            self.done.set()
+            self.thread.join(1.0)
+
+
 def call_verb(
     verb: Verb, params: dict[str, Any], sock: str | None, token: str | None, as_json: bool
 ) -> NoReturn:
@@ -90,7 +120,8 @@ def call_verb(
                 for item in client.stream(verb.name, params):
                     click.echo(dumps(item).decode())
                 sys.exit(0)
-            result = client.call(verb.name, params)
+            with Clock(verb.clock and not as_json and sys.stderr.isatty(), params):
+                result = client.call(verb.name, params)
             text = (
                 dumps(result).decode() if as_json else readable(verb, result, pane_lookup(client))
             )

@@ -192,6 +192,7 @@ class Verb:
     trailing_argv: bool = False  # the CLI takes argv after --
     render: str = "fields"  # the CLI's human renderer (venomx.cli.app.RENDERERS)
     fail_field: str | None = None  # the CLI exits 1 when this result field is "fail"
+    clock: bool = False  # the CLI shows the time waited on a terminal (stderr) meanwhile
     title: str = ""  # a short human title (the MCP tool's title)
     # What a call does to the world (the MCP tool's annotations): read (changes nothing),
     # write (changes state, destroys nothing), destructive (ends, removes or replaces
@@ -679,8 +680,20 @@ VERBS: tuple[Verb, ...] = (
     ),
     Verb(
         "pane.attach",
-        "Stream a pane's output: a repaint, then every byte in order.",
-        (S("pane", required=True),),
+        "Stream a pane's output: a repaint, then every byte in order. With after, "
+        "resume instead: the bytes after that output offset, when the pane still holds "
+        "them (its last 256 KiB of output), without a repaint.",
+        (
+            S("pane", required=True),
+            I(
+                "after",
+                "Resume after this output offset (0: from the first byte); the first item is "
+                "then a screen with replay true and no data, or, when the bytes are no longer "
+                "held, an ordinary repaint",
+                min=0,
+                max=2**53,
+            ),
+        ),
         (F("exit", "object"),),
         "read",
         Check("read", ("pane",)),
@@ -829,6 +842,7 @@ VERBS: tuple[Verb, ...] = (
         "it. Pass timeout_ms of at most 25000 (hosts often give up on a call after "
         "30-60 s; up to 60000 only if yours allows it) and call again in a loop while "
         "it fails timeout.wait; the run keeps running either way.",
+        clock=True,
         title="Wait for run",
         effect="read",
         target=Target(("run",)),

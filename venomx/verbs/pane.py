@@ -120,8 +120,9 @@ def _exit_info(p: Pane) -> dict[str, Any]:
 
 
 @handler("pane.attach")
-async def attach(ctx: Context, pane: Pane) -> dict[str, Any]:
-    """Stream a repaint then every output byte in order; respond at pane exit.
+async def attach(ctx: Context, pane: Pane, after: int | None = None) -> dict[str, Any]:
+    """Stream a repaint (or, with ``after``, the held bytes after it) then every output
+    byte in order; respond at pane exit.
 
     Cancellation: ends the stream; the pane is unaffected.
     """
@@ -130,8 +131,11 @@ async def attach(ctx: Context, pane: Pane) -> dict[str, Any]:
     def b64(data: bytes) -> str:
         return base64.b64encode(data).decode("ascii")
 
-    def on_screen(cols: int, rows: int, offset: int, data: bytes) -> None:
-        ctx.item({"screen": {"cols": cols, "rows": rows, "offset": offset, "data": b64(data)}})
+    def on_screen(cols: int, rows: int, offset: int, data: bytes, replay: bool) -> None:
+        screen: dict[str, Any] = {"cols": cols, "rows": rows, "offset": offset, "data": b64(data)}
+        if replay:
+            screen["replay"] = True
+        ctx.item({"screen": screen})
 
     def on_output(data: bytes, end: int) -> None:
         start = end - len(data)
@@ -139,5 +143,5 @@ async def attach(ctx: Context, pane: Pane) -> dict[str, Any]:
             piece = data[i : i + chunk]
             ctx.item({"data": b64(piece), "offset": start + i + len(piece)})
 
-    await ctx.panes.stream(pane, on_screen, on_output)
+    await ctx.panes.stream(pane, on_screen, on_output, after)
     return {"exit": _exit_info(pane)}

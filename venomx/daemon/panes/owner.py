@@ -45,7 +45,8 @@ from workers.rows import EpochConflict, Snapshot, capture, repaint
 
 log = logging.getLogger(__name__)
 
-OnScreen = Callable[[int, int, int, bytes], None]  # cols, rows, offset, repaint bytes
+# cols, rows, offset, repaint bytes, and whether bytes after ``offset`` follow instead
+OnScreen = Callable[[int, int, int, bytes, bool], None]
 OnOutput = Callable[[bytes, int], None]  # bytes, offset after them
 
 
@@ -135,23 +136,39 @@ class Panes:
         """Doctor's ping; a pane that ends meanwhile counts as responsive."""
         return await self.requests.responsive(pane, self.link(pane))
 
-    async def stream(self, pane: Pane, on_screen: OnScreen, on_output: OnOutput) -> None:
-        """A repaint, then every output byte in order, until the pane exits; for an ended
-        pane (or one whose sentinel is lost) the final screen once it has ended."""
+    async def stream(
+        self, pane: Pane, on_screen: OnScreen, on_output: OnOutput, after: int | None = None
+    ) -> None:
+        """A repaint, then every output byte in order, until the pane exits; with ``after``,
+        the bytes after that offset instead of the repaint while the sentinel holds them
+        (``on_screen`` then gets ``replay`` and no data). For an ended pane (or one whose
+        sentinel is lost) the final screen once it has ended."""
         link = self.link(pane)
         if pane.live and link.channel is not None and not pane.sentinel_lost:
+            shown = False
+
+            def screen(m: P.Screen) -> None:
+                nonlocal shown
+                shown = True
+                if m.replay:
+                    on_screen(m.cols, m.rows, m.offset - len(m.data), b"", True)
+                    if m.data:
+                        on_output(m.data, m.offset)
+                else:
+                    on_screen(m.cols, m.rows, m.offset, m.data, False)
+
             await self.requests.stream(
-                pane,
-                link,
-                lambda m: on_screen(m.cols, m.rows, m.offset, m.data),
-                lambda m: on_output(m.data, m.offset),
+                pane, link, screen, lambda m: on_output(m.data, m.offset), after
             )
-            return
+            if shown:
+                return
+            # The pane ended before its sentinel answered: its final screen, as for an
+            # attach that came after the exit.
         if pane.live:
             await asyncio.shield(link.exited)
         if pane.final is not None:
             snap = pane.final
-            on_screen(snap.cols, snap.rows, snap.offset, repaint(snap))
+            on_screen(snap.cols, snap.rows, snap.offset, repaint(snap), False)
 
     async def wait_exited(self, pane: Pane) -> None:
         """Until the pane's exit turn has happened (cancelling ends only the wait)."""

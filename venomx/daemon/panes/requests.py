@@ -162,8 +162,10 @@ class Requests:
         link: Link,
         on_screen: Callable[[P.Screen], None],
         on_output: Callable[[P.Output], None],
+        after: int | None = None,
     ) -> None:
-        """A repaint, then every output byte in order, until the pane exits."""
+        """A repaint (or, with ``after``, the bytes after that offset if the sentinel still
+        holds them), then every output byte in order, until the pane exits."""
         assert link.channel is not None
         req = self.next_req()
         screen: asyncio.Future[None] = asyncio.get_running_loop().create_future()
@@ -177,7 +179,7 @@ class Requests:
                 on_output(m)
 
         link.attachers[req] = on_message  # the request tag is unique
-        link.channel.send(P.Stream(True, req))
+        link.channel.send(P.Stream(True, req, -1 if after is None else after))
         try:
             await asyncio.wait(
                 [screen, link.exited], timeout=SENTINEL_BOUND, return_when=asyncio.FIRST_COMPLETED

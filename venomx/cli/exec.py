@@ -1,0 +1,433 @@
+"""``venomx exec -- COMMAND``: one command under venomx, the way a CI step runs one.
+
+It starts a trusted run (a key of its own, retried with the same key and the daemon's
+``source`` after a lost connection, so a retry never runs the command twice and a
+restarted daemon answers ``conflict.source``), streams the pane's output live while the
+command runs, feeds or closes its terminal's input, turns SIGINT/SIGTERM into
+``run.cancel`` with that signal, and exits with the run's RFC-0015 status. The outcome
+comes from the run record, never from the output.
+"""
+
+from __future__ import annotations
+
+import base64
+import os
+import re
+import signal
+import sys
+import threading
+import time
+import uuid
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from typing import Any, BinaryIO
+
+from venomx.cli.errors import Asked, human
+from venomx.cli.render import human_duration, usage_text
+from venomx.cli.textlog import TextLines
+from venomx.client import Client
+from venomx.manifest.verbs import ENV_NAME_PATTERN, MAX_ENV_VALUE
+from venomx.wire import VenomxError, dumps
+
+DEFAULT_SESSION = "default"
+# Variables that describe the caller's shell or service manager, not the command's
+# context: never passed (TERM and the size come from the pane).
+VOLATILE = frozenset({"_", "SHLVL", "OLDPWD", "PWD", "TERM", "COLUMNS", "LINES", "NOTIFY_SOCKET"})
+VOLATILE_PREFIXES = ("VENOMX_", "LISTEN_")
+EOF_KEY = "\x04"  # VEOF: the terminal's end of file at the start of a line
+START_RETRY = 10.0  # seconds a start is retried across a lost connection
+LOG_COLS, LOG_ROWS = 200, 50  # a pane for a log that is not a terminal: wide, no wrapping
+SEND_CHUNK = 32768
+EXIT_NOT_FOUND, EXIT_NOT_EXECUTABLE = 127, 126
+SESSION_ID = re.compile(r"s[0-9]+")
+
+
+@dataclass
+class ExecOptions:
+    """What the caller asked for on the command line."""
+
+    argv: list[str]
+    session: str | None = None
+    key: str | None = None
+    cwd: str | None = None
+    env: list[str] = field(default_factory=list)
+    clean_env: bool = False
+    stdin: bool = False
+    detach_on_interrupt: bool = False
+    deadline_ms: int | None = None
+    cols: int | None = None
+    rows: int | None = None
+    as_json: bool = False
+    socket: str | None = None
+    token: str | None = None
+
+
+def caller_env(environ: dict[str, str]) -> tuple[dict[str, str], list[str]]:
+    """The caller's environment as the command gets it, and the names dropped with a
+    note (those the spec's env rule or size limit refuses); volatile ones go silently."""
+    keep: dict[str, str] = {}
+    refused: list[str] = []
+    for name, value in environ.items():
+        if name in VOLATILE or name.startswith(VOLATILE_PREFIXES):
+            continue
+        if not re.fullmatch(ENV_NAME_PATTERN, name) or len(value.encode()) > MAX_ENV_VALUE:
+            refused.append(name)
+            continue
+        keep[name] = value
+    return keep, sorted(refused)
+
+
+def spawn_exit(err: VenomxError) -> int:
+    """127 when the program is not there, 126 when it cannot be executed, as shells do."""
+    if err.code != "unavailable.spawn":
+        return err.exit_code
+    return EXIT_NOT_FOUND if err.data.get("errno") == "ENOENT" else EXIT_NOT_EXECUTABLE
+
+
+class Exec:
+    """One ``venomx exec``: start, stream, wait, and the exit status."""
+
+    def __init__(self, opts: ExecOptions, out: BinaryIO, err: BinaryIO) -> None:
+        self.opts = opts
+        self.out = out
+        self.err = err
+        self.token = opts.token or os.environ.get("VENOMX_TOKEN") or None
+        if self.token is None and not os.environ.get("VENOMX_PANE"):
+            self.token = "@owner"  # the daemon checks it: our uid, not a pane's program
+        self.asked = Asked(opts.socket, self.token, repr(opts.argv[0]) if opts.argv else None)
+        self.tty_out = out.isatty() and not opts.as_json
+        self.stream_to: BinaryIO = err if opts.as_json else out
+        self.run_id: str | None = None
+        self.pane: str | None = None
+        self.interrupted: int | None = None
+        self.started = time.monotonic()
+        self.lines: TextLines | None = None  # text lines for a log; None: raw bytes
+        self.seen = 0  # output offset streamed so far
+
+    # -- helpers -----------------------------------------------------------------------------
+    def note(self, text: str) -> None:
+        self.err.write(f"venomx: {text}\n".encode())
+        self.err.flush()
+
+    def client(self) -> Client:
+        return Client(self.opts.socket, self.token, client="venomx-exec")
+
+    def fail(self, err: VenomxError) -> int:
+        if err.code == "unavailable.spawn":
+            self.note(f"cannot start {self.asked.program}: {err.data.get('errno', err.message)}")
+            return spawn_exit(err)
+        self.err.write((human(err, self.asked) + "\n").encode())
+        self.err.flush()
+        return err.exit_code
+
+    # -- where and what ------------------------------------------------------------------------
+    def target(self, c: Client) -> dict[str, Any]:
+        """A session given by ID or name (found or created in one step), or by default the
+        session named ``default``; inside a pane, a split of the caller's pane."""
+        name = self.opts.session
+        if name is None:
+            pane = os.environ.get("VENOMX_PANE")
+            if pane:
+                return {"pane": pane, "axis": "rows"}
+            name = DEFAULT_SESSION
+        if SESSION_ID.fullmatch(name):
+            return {"session": name}
+        found = c.call("session.create", {"name": name, "reuse": True})
+        return {"session": found["session"]}
+
+    def params(self, c: Client) -> dict[str, Any]:
+        o = self.opts
+        env: dict[str, str] = {}
+        if not o.clean_env:
+            env, refused = caller_env(dict(os.environ))
+            if refused:
+                self.note("not passed to the command: " + ", ".join(refused))
+        for pair in o.env:
+            name, sep, value = pair.partition("=")
+            if not sep:
+                raise VenomxError(
+                    "invalid_params.env", f"--env takes NAME=VALUE, not {pair!r}", {"param": "env"}
+                )
+            env[name] = value
+        if self.tty_out:
+            size = os.get_terminal_size(self.out.fileno())
+            cols, rows = size.columns, size.lines
+        else:
+            cols, rows = LOG_COLS, LOG_ROWS
+        params: dict[str, Any] = {
+            "key": o.key or f"exec-{uuid.uuid4().hex}",
+            "argv": o.argv,
+            "cwd": o.cwd or os.getcwd(),
+            "cols": o.cols or cols,
+            "rows": o.rows or rows,
+            **self.target(c),
+        }
+        if env:
+            params["env"] = env
+        if o.deadline_ms is not None:
+            params["deadline_ms"] = o.deadline_ms
+        return params
+
+    def start(self) -> dict[str, Any]:
+        """Start the run; after a lost connection, the same request again (same key, and the
+        source of the first daemon, so a restarted one refuses instead of running it twice)."""
+        c = self.client()
+        try:
+            params = self.params(c)
+            params["source"] = c.hello["source"]
+            deadline = time.monotonic() + START_RETRY
+            pause = 0.05
+            while True:
+                try:
+                    return c.call("run", params)
+                except VenomxError as err:
+                    if err.code != "transport" or time.monotonic() > deadline:
+                        raise
+                c.close()
+                while True:
+                    time.sleep(pause)  # a CLI waiting for its daemon, not a test
+                    pause = min(pause * 2, 1.0)
+                    try:
+                        c = self.client()
+                        break
+                    except VenomxError as err:
+                        if err.code != "transport" or time.monotonic() > deadline:
+                            raise
+        finally:
+            c.close()
+
+    # -- input -----------------------------------------------------------------------------------
+    def send(self, c: Client, text: str) -> None:
+        assert self.pane is not None
+        c.call("pane.send", {"pane": self.pane, "text": text})
+
+    def feed_stdin(self) -> None:
+        """``--stdin``: the caller's input as terminal input, then end of file; otherwise end
+        of file at once, so nothing waits on a prompt."""
+        try:
+            with self.client() as c:
+                if self.opts.stdin:
+                    data = sys.stdin.buffer.read()
+                    text = data.decode("utf-8", "replace")
+                    for i in range(0, len(text), SEND_CHUNK):
+                        self.send(c, text[i : i + SEND_CHUNK])
+                self.send(c, EOF_KEY)
+        except VenomxError:
+            pass  # the command may have ended already; its outcome says what happened
+
+    def forward_keys(self) -> None:
+        """A terminal on stdin: keys go to the command as typed (Ctrl-C included)."""
+        fd = sys.stdin.fileno()
+        try:
+            with self.client() as c:
+                while True:
+                    data = os.read(fd, 4096)
+                    if not data:
+                        return
+                    assert self.pane is not None
+                    c.call(
+                        "pane.send", {"pane": self.pane, "data": base64.b64encode(data).decode()}
+                    )
+        except (OSError, VenomxError):
+            return
+
+    # -- output ----------------------------------------------------------------------------------
+    def stream(self) -> None:
+        """Every output byte from the start, live, until the pane exits: raw to a terminal,
+        text lines to anything else. A lost connection resumes where it stopped; bytes the
+        pane no longer holds are reported as a gap, never skipped silently. A pane that
+        ended before the stream began is shown by its rows."""
+        self.lines = None if self.tty_out else TextLines()
+        lost_at: float | None = None
+        while True:
+            try:
+                with self.client() as c:
+                    lost_at = None
+                    if self.follow(c):
+                        break
+            except VenomxError as err:
+                now = time.monotonic()
+                if err.code != "transport" or now - (lost_at or now) > START_RETRY:
+                    raise
+                lost_at = lost_at or now
+                time.sleep(0.1)  # a CLI waiting for its daemon, not a test
+        if self.lines is not None:
+            last = self.lines.close()
+            if last is not None:
+                self.stream_to.write(last.encode() + b"\n")
+        self.stream_to.flush()
+
+    def emit(self, data: bytes) -> None:
+        if self.lines is None:
+            self.stream_to.write(data)
+        else:
+            for line in self.lines.feed(data):
+                self.stream_to.write(line.encode() + b"\n")
+        self.stream_to.flush()
+
+    def gap(self, text: str) -> None:
+        eol = b"\r\n" if self.lines is None else b"\n"
+        self.stream_to.write(f"[venomx: {text}]".encode() + eol)
+
+    def follow(self, c: Client) -> bool:
+        """One attach, resuming after ``seen``; True when the pane has exited."""
+        assert self.pane is not None
+        held: bytes | None = None  # a repaint, shown only if the pane turns out live
+        for item in c.stream("pane.attach", {"pane": self.pane, "after": self.seen}):
+            if "screen" in item:
+                screen = item["screen"]
+                if screen.get("replay"):
+                    self.seen = int(screen["offset"])
+                else:
+                    held = base64.b64decode(screen.get("data", ""))
+                    offset = int(screen["offset"])
+                continue
+            if "data" in item:
+                if held is not None:
+                    self.gap(f"output before byte {offset} is no longer held; the screen then:")
+                    self.emit(held + b"\r\n")
+                    self.seen, held = offset, None
+                data = base64.b64decode(item["data"])
+                end = int(item["offset"])
+                if end - len(data) > self.seen:
+                    self.gap(f"{end - len(data) - self.seen} bytes of output were lost")
+                self.emit(data[max(0, len(data) - (end - self.seen)) :])
+                self.seen = end
+        if held is not None and self.seen == 0:
+            self.rows_instead(c)
+        elif held is not None:
+            self.gap("the command ended while the stream was away; its last screen:")
+            self.emit(held + b"\r\n")
+        return True
+
+    def rows_instead(self, c: Client) -> None:
+        """The pane's bytes were no longer held (it ended before the stream began): print
+        its rows from the first retained one, saying if earlier ones are gone."""
+        assert self.pane is not None
+        write = self.stream_to.write
+        start, limit = 0, 1000
+        rows: list[str] = []
+        while True:
+            res = c.call("pane.capture_rows", {"pane": self.pane, "start": start, "limit": limit})
+            if start == 0 and int(res.get("oldest", 0)) > 0:
+                write(f"[venomx: {res['oldest']} earlier rows were not retained]\n".encode())
+            got = [str(r) for r in res.get("lines", [])]
+            rows += got
+            if len(got) < limit:
+                break
+            start = int(res["end"])
+        while rows and not rows[-1].strip():
+            rows.pop()
+        eol = b"\r\n" if self.lines is None else b"\n"
+        for row in rows:
+            write(row.rstrip().encode() + eol)
+        self.stream_to.flush()
+
+    # -- interrupts ------------------------------------------------------------------------------
+    def on_signal(self, signum: int, _frame: object) -> None:
+        if self.interrupted is not None:
+            return
+        self.interrupted = signum
+        if self.opts.detach_on_interrupt:
+            raise Detached(signum)
+        name = signal.Signals(signum).name
+        run = self.run_id
+
+        def cancel() -> None:
+            try:
+                with self.client() as c:
+                    c.call("run.cancel", {"run": run, "signal": name})
+            except VenomxError as err:
+                self.note(f"could not cancel {run}: {err.code}")
+
+        threading.Thread(target=cancel, daemon=True).start()
+
+    # -- the whole thing ---------------------------------------------------------------------------
+    def run(self) -> int:
+        try:
+            started = self.start()
+        except VenomxError as err:
+            return self.fail(err)
+        self.run_id, self.pane = started["run"], started["pane"]
+        previous: dict[int, Any] = {}
+        for sig in (signal.SIGINT, signal.SIGTERM):
+            previous[sig] = signal.signal(sig, self.on_signal)
+        restore: Callable[[], None] | None = None
+        try:
+            restore = self.input()
+            self.stream()
+            record = self.wait()
+        except Detached as d:
+            self.note(f"left {self.run_id} running (pane {self.pane})")
+            return 128 + d.signum
+        except VenomxError as err:
+            return self.fail(err)
+        finally:
+            if restore is not None:
+                restore()
+            for signum, handler in previous.items():
+                signal.signal(signum, handler)
+        return self.finish(record)
+
+    def input(self) -> Callable[[], None]:
+        """Start feeding the command's input; returns what undoes the terminal's raw mode."""
+        fd = sys.stdin.fileno()
+        if not self.opts.stdin and os.isatty(fd):
+            import termios
+            import tty
+
+            saved = termios.tcgetattr(fd)
+            tty.setraw(fd)
+            threading.Thread(target=self.forward_keys, daemon=True).start()
+            return lambda: termios.tcsetattr(fd, termios.TCSADRAIN, saved)
+        threading.Thread(target=self.feed_stdin, daemon=True).start()
+        return lambda: None
+
+    def wait(self) -> dict[str, Any]:
+        with self.client() as c:
+            while True:
+                try:
+                    return c.call(
+                        "run.wait",
+                        {"run": self.run_id, "output": self.opts.as_json, "timeout_ms": 60000},
+                    )
+                except VenomxError as err:
+                    if err.code != "timeout.wait":
+                        raise
+
+    def finish(self, record: dict[str, Any]) -> int:
+        if self.opts.as_json:
+            self.out.write(dumps(record) + b"\n")
+            self.out.flush()
+        self.note(summary(record))
+        return int(record.get("status", 1))
+
+
+class Detached(BaseException):
+    """SIGINT/SIGTERM with --detach-on-interrupt: leave the run going."""
+
+    def __init__(self, signum: int) -> None:
+        super().__init__(signum)
+        self.signum = signum
+
+
+def summary(rec: dict[str, Any]) -> str:
+    """One line: run, outcome, exit code or signal, duration, usage when known."""
+    parts = [f"{rec.get('run')} {rec.get('outcome')}"]
+    if rec.get("signal") is not None:
+        parts.append(f"signal {rec['signal']}")
+    elif rec.get("exit_code") is not None:
+        parts.append(f"exit {rec['exit_code']}")
+    if rec.get("cause"):
+        parts.append(f"cause {rec['cause']}")
+    parts.append(f"in {human_duration(int(rec.get('duration_ms', 0)))}")
+    usage = usage_text(rec)
+    if usage is not None:
+        parts.append(usage)
+    if rec.get("fault"):
+        parts.append(f"fault {rec['fault']}")
+    return ", ".join(parts) + f" (status {rec.get('status')})"
+
+
+def run_exec(opts: ExecOptions) -> int:
+    return Exec(opts, sys.stdout.buffer, sys.stderr.buffer).run()
