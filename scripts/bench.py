@@ -19,6 +19,7 @@ import select
 import shutil
 import signal
 import socket
+import statistics
 import subprocess
 import sys
 import tempfile
@@ -1122,7 +1123,56 @@ def soak_fds64(counts: Counts) -> None:
         d.stop()
 
 
+def bench_exec(n: int) -> None:
+    """Wall time of one whole command that runs `true` and reports its status, side by
+    side in one run, alternating: `venomx exec`, `timeout 10 true` (no daemon at all) and
+    the tmux CLI's new-window plus wait-for (a tmux server already running)."""
+    d = Daemon()
+    tsock = tempfile.mktemp(prefix="vxbt", dir="/tmp")
+    subprocess.run(["tmux", "-S", tsock, "new-session", "-d", "-x", "80", "-y", "24"], check=True)
+    env = {**os.environ, "VENOMX_SOCKET": d.sock}
+    env.pop("VENOMX_TOKEN", None)
+    times: dict[str, list[float]] = {"exec": [], "timeout": [], "tmux": []}
+    counter = iter(range(10**9))
+
+    def timed(name: str, *cmds: list[str]) -> Callable[[], None]:
+        def sample() -> None:
+            t0 = time.perf_counter()
+            for cmd in cmds:
+                subprocess.run(cmd, check=True, env=env, stdout=subprocess.DEVNULL)
+            times[name].append(time.perf_counter() - t0)
+
+        return sample
+
+    def tmux_sample() -> None:
+        k = f"done{next(counter)}"
+        timed(
+            "tmux",
+            ["tmux", "-S", tsock, "new-window", "-d", f"true; tmux -S {tsock} wait-for -S {k}"],
+            ["tmux", "-S", tsock, "wait-for", k],
+        )()
+
+    try:
+        interleaved(
+            n,
+            timed("exec", [sys.executable, "-m", "venomx", "exec", "--", "true"]),
+            timed("timeout", ["timeout", "10", "true"]),
+            tmux_sample,
+        )
+    finally:
+        subprocess.run(["tmux", "-S", tsock, "kill-server"], capture_output=True)
+        d.stop()
+    base = statistics.median(times["tmux"])
+    for name in ("exec", "timeout", "tmux"):
+        row(
+            f"`{'venomx exec -- true' if name == 'exec' else name}` wall, p50",
+            ms(times[name]),
+            f"{statistics.median(times[name]) / base:.2f}x tmux new-window+wait-for, n={n}",
+        )
+
+
 BENCHES: dict[str, Callable[[bool], None]] = {
+    "exec": lambda q: bench_exec(10 if q else 30),
     "start": lambda q: bench_start(50 if q else 200),
     "throughput": lambda q: bench_throughput(500000 if q else 5000000),
     "list": lambda q: bench_list_under_load(300000 if q else 2000000),

@@ -13,7 +13,7 @@ from pathlib import Path
 
 import pytest
 
-from tests.helpers import PY, Daemon, start_daemon, stop_daemon, wait_for, wait_listening
+from tests.helpers import PY, ROOT, Daemon, start_daemon, stop_daemon, wait_for, wait_listening
 from venomx.wire import exit_code_for
 
 
@@ -360,3 +360,24 @@ def test_run_log_resumes_on_a_new_connection_without_repeats(daemon: Daemon, tmp
     with Client(daemon.socket, "@owner") as c:  # the first connection is gone
         assert log.once(c, follow=True)
     assert printed == [str(i) for i in range(1, 61)]
+
+
+def test_inside_a_pane_exec_splits_the_callers_pane(daemon: Daemon) -> None:
+    """A program in a pane acts with its pane's token, which may start programs only in
+    its own pane: exec's default there is a split of that pane."""
+    s = daemon.call("session.create")["session"]
+    outer = daemon.call(
+        "run",
+        {
+            "key": "outer",
+            "session": s,
+            "argv": [PY, "-m", "venomx", "exec", "--json", "--", "echo", "inner"],
+            "env": {"PYTHONPATH": str(ROOT)},
+        },
+    )
+    rec = daemon.wait_exit(outer["run"], 30)
+    assert rec["outcome"] == "succeeded", rec
+    inner = [r for r in daemon.call("run.list")["runs"] if r["run"] != outer["run"]]
+    assert len(inner) == 1 and inner[0]["outcome"] == "succeeded"
+    assert inner[0]["window"] == outer["window"] and inner[0]["pane"] != outer["pane"]
+    assert [x["name"] for x in daemon.call("session.list")["sessions"] if x.get("name")] == []
