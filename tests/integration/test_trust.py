@@ -16,7 +16,8 @@ from pathlib import Path
 import pytest
 
 from tests.helpers import PY, Daemon, running, start_daemon, stop_daemon, wait_for
-from venomx.client import AsyncClient, Client
+from venomx.aclient import AsyncClient
+from venomx.client import Client
 from venomx.wire import VenomxError
 
 NOBODY = 65534

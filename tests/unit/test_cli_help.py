@@ -18,7 +18,10 @@ from venomx.manifest.verbs import VERBS
 def commands(
     group: click.Group, path: tuple[str, ...] = ()
 ) -> Iterator[tuple[tuple[str, ...], click.Command]]:
-    for name, cmd in group.commands.items():
+    ctx = click.Context(group)
+    for name in group.list_commands(ctx):
+        cmd = group.get_command(ctx, name)
+        assert cmd is not None, name
         yield (*path, name), cmd
         if isinstance(cmd, click.Group):
             yield from commands(cmd, (*path, name))

@@ -18,9 +18,16 @@ from typing import TYPE_CHECKING, Any, NoReturn
 
 import click
 
-from venomx import PROTOCOL, __version__
 from venomx.cli.errors import Asked, emit_error, program_of
-from venomx.cli.options import VerbCommand, VerbGroup, make_option, option_name
+from venomx.cli.options import (
+    LazyGroup,
+    VerbCommand,
+    VerbGroup,
+    make_option,
+    option_name,
+    version_option,
+    with_version,
+)
 from venomx.cli.render import RENDERERS, Panes
 from venomx.cli.text import GROUP_HELP, ROOT_HELP, VERB_NOTES
 from venomx.manifest.generate import group_text
@@ -229,59 +236,54 @@ def make_command(verb: Verb, name: str, group: bool = False) -> click.Command:
     return cmd
 
 
-def show_version(ctx: click.Context, _param: click.Parameter, value: bool) -> None:
-    if value and not ctx.resilient_parsing:
-        click.echo(f"venomx {__version__} (protocol {PROTOCOL})")
-        ctx.exit()
-
-
-def version_option() -> click.Option:
-    return click.Option(
-        ["--version"],
-        is_flag=True,
-        expose_value=False,
-        is_eager=True,
-        callback=show_version,
-        help="Show the version and exit.",
-    )
-
-
-def group(name: str) -> click.Group:
-    g = click.Group(name, help=GROUP_HELP.get(name, f"{name} verbs"))
+def group(name: str, verbs: list[Verb]) -> click.Group:
+    g = LazyGroup(name, help=GROUP_HELP.get(name, f"{name} verbs"))
     g.params.append(version_option())
+    add_verbs(g, verbs)
     return g
 
 
+def add_verbs(g: LazyGroup, verbs: list[Verb]) -> None:
+    for verb in verbs:
+        action = verb.name.split(".", 1)[1].replace("_", "-")
+        g.lazy(action, lambda v=verb, a=action: make_command(v, a))  # type: ignore[misc]
+
+
 def build() -> click.Group:
+    """The root group; each command is built when it is invoked (or listed)."""
     from venomx.cli import commands
 
-    root = click.Group(
+    root = LazyGroup(
         "venomx", help=ROOT_HELP, context_settings={"help_option_names": ["-h", "--help"]}
     )
     root.params.append(version_option())
-    groups: dict[str, click.Group] = {}
+    root.finishers.append(with_version)
+    families: dict[str, list[Verb]] = {}
+    singles: list[Verb] = []
     for verb in VERBS:
         if verb.internal:
             continue
-        parts = verb.name.split(".")
-        if len(parts) == 1:
-            if any(v.name.startswith(verb.name + ".") for v in VERBS):  # run and run.*
-                g = make_command(verb, verb.name, group=True)
-                assert isinstance(g, click.Group)
-                groups[verb.name] = g
-                root.add_command(g)
-            else:
-                root.add_command(make_command(verb, verb.name.replace("_", "-")))
-            continue
-        family, action = parts[0], parts[1].replace("_", "-")
-        if family not in groups:
-            groups[family] = group(family)
-            root.add_command(groups[family])
-        groups[family].add_command(make_command(verb, action))
-    commands.add_to(root, groups)
-    for cmd in root.commands.values():  # the hand-written commands too
-        if not any(p.name == "version" for p in cmd.params):
-            cmd.params.append(version_option())
+        if "." in verb.name:
+            families.setdefault(verb.name.split(".", 1)[0], []).append(verb)
+        else:
+            singles.append(verb)
+    for verb in singles:
+        if verb.name in families:  # run and run.*
+
+            def verb_group(v: Verb = verb) -> click.Command:
+                g = make_command(v, v.name, group=True)
+                assert isinstance(g, LazyGroup)
+                add_verbs(g, families.pop(v.name))
+                return g
+
+            root.lazy(verb.name, verb_group)
+        else:
+            name = verb.name.replace("_", "-")
+            root.lazy(name, lambda v=verb, n=name: make_command(v, n))  # type: ignore[misc]
+    for family in families:
+        if family not in root.factories:
+            root.lazy(family, lambda f=family: group(f, families[f]))  # type: ignore[misc]
+    commands.add_to(root)
     return root
 
 

@@ -10,6 +10,7 @@ from typing import Any
 import click
 
 from venomx.cli.errors import Asked, emit_error
+from venomx.cli.options import LazyGroup, with_version
 from venomx.paths import socket_path
 from venomx.wire import VenomxError, dumps
 
@@ -190,14 +191,19 @@ def mcp(socket_: str | None, all_tools: bool) -> None:
     main(socket_, all_tools)
 
 
-def add_to(root: click.Group, groups: dict[str, click.Group]) -> None:
-    from venomx.cli import exec_command
+def add_to(root: LazyGroup) -> None:
+    """The hand-written commands, built (like the verbs) only when invoked."""
+    root.lazy("serve", lambda: serve)
+    root.lazy("attach", lambda: attach)
+    root.lazy("skill", lambda: skill)
+    root.lazy("mcp", lambda: mcp)
 
-    exec_command.add_to(root, groups)
-    root.add_command(serve)
-    root.add_command(attach)
-    root.add_command(skill)
-    root.add_command(mcp)
+    def exec_cmd() -> click.Command:
+        from venomx.cli.exec_command import exec_cmd
+
+        return exec_cmd
+
+    root.lazy("exec", exec_cmd)
 
     @click.command("completion")
     @click.argument("shell", type=click.Choice(["bash", "zsh", "fish"]))
@@ -209,8 +215,27 @@ def add_to(root: click.Group, groups: dict[str, click.Group]) -> None:
         assert cls is not None
         click.echo(cls(root, {}, "venomx", "_VENOMX_COMPLETE").source())
 
-    root.add_command(completion)
-    events = groups["events"]
+    root.lazy("completion", lambda: completion)
+    root.finishers.append(extend)
+
+
+def extend(cmd: click.Command) -> None:
+    """What the hand-written side adds to generated groups: ``venomx events`` itself and
+    ``venomx run log``."""
+    if cmd.name == "run" and isinstance(cmd, LazyGroup):
+
+        def run_log() -> click.Command:
+            from venomx.cli.exec_command import run_log
+
+            return run_log
+
+        cmd.lazy("log", run_log)
+        cmd.finishers.append(with_version)
+    if cmd.name == "events" and isinstance(cmd, click.Group):
+        extend_events(cmd)
+
+
+def extend_events(events: click.Group) -> None:
     events.invoke_without_command = True
     events.help = (
         "Show events: `venomx events [--follow] [--after N] [--json]`, or the verbs below."

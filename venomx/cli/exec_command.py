@@ -135,12 +135,3 @@ def run_log(run_id: str, follow: bool, socket_: str | None, token: str | None) -
     from venomx.cli.runlog import print_log
 
     sys.exit(print_log(run_id, follow, socket_, token or os.environ.get("VENOMX_TOKEN")))
-
-
-def add_to(root: click.Group, groups: dict[str, click.Group]) -> None:
-    from venomx.cli.app import version_option
-
-    root.add_command(exec_cmd)
-    if not any(p.name == "version" for p in run_log.params):
-        run_log.params.append(version_option())
-    groups["run"].add_command(run_log)

@@ -10,10 +10,12 @@ commands and stray words.
 from __future__ import annotations
 
 import json
+from collections.abc import Callable
 from typing import Any
 
 import click
 
+from venomx import PROTOCOL, __version__
 from venomx.manifest.generate import rule_text
 from venomx.manifest.verbs import Param, Verb
 
@@ -173,7 +175,35 @@ class VerbCommand(click.Command):
         return rest
 
 
-class VerbGroup(click.Group):
+class LazyGroup(click.Group):
+    """A group whose commands are built when first asked for: one CLI call builds the one
+    command it runs, not the whole tree (``venomx -h`` and completion build them all)."""
+
+    def __init__(self, name: str | None = None, **kw: Any) -> None:
+        super().__init__(name, **kw)
+        self.factories: dict[str, Callable[[], click.Command]] = {}
+        self.finishers: list[Callable[[click.Command], None]] = []
+
+    def lazy(self, name: str, factory: Callable[[], click.Command]) -> None:
+        self.factories[name] = factory
+
+    def names(self) -> list[str]:
+        return sorted({*self.commands, *self.factories})
+
+    def list_commands(self, ctx: click.Context) -> list[str]:
+        return self.names()
+
+    def get_command(self, ctx: click.Context, cmd_name: str) -> click.Command | None:
+        factory = self.factories.pop(cmd_name, None)
+        if factory is not None:
+            cmd = factory()
+            for finish in self.finishers:
+                finish(cmd)
+            self.add_command(cmd, cmd_name)
+        return self.commands.get(cmd_name)
+
+
+class VerbGroup(LazyGroup):
     """A group that is also a verb: ``venomx run --key …`` and ``venomx run wait …``."""
 
     def __init__(self, name: str, verb: Verb, **kw: Any) -> None:
@@ -181,18 +211,42 @@ class VerbGroup(click.Group):
         self.verb = verb
 
     def parse_args(self, ctx: click.Context, args: list[str]) -> list[str]:
-        if args and args[0] in self.commands:
+        if args and args[0] in self.names():
             return super().parse_args(ctx, args)
         if not args and self.no_args_is_help and not ctx.resilient_parsing:
             return super().parse_args(ctx, args)
         raw = list(args)
         rest = click.Command.parse_args(self, ctx, args)
         if not ctx.resilient_parsing:
-            check_trailing(ctx, raw, sorted(self.commands))
+            check_trailing(ctx, raw, self.names())
         return rest
 
 
+def show_version(ctx: click.Context, _param: click.Parameter, value: bool) -> None:
+    if value and not ctx.resilient_parsing:
+        click.echo(f"venomx {__version__} (protocol {PROTOCOL})")
+        ctx.exit()
+
+
+def version_option() -> click.Option:
+    return click.Option(
+        ["--version"],
+        is_flag=True,
+        expose_value=False,
+        is_eager=True,
+        callback=show_version,
+        help="Show the version and exit.",
+    )
+
+
+def with_version(cmd: click.Command) -> None:
+    """Every command answers --version, the hand-written ones too."""
+    if not any(p.name == "version" for p in cmd.params):
+        cmd.params.append(version_option())
+
+
 __all__ = [
+    "LazyGroup",
     "ManifestChoice",
     "ManifestInt",
     "VerbCommand",

@@ -26,7 +26,7 @@ from mcp.server.lowlevel import Server
 from mcp.server.stdio import stdio_server
 
 from venomx import __version__
-from venomx.client import AsyncClient
+from venomx.aclient import AsyncClient
 from venomx.manifest.generate import instructions
 from venomx.manifest.schema import validate
 from venomx.manifest.verbs import SEAMS, verb_by_name

@@ -19,7 +19,7 @@ import time
 from collections.abc import Awaitable, Callable
 from typing import Any, TypeVar
 
-from venomx.client import AsyncClient
+from venomx.aclient import AsyncClient
 from venomx.wire import VenomxError
 
 log = logging.getLogger(__name__)

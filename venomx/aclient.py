@@ -1,0 +1,114 @@
+"""``AsyncClient``: the asyncio client the MCP adapter uses (concurrent requests on one
+connection). Apart from ``venomx.client`` so the CLI never imports asyncio."""
+
+from __future__ import annotations
+
+import asyncio
+import itertools
+import json
+import socket
+from typing import Any
+
+from venomx import PROTOCOL, __version__
+from venomx.client import check_server, connect, default_socket, transport_error
+from venomx.wire import DEFAULT_MAX_FRAME, VenomxError, dumps
+
+
+class AsyncClient:
+    """asyncio client for the MCP adapter: concurrent requests on one connection."""
+
+    def __init__(self, path: str | None = None, token: str | None = None) -> None:
+        self.path = path or default_socket()
+        self.token = token
+        self.reader: asyncio.StreamReader | None = None
+        self.writer: asyncio.StreamWriter | None = None
+        self.ids = itertools.count(1)
+        self.waiting: dict[int, asyncio.Future[dict[str, Any]]] = {}
+        self.pump: asyncio.Task[None] | None = None
+
+    @property
+    def connected(self) -> bool:
+        return (
+            self.writer is not None
+            and not self.writer.is_closing()
+            and self.pump is not None
+            and not self.pump.done()
+        )
+
+    async def connect(self) -> None:
+        sock = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+        try:
+            connect(sock, self.path)  # a short local connect: blocking is fine here
+            self.reader, self.writer = await asyncio.open_unix_connection(
+                sock=sock, limit=2 * DEFAULT_MAX_FRAME + 1024
+            )
+        except OSError as exc:
+            sock.close()
+            raise transport_error(
+                f"cannot reach the daemon at {self.path}: {exc.strerror or exc}"
+            ) from None
+        try:
+            check_server(self.writer.get_extra_info("socket"), self.path)
+        except VenomxError:
+            self.writer.close()
+            self.reader = self.writer = None
+            raise
+        self.pump = asyncio.ensure_future(self._pump())
+        params: dict[str, Any] = {"protocol": PROTOCOL, "client": f"venomx-mcp/{__version__}"}
+        if self.token:
+            params["token"] = self.token
+        await self.call("hello", params)
+
+    async def _pump(self) -> None:
+        assert self.reader is not None
+        try:
+            while True:
+                line = await self.reader.readline()
+                if not line:
+                    break
+                frame = json.loads(line)
+                if frame.get("id") is None and "error" in frame:
+                    for waiter in self.waiting.values():  # unreadable frame: fail them all
+                        if not waiter.done():
+                            waiter.set_result(frame)
+                    continue
+                fut = self.waiting.get(frame.get("id"))
+                if fut is not None and "item" not in frame and not fut.done():
+                    fut.set_result(frame)
+        finally:
+            for fut in self.waiting.values():
+                if not fut.done():
+                    fut.set_exception(transport_error("connection to the daemon lost"))
+
+    async def call(self, verb: str, params: dict[str, Any] | None = None) -> dict[str, Any]:
+        """Cancellation: sends ``cancel`` for the request to the daemon, then re-raises."""
+        if not self.connected and verb != "hello":
+            await self.connect()
+        assert self.writer is not None
+        rid = next(self.ids)
+        fut: asyncio.Future[dict[str, Any]] = asyncio.get_running_loop().create_future()
+        self.waiting[rid] = fut
+        try:
+            self.writer.write(dumps({"id": rid, "verb": verb, "params": params or {}}) + b"\n")
+            await self.writer.drain()
+            frame = await fut
+        except asyncio.CancelledError:
+            if self.connected:
+                self.writer.write(
+                    dumps({"id": next(self.ids), "verb": "cancel", "params": {"id": rid}}) + b"\n"
+                )
+            raise
+        except OSError:
+            raise transport_error("connection to the daemon lost") from None
+        finally:
+            self.waiting.pop(rid, None)
+        if "error" in frame:
+            raise VenomxError.from_dict(frame["error"])
+        result: dict[str, Any] = frame["ok"]
+        return result
+
+    async def close(self) -> None:
+        if self.writer is not None:
+            self.writer.close()
+        if self.pump is not None:
+            self.pump.cancel()
