@@ -37,12 +37,50 @@ SIGDEF = [
 ]
 
 
-def spawn_leader(argv: list[str], env: dict[str, str], slave: str) -> int:
+def join_cgroup(directory: str) -> None:
+    """Move this process into the cgroup ``directory`` ("0": the writer itself)."""
+    fd = os.open(os.path.join(directory, "cgroup.procs"), os.O_WRONLY | os.O_CLOEXEC)
+    try:
+        os.write(fd, b"0")
+    finally:
+        os.close(fd)
+
+
+def spawn_leader(
+    argv: list[str],
+    env: dict[str, str],
+    slave: str,
+    cgroup: str | None = None,
+    home: str | None = None,
+) -> int:
     """posix_spawn the leader: new session, the PTY slave opened as fd 0 (controlling tty).
+
+    With ``cgroup``, the leader is in that cgroup from before its exec: ``posix_spawn``
+    has no pre-exec hook, so the sentinel joins the cgroup, spawns (the child inherits
+    it) and moves back to ``home`` at once. If it cannot move back, the leader is killed
+    and the start fails: a sentinel never stays among the pane's processes.
 
     Raises OSError with the exec errno; follows execvpe's rules for PATH search (EACCES
     is remembered and reported only if nothing else runs). Never falls back to a shell.
     """
+    if cgroup is None or home is None:
+        return _spawn(argv, env, slave)
+    join_cgroup(cgroup)
+    try:
+        pid = _spawn(argv, env, slave)
+    except OSError:
+        join_cgroup(home)
+        raise
+    try:
+        join_cgroup(home)
+    except OSError:
+        os.kill(pid, signal.SIGKILL)
+        os.waitpid(pid, 0)
+        raise
+    return pid
+
+
+def _spawn(argv: list[str], env: dict[str, str], slave: str) -> int:
     actions: list[tuple[Any, ...]] = [
         (os.POSIX_SPAWN_OPEN, 0, slave, os.O_RDWR, 0),
         (os.POSIX_SPAWN_DUP2, 0, 1),

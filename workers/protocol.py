@@ -18,7 +18,7 @@ from typing import Any, ClassVar
 
 import msgpack
 
-PROTOCOL_VERSION = 5
+PROTOCOL_VERSION = 6
 REPLAY_BYTES = 262144  # the latest output a sentinel holds for an attach that resumes
 # The fork server takes at most this many channel fds (sentinels) per request.
 FORK_BATCH_MAX = 8
@@ -79,6 +79,10 @@ class Spawn(Message):
     rows: int
     scrollback: int
     release: bool = False  # start at once: the daemon has nothing to wait for
+    # The pane's cgroup directory, which the leader must be in before exec, and the one
+    # the sentinel returns to after spawning it (both None without cgroups).
+    cgroup: str | None = None
+    cgroup_home: str | None = None
 
 
 @dataclass(frozen=True)

@@ -177,7 +177,7 @@ class Sentinel:
                 if not isinstance(go, P.Release):
                     os._exit(0)
             try:
-                self.leader = spawn_leader(msg.argv, msg.env, slave)
+                self.leader = spawn_leader(msg.argv, msg.env, slave, msg.cgroup, msg.cgroup_home)
             except OSError as exc:
                 return self.failed(exc)
         finally:

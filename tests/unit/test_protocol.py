@@ -26,6 +26,7 @@ def state(rows: int = 2) -> dict[str, Any]:
 
 SAMPLES = [
     P.Spawn("p0", ["sh"], {"A": "b"}, "/", 80, 24, 10000),
+    P.Spawn("p1", ["sh"], {}, "/", 80, 24, 0, True, "/cg/x.p1", "/cg/daemon"),
     P.Release(),
     P.Abort(),
     P.Input(b"x", 4, 123456),
@@ -335,3 +336,12 @@ def test_decode_fuzz_one_field(msg: P.Message, data: st.DataObject) -> None:
     else:
         values[where] = value
     expect_decoded(msgpack.unpackb(msgpack.packb(values), strict_map_key=False))
+
+
+def test_spawn_cgroup_paths_are_strings_or_absent() -> None:
+    ok = frame(P.Spawn("p1", ["sh"], {}, "/", 80, 24, 0, True, "/cg/x.p1", "/cg/daemon"))
+    assert P.decode(ok) == P.Spawn("p1", ["sh"], {}, "/", 80, 24, 0, True, "/cg/x.p1", "/cg/daemon")
+    assert P.decode(ok[:9]).cgroup is None  # type: ignore[attr-defined]
+    for bad in (1, b"/cg", ["/cg"]):
+        with pytest.raises(P.ProtocolError):
+            P.decode([*ok[:9], bad, "/cg/daemon"])

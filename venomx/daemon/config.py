@@ -105,6 +105,16 @@ _KEYS = (
     _int("panes.exited_max_bytes", 0, 0, 1 << 40),
     _int("log.max_bytes", 10 * 1024 * 1024, 0, 1 << 40, _log_bytes, LOG_BYTES),
     _int("log.keep", 3, 0, 100),
+    # per-pane cgroups (venomx.daemon.cgroups); read at start, a change applies at the next
+    Key(
+        Param(
+            "cgroups",
+            "string",
+            default="auto",
+            choices=("auto", "required", "off"),
+            hint='one of "auto", "required", "off"',
+        )
+    ),
 )
 SCHEMA: dict[str, Key] = {k.param.name: k for k in _KEYS}
 

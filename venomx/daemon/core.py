@@ -15,6 +15,7 @@ from typing import Any
 
 from venomx.daemon import auth
 from venomx.daemon.auth import AuditLog
+from venomx.daemon.cgroups import Cgroups
 from venomx.daemon.config import Config
 from venomx.daemon.doctor import Doctor
 from venomx.daemon.events import EventLog
@@ -51,6 +52,7 @@ class Daemon:
     def __init__(self, socket_path: str, config: Config, test_seams: bool) -> None:
         registry = Registry()
         self.source = registry.source
+        self.socket_path = socket_path
         self.config = config
         events = EventLog(self.source, config["events.retain_count"])
         audit = AuditLog(config["audit.retain_count"])
@@ -100,6 +102,9 @@ class Daemon:
         self.panes.terminate(pane, cause=cause)
 
     def start(self) -> None:
+        """Take our cgroup subtree first (the fork server, and so every sentinel, starts
+        in its leaf); ``cgroups = "required"`` without one raises ``unsupported.cgroups``."""
+        self.panes.cgroups = Cgroups.setup(self.config["cgroups"], self.socket_path, self.source)
         self.doctor.subreaper = prctl.set_child_subreaper()
         prctl.set_undumpable()  # pane programs share our uid: no ptrace, no pidfd_getfd
         loop = asyncio.get_running_loop()
@@ -110,13 +115,16 @@ class Daemon:
         forkserver.start()
         forkserver.refill()
 
-    def stop(self) -> None:
+    async def stop(self) -> None:
+        """Stop the fork server, then leave our cgroup subtree once its processes are gone."""
         self.panes.forkserver.stop()
+        await self.panes.cgroups.stop()
 
     def on_config_changed(self, paths: list[str]) -> None:
         s = self.services
         s.events.resize(self.config["events.retain_count"])
         s.audit.resize(self.config["audit.retain_count"])
         s.events.emit("config.changed", "*", {"paths": sorted(paths)})
+        self.panes.cgroups.configured = self.config["cgroups"]
         s.runs.enforce()
         self.panes.exited_panes.enforce(self.panes)

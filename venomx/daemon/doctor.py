@@ -20,6 +20,7 @@ import psutil
 
 from venomx import __version__
 from venomx.daemon.auth import AuditLog
+from venomx.daemon.cgroups import dying, members
 from venomx.daemon.config import Config
 from venomx.daemon.events import EventLog
 from venomx.daemon.fdreserve import reserve
@@ -66,15 +67,22 @@ class ProcFacts:
     children: dict[int, tuple[str, str]] = field(default_factory=dict)  # pid -> (title, status)
     pane_env: dict[int, str] = field(default_factory=dict)  # pid -> VENOMX_PANE
     group: dict[int, int] = field(default_factory=dict)  # pid -> pgid
+    in_cgroup: dict[int, str] = field(default_factory=dict)  # pid -> pane, from its cgroup
     fds: int = -1  # -1: could not be counted
     short: str | None = None  # EMFILE or ENFILE: /proc could not be read (all of it)
 
 
-def gather() -> ProcFacts:
-    """Read /proc for the daemon's children and descendants (runs in a thread)."""
+def gather(groups: dict[str, str] | None = None) -> ProcFacts:
+    """Read /proc for the daemon's children and descendants, and the members of each
+    pane's cgroup in ``groups`` (pane -> directory), leaving out those being killed
+    (runs in a thread)."""
     facts = ProcFacts()
     with reserve.spent():
         try:
+            for pane_id, directory in (groups or {}).items():
+                for pid in members(directory):
+                    if not dying(pid):
+                        facts.in_cgroup[pid] = pane_id
             read_proc(facts)
         except OSError as exc:
             if exc.errno not in FD_ERRNOS:
@@ -237,7 +245,9 @@ def sentinels(
 
 def escapees(d: Doctor, facts: ProcFacts, sentinel_of: dict[int, str]) -> Section:
     """Live processes that left their pane's group: re-parented to the daemon, or still
-    carrying VENOMX_PANE of a pane that exited or of another group."""
+    carrying VENOMX_PANE of a pane that exited or of another group, or (whatever their
+    environment says) still in the cgroup of a pane that exited, or in a live pane's
+    cgroup but outside its group. Listed by pane, with the run each pane served."""
     reg = d.registry
     # every sentinel is titled SPARE_TITLE from birth until SPAWN: ours, not escapees
     spares = {pid for pid, (title, _) in facts.children.items() if title == SPARE_TITLE}
@@ -255,12 +265,24 @@ def escapees(d: Doctor, facts: ProcFacts, sentinel_of: dict[int, str]) -> Sectio
         pane = reg.panes.get(pane_id)
         if pane is None or not pane.live or facts.group.get(pid) != pane.pid:
             found.add(pid)
+    groups = d.panes.cgroups.groups
+    for pid, pane_id in facts.in_cgroup.items():
+        pane = reg.panes.get(pane_id)
+        if pid in known or pid in leaders:
+            continue
+        if pane is None or not pane.live or facts.group.get(pid, pane.pid) != pane.pid:
+            found.add(pid)
     per_pane: dict[str, int] = {}
     pids: dict[str, list[int]] = {}
+    runs: dict[str, str] = {}
     for pid in sorted(found):
-        pane_id = facts.pane_env.get(pid, "unknown")
-        if pane_id not in reg.panes:
+        pane_id = facts.in_cgroup.get(pid) or facts.pane_env.get(pid, "unknown")
+        if pane_id not in reg.panes and pid not in facts.in_cgroup:
             pane_id = "unknown"  # a process's own environment is not ours to echo
+        pane = reg.panes.get(pane_id)
+        run = pane.run if pane is not None else (g.run if (g := groups.get(pane_id)) else None)
+        if run is not None:
+            runs[pane_id] = run
         per_pane[pane_id] = per_pane.get(pane_id, 0) + 1
         if sum(map(len, pids.values())) < ESCAPEES_LISTED:
             pids.setdefault(pane_id, []).append(pid)
@@ -272,7 +294,13 @@ def escapees(d: Doctor, facts: ProcFacts, sentinel_of: dict[int, str]) -> Sectio
             f"{n} process{'' if n == 1 else 'es'} left {'its' if n == 1 else 'their'} "
             "pane's process group",
         ),
-        {"count": n, "panes": per_pane, "pids": pids, "reaped": d.reaper.reaped_escapees},
+        {
+            "count": n,
+            "panes": per_pane,
+            "pids": pids,
+            "runs": runs,
+            "reaped": d.reaper.reaped_escapees,
+        },
     )
 
 
@@ -368,7 +396,10 @@ def counters(d: Doctor) -> dict[str, Any]:
 
 async def report(d: Doctor) -> dict[str, Any]:
     """Every check, each with its section, and the worst status over them."""
-    facts, silent = await asyncio.gather(asyncio.to_thread(gather), unresponsive(d))
+    cg = d.panes.cgroups
+    cg.tidy()
+    groups = {g.pane: g.directory for g in cg.groups.values()}
+    facts, silent = await asyncio.gather(asyncio.to_thread(gather, groups), unresponsive(d))
     sentinel_of = sentinel_panes(d, facts)
     fds_limit = resource.getrlimit(resource.RLIMIT_NOFILE)[0]
     s_check, s_section = sentinels(d, facts, sentinel_of, silent)
@@ -388,6 +419,7 @@ async def report(d: Doctor) -> dict[str, Any]:
         a_check,
         r_check,
         x_check,
+        cg.check(),
     ]
     statuses = {c["status"] for c in checks}
     overall = "fail" if "fail" in statuses else ("warn" if "warn" in statuses else "ok")
@@ -400,6 +432,7 @@ async def report(d: Doctor) -> dict[str, Any]:
         "checks": checks,
         "sentinels": s_section,
         "escapees": e_section,
+        "cgroups": cg.report(),
         "exited_panes": x_section,
         "zombies": z_count,
         "fds": fds,

@@ -63,6 +63,10 @@ async def serve(
         d.start()
         assert place.sock is not None and place.abstract is not None
         servers = [Listener(d.services, place.sock), Listener(d.services, place.abstract)]
+    except VenomxError as exc:  # cgroups = "required" on a host without them
+        paths.unlink_ours(place)
+        refuse(exc, dlog, notifier, ready_fd)
+        return exc.exit_code
     except BaseException:
         paths.unlink_ours(place)
         raise
@@ -89,7 +93,7 @@ async def serve(
             if conn.transport is not None:
                 conn.transport.close()
         paths.unlink_ours(place)
-        d.stop()
+        await d.stop()
         log.info("stopped source=%s", d.source)
         dlog.stop_flusher()
         # asyncio closes its wakeup pipe before it removes its signal handlers: a late
@@ -98,6 +102,20 @@ async def serve(
             loop.remove_signal_handler(sig)
         signal.signal(signal.SIGHUP, _ignore_hup)
     return 0
+
+
+def refuse(
+    exc: VenomxError, dlog: DaemonLog, notifier: systemd.Notifier, ready_fd: int | None
+) -> None:
+    """Say why the daemon cannot start: its log, systemd, the ready pipe or stderr."""
+    if dlog.file is not None:
+        log.error("cannot start: %s", exc.message)
+    notifier.failed(exc.message)
+    if ready_fd is not None:
+        os.write(ready_fd, json.dumps({"error": exc.to_dict()}).encode() + b"\n")
+        os.close(ready_fd)
+    else:
+        print(f"venomx: {exc.code}: {exc.message}", file=sys.stderr)
 
 
 def _ignore_hup(signum: int, frame: types.FrameType | None) -> None:
@@ -140,14 +158,7 @@ def run_daemon(
             )
         place.sock = paths.bind(place) if listen_fd is None else paths.adopt(place, listen_fd)
     except VenomxError as exc:
-        if dlog.file is not None:
-            log.error("cannot start: %s", exc.message)
-        notifier.failed(exc.message)
-        if ready_fd is not None:
-            os.write(ready_fd, json.dumps({"error": exc.to_dict()}).encode() + b"\n")
-            os.close(ready_fd)
-        else:
-            print(f"venomx: {exc.code}: {exc.message}", file=sys.stderr)
+        refuse(exc, dlog, notifier, ready_fd)
         return exc.exit_code
     finally:
         if place is not None:

@@ -58,6 +58,11 @@ class Run:
     # The leader's usage, from the wait that gave its status (an extension of §3's record)
     cpu_ms: int | None = None
     max_rss_kib: int | None = None
+    # What the pane left behind, fixed in the completing turn: {verified, escapees}
+    cleanup: dict[str, Any] | None = None
+    # The pane's cgroup as a whole (escapees included): cgroup_cpu_ms, memory_peak_kib
+    tree: dict[str, int] = field(default_factory=dict)
+    oom: bool = False  # signaled SIGKILL, and the cgroup's OOM killer struck
     output: dict[str, Any] | None = None
     output_size: int = 0
     deadline: asyncio.TimerHandle | None = None
@@ -102,6 +107,11 @@ class Run:
         if self.cpu_ms is not None and self.max_rss_kib is not None:
             rec["cpu_ms"] = self.cpu_ms
             rec["max_rss_kib"] = self.max_rss_kib
+        rec.update(self.tree)
+        if self.oom:
+            rec["oom"] = True
+        if self.cleanup is not None:
+            rec["cleanup"] = dict(self.cleanup)
         if output and self.output is not None:
             rec["output"] = self.output
         return rec
@@ -226,9 +236,17 @@ class RunTable:
             "run.terminating", f"run:{run.id}", {"run": run.id, "cause": cause}, run.node
         )
 
-    def complete(self, run_id: str, pane: Pane, usage: dict[str, int] | None = None) -> None:
-        """The leader was reaped: fix the outcome and, when the wait gave one, the usage
-        (same turn as pane.exited)."""
+    def complete(
+        self,
+        run_id: str,
+        pane: Pane,
+        usage: dict[str, int] | None = None,
+        cleanup: dict[str, Any] | None = None,
+        tree: dict[str, Any] | None = None,
+    ) -> None:
+        """The leader was reaped: fix the outcome and, when the wait gave one, the usage;
+        what the pane left (``cleanup``) and its cgroup's usage (``tree``) as they are in
+        this turn (same turn as pane.exited). None of it changes afterwards."""
         run = self.runs.get(run_id)
         if run is None or run.state == "completed":
             return
@@ -251,6 +269,10 @@ class RunTable:
         if usage is not None:
             run.cpu_ms, run.max_rss_kib = usage["cpu_ms"], usage["max_rss_kib"]
         run.fault = pane.fault
+        run.cleanup = dict(cleanup or {"verified": False, "escapees": 0})
+        tree = dict(tree or {})
+        run.oom = bool(tree.pop("oom", False)) and run.signal == "SIGKILL"
+        run.tree = {k: int(v) for k, v in tree.items() if k in ("cgroup_cpu_ms", "memory_peak_kib")}
         if pane.final is not None:
             run.output = tail(pane.final, run.output_rows, run.output_bytes)
             run.output_size = sum(len(x.encode("utf-8")) for x in run.output["lines"])

@@ -7,8 +7,7 @@ this table; a test fails when a verb has no handler or a handler no entry.
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field, replace
-from typing import Any
+from typing import Any, NamedTuple
 
 FORMAT = 1
 MISSING: Any = object()
@@ -49,8 +48,7 @@ MAX_SHELL = 65536
 MAX_CELLS = 1048576
 
 
-@dataclass(frozen=True)
-class Param:
+class Param(NamedTuple):
     """One parameter: its type and bounds (schema rules, checked before authorization)
     and its value rules (``pattern`` … ``code``, checked where the spec puts them: when
     the handler calls ``venomx.manifest.rules.check_rules``).
@@ -88,8 +86,7 @@ class Param:
         return self.code is not None
 
 
-@dataclass(frozen=True)
-class Group:
+class Group(NamedTuple):
     """A rule across params, checked in the verb's ``rules`` order.
 
     ``exactly_one``: exactly one of ``params`` (missing: the first; exclusive: the second
@@ -114,8 +111,7 @@ class Group:
         return " x ".join(a) + f" at most {self.limit}"
 
 
-@dataclass(frozen=True)
-class Field:
+class Field(NamedTuple):
     """One field of a verb's result."""
 
     name: str
@@ -124,8 +120,7 @@ class Field:
     summary: str = ""
 
 
-@dataclass(frozen=True)
-class Check:
+class Check(NamedTuple):
     """The resource check, done before lookup.
 
     ``params`` names the params that name the resource (kind = param name); with
@@ -152,8 +147,7 @@ class Check:
 STEPS = ("source", "shutdown", "identified", "seams", "delegation", "rules", "cwd", "target")
 
 
-@dataclass(frozen=True)
-class Target:
+class Target(NamedTuple):
     """What a verb acts on, looked up by dispatch after authorization (tmux's
     ``cmd_entry.target``): the params naming it (kind = param name), and the states it
     must be in, checked in order: ``running`` (a pane neither exited nor terminating),
@@ -170,8 +164,7 @@ class Target:
     resolve: bool = True
 
 
-@dataclass(frozen=True)
-class Verb:
+class Verb(NamedTuple):
     """One verb: its params and rules, result, authorization, target, steps, and the facts
     the CLI and MCP surfaces are generated from."""
 
@@ -291,6 +284,23 @@ SPAWN_PARAMS = (
         code="invalid_params.env",
     ),
 )
+# Per-pane cgroup limits (venomx.daemon.cgroups): applied before exec, or refused.
+LIMIT_PARAMS = (
+    I(
+        "memory_max",
+        "Memory limit in bytes of the pane's cgroup (memory.max, no swap): the OOM killer "
+        "ends its processes beyond it; fails unsupported.cgroups where the host cannot apply it",
+        min=4096,
+        max=2**53 - 1,
+    ),
+    I(
+        "pids_max",
+        "Most processes and threads in the pane's cgroup at once (pids.max); fails "
+        "unsupported.cgroups where the host cannot apply it",
+        min=1,
+        max=4194304,
+    ),
+)
 ARGV = Param(
     "argv",
     "array",
@@ -353,7 +363,11 @@ RUN_FIELDS = ("run", "source", "key", "pane", "window", "session", "principal")
 
 
 def run_record(wait: bool) -> tuple[Field, ...]:
-    req = {"state", "outcome", "status", "completed_at", "duration_ms"} if wait else {"state"}
+    req = (
+        {"state", "outcome", "status", "completed_at", "duration_ms", "cleanup"}
+        if wait
+        else {"state"}
+    )
     return (
         *(F(n) for n in RUN_FIELDS),
         F("pid", "integer"),
@@ -371,11 +385,21 @@ def run_record(wait: bool) -> tuple[Field, ...]:
         # beyond RFC-0015: the leader's usage, from the wait that gave its status
         F("cpu_ms", "integer", False),
         F("max_rss_kib", "integer", False),
+        # the pane's cgroup as a whole, escapees included, at completion
+        F("cgroup_cpu_ms", "integer", False),
+        F("memory_peak_kib", "integer", False),
+        F("oom", "boolean", False),
+        # what the pane left at completion: {verified, escapees}; fixed then
+        F("cleanup", "object", "cleanup" in req),
         F("output", "object", False),
     )
 
 
 READ_RUN = Check("read", ("run",))
+CLEANUP_PARAMS = (
+    S("signal", "Signal sent first", default=TERMINATE_SIGNAL, choices=SIGNAL_NAMES),
+    I("grace_ms", "Milliseconds before SIGKILL", default=TERMINATE_GRACE_MS, min=0, max=3600000),
+)
 
 VERBS: tuple[Verb, ...] = (
     Verb(
@@ -535,6 +559,7 @@ VERBS: tuple[Verb, ...] = (
             S("axis", "Split axis", required=True, choices=("cols", "rows")),
             ARGV,
             *SPAWN_PARAMS,
+            *LIMIT_PARAMS,
         ),
         SPAWN_RESULT,
         "spawn",
@@ -544,6 +569,7 @@ VERBS: tuple[Verb, ...] = (
             "conflict.pane_exited",
             "conflict.pane_terminating",
             *SPAWN_ERRORS,
+            "unsupported.cgroups",
         ),
         rules=SPLIT_RULES,
         trailing_argv=True,
@@ -655,6 +681,18 @@ VERBS: tuple[Verb, ...] = (
         target=Target(("pane",), ("exited",)),
     ),
     Verb(
+        "pane.cleanup",
+        "End every process an exited pane left behind (its cgroup's members, else those "
+        "still carrying its VENOMX_PANE): signal, grace, then SIGKILL. Destructive.",
+        (S("pane", required=True), *CLEANUP_PARAMS),
+        (F("pane"), F("ended", "integer"), F("remaining", "integer")),
+        "write",
+        Check("write", ("pane",)),
+        errors=("not_found.pane", "denied.write", "conflict.pane_live"),
+        title="Clean up pane",
+        target=Target(("pane",), ("exited",)),
+    ),
+    Verb(
         "pane.capture_rows",
         "Read rows of a pane's screen and history as text.",
         (
@@ -732,8 +770,7 @@ VERBS: tuple[Verb, ...] = (
                 "Split axis; required with pane, not allowed with session",
                 choices=("cols", "rows"),
             ),
-            replace(
-                ARGV,
+            ARGV._replace(
                 summary="Program and arguments, executed directly with no shell; "
                 "give exactly one of argv or shell",
             ),
@@ -776,6 +813,7 @@ VERBS: tuple[Verb, ...] = (
             ),
             GRANTS,
             *SPAWN_PARAMS[3:],
+            *LIMIT_PARAMS,
         ),
         (*(F(n) for n in RUN_FIELDS), F("pid", "integer"), F("reused", "boolean")),
         "spawn",
@@ -802,6 +840,7 @@ VERBS: tuple[Verb, ...] = (
             "unavailable.run_limit",
             "unavailable.spawn",
             "unavailable.shutdown",
+            "unsupported.cgroups",
         ),
         rules=(
             Group("forbids", ("session", "axis"), "invalid_params.target"),
@@ -896,6 +935,18 @@ VERBS: tuple[Verb, ...] = (
         Check("write", ("run",)),
         errors=("not_found.run", "denied.write", "timeout.terminate", "unavailable.shutdown"),
         title="Cancel run",
+        target=Target(("run",)),
+    ),
+    Verb(
+        "run.cleanup",
+        "End every process a completed run's pane left behind (as pane.cleanup). "
+        "Never changes the run's record. Destructive.",
+        (S("run", required=True), *CLEANUP_PARAMS),
+        (F("run"), F("pane"), F("ended", "integer"), F("remaining", "integer")),
+        "write",
+        Check("write", ("run",)),
+        errors=("not_found.run", "denied.write", "conflict.pane_live"),
+        title="Clean up run",
         target=Target(("run",)),
     ),
     Verb(
@@ -1095,6 +1146,5 @@ __all__ = [
     "Param",
     "Verb",
     "defaults_of",
-    "field",
     "verb_by_name",
 ]

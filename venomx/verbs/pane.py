@@ -29,11 +29,24 @@ async def split(
     cwd: str | None = None,
     env: dict[str, Any] | None = None,
     env_unset: list[str] | None = None,
+    memory_max: int | None = None,
+    pids_max: int | None = None,
 ) -> dict[str, Any]:
     argv = argv if argv is not None else [ctx.config["spawn.default_shell"]]
     new = await ctx.panes.spawn(
         SpawnRequest(
-            ctx.principal, argv, cols, rows, grants, cwd, env, env_unset, split=pane.id, axis=axis
+            ctx.principal,
+            argv,
+            cols,
+            rows,
+            grants,
+            cwd,
+            env,
+            env_unset,
+            split=pane.id,
+            axis=axis,
+            memory_max=memory_max,
+            pids_max=pids_max,
         )
     )
     return spawn_result(new)
@@ -96,6 +109,15 @@ async def kill(ctx: Context, pane: Pane, signal: str, grace_ms: int) -> dict[str
 @handler("pane.remove")
 async def remove(ctx: Context, pane: Pane) -> dict[str, Any]:
     return {"pane": pane.id, "removed": ctx.panes.remove(pane)}
+
+
+@handler("pane.cleanup")
+async def cleanup(ctx: Context, pane: Pane, signal: str, grace_ms: int) -> dict[str, Any]:
+    """End what the exited pane left: {pane, ended, remaining}.
+
+    Cancellation: ends only the request; signals sent are not undone.
+    """
+    return await ctx.panes.cleanup(pane.id, signal, grace_ms)
 
 
 @handler("pane.capture_rows")

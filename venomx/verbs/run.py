@@ -41,6 +41,8 @@ async def run(
     cwd: str | None = None,
     env: dict[str, Any] | None = None,
     env_unset: list[str] | None = None,
+    memory_max: int | None = None,
+    pids_max: int | None = None,
 ) -> dict[str, Any]:
     """Start a trusted run; see RFC-0015 §8 for keys, joining and reuse.
 
@@ -64,6 +66,8 @@ async def run(
         "cwd": cwd,
         "env": env,
         "env_unset": env_unset,
+        "memory_max": memory_max,
+        "pids_max": pids_max,
     }
     command = argv if argv is not None else [SHELL, "-c", shell or ""]
     # 7. key lookup
@@ -106,6 +110,8 @@ async def run(
         axis=axis or "cols",
         name=name,
         run=run_id,
+        memory_max=memory_max,
+        pids_max=pids_max,
     )
     try:
         await ctx.panes.spawn(req, on_commit=lambda p: runs.commit(record, p, deadline_ms))
@@ -216,3 +222,19 @@ async def cancel(ctx: Context, run: Run, signal: str, grace_ms: int) -> dict[str
             ctx.panes.terminate(p, signal, grace_ms, "cancel")
             await ctx.panes.wait_terminated(p)
     return run.record(ctx.source, False)
+
+
+@handler("run.cleanup")
+async def cleanup(ctx: Context, run: Run, signal: str, grace_ms: int) -> dict[str, Any]:
+    """End what the completed run's pane left: {run, pane, ended, remaining}. The run's
+    record (its ``cleanup`` included) was fixed at completion and stays as it is.
+
+    Cancellation: ends only the request; signals sent are not undone.
+    """
+    if run.state != "completed":
+        raise VenomxError(
+            "conflict.pane_live",
+            f"run {run.id} has not completed: its pane {run.pane} is still running",
+            {"pane": run.pane},
+        )
+    return {"run": run.id, **await ctx.panes.cleanup(run.pane, signal, grace_ms)}

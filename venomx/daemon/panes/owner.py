@@ -13,10 +13,12 @@ import asyncio
 import functools
 import logging
 import os
+import signal as signal_mod
 import time
 from collections.abc import Callable
 from typing import Any
 
+from venomx.daemon.cgroups import Cgroups
 from venomx.daemon.config import Config
 from venomx.daemon.events import EventLog
 from venomx.daemon.layout import remove_from_layout
@@ -81,6 +83,8 @@ class Panes:
         # the sentinel's EXIT, or the daemon's own reap when the sentinel is lost.
         self.exit_usage: dict[str, dict[str, int]] = {}
         self.reap_usage: dict[str, dict[str, int]] = {}
+        # One cgroup per pane where the host allows it; the daemon sets it up at start.
+        self.cgroups = Cgroups("off")
 
     # -- start -------------------------------------------------------------------------------
     async def spawn(
@@ -223,7 +227,8 @@ class Panes:
             )
 
     async def shutdown(self) -> None:
-        """Terminate every live pane, cause shutdown, within the shutdown grace."""
+        """Terminate every live pane, cause shutdown, within the shutdown grace; then end
+        every pane's cgroup, so nothing a pane started outlives the daemon."""
         live = [p for p in self.registry.panes.values() if p.live]
         for p in live:
             t = self.terminate(p, cause="shutdown")
@@ -233,6 +238,22 @@ class Panes:
             await asyncio.wait(
                 [self.link(p).exited for p in live], timeout=DEFAULT_GRACE_MS / 1000.0 + KILL_WAIT
             )
+        await self.cgroups.end_all()
+
+    # -- what a pane left behind -------------------------------------------------------------
+    def ours(self) -> set[int]:
+        """The daemon's own children: the fork server, spares and sentinels (their
+        environment is the daemon's, never a pane's)."""
+        fs = self.forkserver
+        return {fs.pid, *fs.spare_pids, *self.registry.sentinels}
+
+    async def cleanup(self, pane_id: str, signame: str, grace_ms: int) -> dict[str, Any]:
+        """End every process the exited pane ``pane_id`` left (its cgroup's members, else
+        those the subreaper accounts to it): the signal, the grace, then SIGKILL."""
+        ended, remaining = await self.cgroups.end(
+            pane_id, self.ours(), signal_mod.Signals[signame], grace_ms
+        )
+        return {"pane": pane_id, "ended": ended, "remaining": remaining}
 
     # -- children ----------------------------------------------------------------------------
     def is_leader(self, pid: int) -> bool:
@@ -408,8 +429,11 @@ class Panes:
         if pane.signal is not None:
             data["signal"] = pane.signal
         self.events.emit("pane.exited", res, data, pane.node)
-        if pane.run is not None:
-            self.runs.complete(pane.run, pane, usage)
+        if pane.run is not None or pane.id in self.cgroups.groups:
+            # what the pane left, fixed now: the run's record never changes afterwards
+            cleanup, tree = self.cgroups.settle(pane.id, self.ours())
+            if pane.run is not None:
+                self.runs.complete(pane.run, pane, usage, cleanup, tree)
         if not link.exited.done():
             link.exited.set_result(None)
         if link.channel is not None:

@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import asyncio
 import errno
+import logging
 import secrets
 from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
@@ -29,6 +30,7 @@ if TYPE_CHECKING:
     from venomx.daemon.panes.owner import Panes
 
 T = TypeVar("T")
+log = logging.getLogger(__name__)
 
 
 def argv0_of(argv: list[str]) -> str:
@@ -55,6 +57,8 @@ class SpawnRequest:
     name: str | None = None
     run: str | None = None  # run ID, for runs
     owner_node_id: str | None = None
+    memory_max: int | None = None  # bytes: the pane cgroup's memory.max
+    pids_max: int | None = None  # the pane cgroup's pids.max
 
 
 async def uncancellable(aw: Awaitable[T]) -> tuple[T, bool]:
@@ -88,7 +92,13 @@ def _daemon_failed(exc: OSError) -> VenomxError:
 async def spawn(
     owner: Panes, req: SpawnRequest, on_commit: Callable[[Pane], None] | None = None
 ) -> Pane:
-    """Prepare, release the barrier, and commit; raise with nothing left behind."""
+    """Prepare, release the barrier, and commit; raise with nothing left behind.
+
+    Limits the daemon cannot apply fail ``unsupported.cgroups`` first, before any ID is
+    taken: after authorization, the value rules and the target's resolution (for ``run``
+    also after its key lookup, with the run limit: what this daemon can do)."""
+    cgroups = owner.cgroups
+    cgroups.check_limits(req.memory_max, req.pids_max)
     reg = owner.registry
     window_id = reg.next_id("w") if req.session is not None else None
     pane_id = reg.next_id("p")
@@ -101,6 +111,13 @@ async def spawn(
     env.update({"VENOMX_SOCKET": owner.socket_path, "VENOMX_PANE": pane_id, "VENOMX_TOKEN": token})
     if req.run is not None:
         env["VENOMX_RUN"] = req.run
+    try:
+        cgroup = cgroups.create(pane_id, req.run, req.memory_max, req.pids_max)
+    except OSError as exc:
+        if cgroups.mode == "required" or req.memory_max is not None or req.pids_max is not None:
+            raise _daemon_failed(exc) from None
+        log.warning("pane %s runs without a cgroup: %s", pane_id, exc)
+        cgroup = None
     owner.preparing.add(pane_id)
     chan: Channel | None = None
     leaders: list[int] = []
@@ -127,6 +144,8 @@ async def spawn(
             req.rows,
             int(owner.config["vt.scrollback"]),
             release_now,
+            cgroup,
+            cgroups.leaf if cgroup is not None else None,
         )
         chan = owner.forkserver.take()  # a spare said HELLO long ago
         ready: P.Message | None = None
@@ -162,6 +181,7 @@ async def spawn(
             chan.close()
             owner.forkserver.used()
         owner.preparing.discard(pane_id)
+        cgroups.discard(pane_id)
         if isinstance(exc, OSError):  # the sentinel could not be had, or died
             raise _daemon_failed(exc) from None
         raise
@@ -182,12 +202,14 @@ async def spawn(
         chan.close()
         owner.forkserver.used()
         owner.preparing.discard(pane_id)
+        cgroups.discard(pane_id)  # kept, and accounted for, if the leader did start
         if isinstance(exc, ConnectionError):
             raise _spawn_failed("EIO") from None
         raise
     owner.preparing.discard(pane_id)
     if isinstance(started_msg, P.Failed):
         give_back(owner, chan)
+        cgroups.discard(pane_id)
         raise (
             CancelledAfter(_spawn_failed(started_msg.errno))
             if cancelled
@@ -202,6 +224,7 @@ async def spawn(
         forget_leader()
         chan.close()  # the sentinel stops the leader's group when its channel closes
         owner.forkserver.used()
+        cgroups.discard(pane_id)  # kept, and accounted for, while the leader's group ends
         raise CancelledAfter(exc) if cancelled else exc from None
     owner.forkserver.used()
     if cancelled:

@@ -1,0 +1,569 @@
+"""Per-pane cgroups (cgroup v2): every process a pane starts is accounted for, limits apply.
+
+At start the daemon finds the cgroup v2 hierarchy it is in through ``/proc/self/cgroup``
+and ``/proc/self/mountinfo`` (never assuming ``/sys/fs/cgroup``: hybrid hosts mount v2 at
+``/sys/fs/cgroup/unified``), and, where it may write there, makes its own subtree::
+
+    <the cgroup it started in>/venomx-<socket key>/      one per socket path and uid
+        daemon/                                         the daemon, fork server, sentinels
+        <source uuid>.<pane>/                           one per pane of this start
+
+The subtree is named by the socket, so the next start on the same socket (after a
+``kill -9``) finds what the last one left and ends it; pane cgroups are named by the
+daemon's source, so two daemons never touch each other's. The daemon moves itself into
+``daemon/`` first (cgroup v2's no-internal-processes rule: a cgroup that hands
+controllers to its children holds no processes of its own). A pane's leader is put in its
+cgroup by its sentinel, which joins it, spawns, and moves back (``workers.leader``).
+
+Everything here is a read or write of a small cgroupfs file: no call waits on a process.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import errno
+import hashlib
+import logging
+import os
+import re
+import signal as _signal
+import time
+from dataclasses import dataclass, field
+from typing import Any
+
+from venomx.wire import VenomxError
+
+log = logging.getLogger(__name__)
+
+MODES = ("auto", "required", "off")
+CONTROLLERS = ("memory", "pids")  # what limits and usage need, enabled where available
+DAEMON_LEAF = "daemon"
+PREFIX = "venomx-"
+KILL_WAIT = 1.0  # after SIGKILL, how long ending a cgroup waits for it to empty
+POLL = 0.02
+SIGKILL_BIT = 1 << (_signal.SIGKILL - 1)
+
+
+def _unescape(s: str) -> str:
+    """A mountinfo field: spaces, tabs, newlines and backslashes are octal escapes."""
+    return re.sub(r"\\([0-7]{3})", lambda m: chr(int(m.group(1), 8)), s)
+
+
+def _read(path: str) -> str:
+    with open(path, encoding="utf-8", errors="replace") as f:
+        return f.read()
+
+
+def _write(path: str, text: str) -> None:
+    fd = os.open(path, os.O_WRONLY | os.O_CLOEXEC)
+    try:
+        os.write(fd, text.encode())
+    finally:
+        os.close(fd)
+
+
+def _why(exc: OSError) -> str:
+    return errno.errorcode.get(exc.errno or 0, "EIO")
+
+
+@dataclass
+class Located:
+    """Where this process's cgroup v2 is: its directory, or why there is none; and the
+    controllers a cgroup v1 hierarchy holds (a hybrid host), which v2 then cannot have."""
+
+    directory: str | None
+    mount: str | None
+    why: str | None
+    v1: set[str] = field(default_factory=set)
+
+
+def locate(
+    proc_cgroup: str = "/proc/self/cgroup", mountinfo: str = "/proc/self/mountinfo"
+) -> Located:
+    """Our cgroup v2 directory from the ``0::`` line and the cgroup2 mount that shows it."""
+    own: str | None = None
+    try:
+        for line in _read(proc_cgroup).splitlines():
+            if line.startswith("0::"):
+                own = line[3:]
+        mounts = _read(mountinfo).splitlines()
+    except OSError as exc:
+        return Located(None, None, f"cannot read /proc: {_why(exc)}")
+    v1: set[str] = set()
+    found: list[tuple[str, str]] = []  # (mount root, mount point)
+    for line in mounts:
+        left, _, right = line.partition(" - ")
+        a, b = left.split(), right.split()
+        if len(a) < 5 or len(b) < 3:
+            continue
+        if b[0] == "cgroup2":
+            found.append((_unescape(a[3]), _unescape(a[4])))
+        elif b[0] == "cgroup":
+            v1 |= set(b[2].split(","))
+    if own is None:
+        return Located(None, None, "this process is in no cgroup v2 hierarchy", v1)
+    if own.endswith(" (deleted)"):
+        return Located(None, None, f"our cgroup {own} was removed", v1)
+    if not found:
+        return Located(None, None, "no cgroup2 file system is mounted", v1)
+    for root, point in found:
+        if own == root or own.startswith(root.rstrip("/") + "/"):
+            rel = own[len(root.rstrip("/")) :] if root != "/" else own
+            directory = point.rstrip("/") + rel if rel != "/" else point
+            if os.path.isdir(directory):
+                return Located(directory, point, None, v1)
+    return Located(None, None, f"our cgroup {own} is not visible under any cgroup2 mount", v1)
+
+
+def socket_key(socket_path: str) -> str:
+    """The subtree's name for this socket and uid: the same on every start."""
+    text = f"{os.getuid()}:{os.path.abspath(socket_path)}"
+    return PREFIX + hashlib.sha256(text.encode("utf-8", "surrogatepass")).hexdigest()[:16]
+
+
+def members(directory: str) -> list[int]:
+    """The processes in a cgroup now (its own, not its children's); [] once it is gone."""
+    try:
+        return [int(x) for x in _read(os.path.join(directory, "cgroup.procs")).split()]
+    except (OSError, ValueError):
+        return []
+
+
+def dying(pid: int) -> bool:
+    """Whether ``pid`` has SIGKILL pending (the sentinel's sweep reached it): it is ending,
+    not an escapee. A process that is already gone counts as dying."""
+    try:
+        status = _read(f"/proc/{pid}/status")
+    except OSError:
+        return True
+    for line in status.splitlines():
+        if line.startswith(("SigPnd:", "ShdPnd:")) and int(line.split()[1], 16) & SIGKILL_BIT:
+            return True
+    return False
+
+
+def pane_of(pid: int) -> str | None:
+    """The VENOMX_PANE a process carries in its environment (the program may change it)."""
+    try:
+        with open(f"/proc/{pid}/environ", "rb") as f:
+            env = f.read(1 << 20)
+    except OSError:
+        return None
+    for item in env.split(b"\0"):
+        if item.startswith(b"VENOMX_PANE="):
+            return item[12:].decode("utf-8", "replace")
+    return None
+
+
+def children(pid: int) -> list[int]:
+    """A process's children, over all its threads (a subreaper's orphans may go to any)."""
+    out: list[int] = []
+    try:
+        tasks = os.listdir(f"/proc/{pid}/task")
+    except OSError:
+        return out
+    for t in tasks:
+        try:
+            out += [int(x) for x in _read(f"/proc/{pid}/task/{t}/children").split()]
+        except (OSError, ValueError):
+            continue
+    return out
+
+
+def accounted(pane_id: str, ours: set[int]) -> list[int]:
+    """Without a cgroup: the pane's processes still alive as the subreaper sees them, the
+    orphans re-parented to the daemon (and their descendants) that carry its VENOMX_PANE
+    and are not already being killed. A process that cleared its environment is missed:
+    only a cgroup proves a pane empty."""
+    found: list[int] = []
+    todo = [p for p in children(os.getpid()) if p not in ours]
+    seen: set[int] = set()
+    while todo and len(seen) < 65536:
+        pid = todo.pop()
+        if pid in seen:
+            continue
+        seen.add(pid)
+        todo += children(pid)
+        if pane_of(pid) == pane_id and not dying(pid):
+            found.append(pid)
+    return sorted(found)
+
+
+def _signal_pid(pid: int, sig: int) -> bool:
+    """Signal through a pidfd where possible (the pid cannot be reused under us)."""
+    try:
+        fd = os.pidfd_open(pid)
+    except OSError:
+        return False
+    try:
+        _signal.pidfd_send_signal(fd, sig)
+        return True
+    except OSError:
+        return False
+    finally:
+        os.close(fd)
+
+
+@dataclass
+class PaneGroup:
+    """One pane's cgroup: its directory and the run it served, kept until it is empty."""
+
+    pane: str
+    directory: str
+    run: str | None = None
+
+
+class Cgroups:
+    """The daemon's cgroup subtree: mode, controllers, one cgroup per pane, and what the
+    start found left over. Inactive (``active`` False, ``why`` says why) with ``off`` or
+    where no writable v2 hierarchy exists; then every pane is accounted for by the
+    subreaper alone and limits fail ``unsupported.cgroups``."""
+
+    def __init__(self, mode: str = "off", configured: str | None = None) -> None:
+        self.mode = mode
+        self.configured = configured or mode
+        self.active = False
+        self.why: str | None = 'cgroups = "off"' if mode == "off" else None
+        self.hierarchy: str | None = None
+        self.parent = ""  # the cgroup the daemon started in
+        self.base = ""
+        self.leaf = ""
+        self.tag = ""
+        self.controllers: list[str] = []  # enabled in every pane's cgroup
+        self.missing: dict[str, str] = {}  # controller -> why not
+        self.groups: dict[str, PaneGroup] = {}  # pane ID -> its cgroup, until removed
+        self.recovered = {"cgroups": 0, "processes": 0, "remaining": 0}
+        self.ended = 0  # processes ended by cleanup and shutdown
+
+    # -- start and stop ----------------------------------------------------------------------
+    @classmethod
+    def setup(cls, mode: str, socket_path: str, source: str) -> Cgroups:
+        """Find and take our subtree (``required``: or raise ``unsupported.cgroups``)."""
+        cg = cls(mode)
+        if mode == "off":
+            return cg
+        found = locate()
+        try:
+            if found.directory is None:
+                raise _Unusable(found.why or "no cgroup v2 hierarchy")
+            cg._take(found, socket_path, source)
+        except _Unusable as exc:
+            cg.why = str(exc)
+            if mode == "required":
+                raise VenomxError(
+                    "unsupported.cgroups",
+                    f'cgroups = "required", but {cg.why}',
+                    {"reason": cg.why},
+                ) from None
+            log.warning("no per-pane cgroups: %s", cg.why)
+            return cg
+        for c in CONTROLLERS:
+            if c not in cg.controllers:
+                cg.missing[c] = cg.missing.get(c, "not available")
+                if c in found.v1 and found.directory is not None:
+                    cg.missing[c] += " (it is bound to a cgroup v1 hierarchy: a hybrid host)"
+        return cg
+
+    def _take(self, found: Located, socket_path: str, source: str) -> None:
+        assert found.directory is not None
+        self.hierarchy, self.parent = found.mount, found.directory
+        self.base = os.path.join(found.directory, socket_key(socket_path))
+        self.leaf = os.path.join(self.base, DAEMON_LEAF)
+        self.tag = source.rsplit("/", 1)[-1]
+        for d in (self.base, self.leaf):
+            try:
+                os.mkdir(d, 0o755)
+            except FileExistsError:
+                pass
+            except OSError as exc:
+                raise _Unusable(
+                    f"cannot create a cgroup in {found.directory}: {_why(exc)} (not delegated "
+                    "to uid %d: run venomx under a unit with Delegate=yes)" % os.getuid()
+                ) from None
+        try:
+            _write(os.path.join(self.leaf, "cgroup.procs"), "0")
+        except OSError as exc:
+            raise _Unusable(f"cannot move the daemon into {self.leaf}: {_why(exc)}") from None
+        self.active = True
+        self.recover()
+        self._enable(found.directory)
+
+    def _enable(self, parent: str) -> None:
+        """Hand each wanted controller down to the pane cgroups, or say why not."""
+        try:
+            available = set(_read(os.path.join(parent, "cgroup.controllers")).split())
+        except OSError as exc:
+            available = set()
+            self.why = f"cannot read cgroup.controllers: {_why(exc)}"
+        for c in CONTROLLERS:
+            if c not in available:
+                self.missing[c] = f"not available in {parent}"
+                continue
+            for d in (parent, self.base):
+                try:
+                    enabled = _read(os.path.join(d, "cgroup.subtree_control")).split()
+                    if c not in enabled:
+                        _write(os.path.join(d, "cgroup.subtree_control"), "+" + c)
+                except OSError as exc:
+                    why = _why(exc)
+                    if exc.errno == errno.EBUSY:
+                        why += " (that cgroup holds processes: the no-internal-processes rule)"
+                    self.missing[c] = f"cannot enable it in {d}: {why}"
+                    break
+            else:
+                self.controllers.append(c)
+
+    def recover(self) -> None:
+        """End and remove pane cgroups a previous start on this socket left behind."""
+        try:
+            names = os.listdir(self.base)
+        except OSError:
+            return
+        for name in names:
+            d = os.path.join(self.base, name)
+            if name == DAEMON_LEAF or not os.path.isdir(d):
+                continue
+            found = members(d)
+            _kill_group(d, found)
+            deadline = time.monotonic() + KILL_WAIT
+            while members(d) and time.monotonic() < deadline:
+                time.sleep(POLL)  # at start, before the reactor runs
+            left = len(members(d))
+            self.recovered["processes"] += len(found) - left
+            self.recovered["remaining"] += left
+            if _rmdir(d):
+                self.recovered["cgroups"] += 1
+        if self.recovered["cgroups"]:
+            log.warning(
+                "ended %d leftover pane cgroups of an earlier daemon on this socket (%d processes)",
+                self.recovered["cgroups"],
+                self.recovered["processes"],
+            )
+
+    async def stop(self) -> None:
+        """Leave our subtree as we found it where we can: move back, remove what is empty."""
+        if not self.active:
+            return
+        for g in list(self.groups.values()):
+            if _rmdir(g.directory):
+                del self.groups[g.pane]
+        try:
+            _write(os.path.join(self.parent, "cgroup.procs"), "0")
+        except OSError:
+            return  # e.g. the parent hands controllers down: systemd removes it all
+        deadline = time.monotonic() + KILL_WAIT
+        while not _rmdir(self.leaf) and time.monotonic() < deadline:
+            await asyncio.sleep(POLL)  # the fork server and the last sentinels are exiting
+        if not _rmdir(self.base):
+            log.debug("cgroup %s left: %s", self.leaf, members(self.leaf))
+
+    # -- a pane's cgroup ---------------------------------------------------------------------
+    def check_limits(self, memory_max: int | None, pids_max: int | None) -> None:
+        """Refuse limits this daemon cannot apply: ``unsupported.cgroups``."""
+        for name, value in (("memory", memory_max), ("pids", pids_max)):
+            if value is None or name in self.controllers:
+                continue
+            why = self.missing.get(name) if self.active else self.why
+            raise VenomxError(
+                "unsupported.cgroups",
+                f"cannot limit {name}: the {name} controller is not available "
+                f"({why or 'no cgroups'})",
+                {"controller": name},
+            )
+
+    def create(
+        self, pane_id: str, run: str | None, memory_max: int | None, pids_max: int | None
+    ) -> str | None:
+        """The pane's cgroup with its limits written, before anything runs in it; None
+        without cgroups. Raises OSError when it cannot be made (nothing is left behind)."""
+        if not self.active:
+            return None
+        d = os.path.join(self.base, f"{self.tag}.{pane_id}")
+        os.mkdir(d, 0o755)
+        try:
+            if memory_max is not None:
+                _write(os.path.join(d, "memory.max"), str(memory_max))
+                if os.path.exists(os.path.join(d, "memory.swap.max")):
+                    _write(os.path.join(d, "memory.swap.max"), "0")
+            if pids_max is not None:
+                _write(os.path.join(d, "pids.max"), str(pids_max))
+        except OSError:
+            _rmdir(d)
+            raise
+        self.groups[pane_id] = PaneGroup(pane_id, d, run)
+        return d
+
+    def discard(self, pane_id: str) -> None:
+        """The start rolled back before anything ran: remove its cgroup."""
+        g = self.groups.pop(pane_id, None)
+        if g is not None and not _rmdir(g.directory):
+            self.groups[pane_id] = g  # something did run: keep it accounted for
+
+    def settle(self, pane_id: str, ours: set[int]) -> tuple[dict[str, Any], dict[str, Any]]:
+        """At the pane's exit (its completing turn): ``cleanup`` {verified, escapees} and
+        the cgroup's usage {cgroup_cpu_ms, memory_peak_kib, oom}. ``verified`` only when
+        the cgroup proved the pane empty; an empty cgroup is removed at once."""
+        g = self.groups.get(pane_id)
+        if g is None:
+            found = accounted(pane_id, ours)
+            return {"verified": False, "escapees": len(found)}, {}
+        alive = [p for p in members(g.directory) if not dying(p)]
+        usage = read_usage(g.directory)
+        if not members(g.directory) and _rmdir(g.directory):
+            del self.groups[pane_id]
+        return {"verified": not alive, "escapees": len(alive)}, usage
+
+    def pids(self, pane_id: str) -> list[int] | None:
+        """The pane's processes now, from its cgroup; None when it has none (any more)."""
+        g = self.groups.get(pane_id)
+        return None if g is None else members(g.directory)
+
+    def tidy(self) -> None:
+        """Remove kept cgroups whose processes have all exited since."""
+        for g in list(self.groups.values()):
+            if not members(g.directory) and _rmdir(g.directory):
+                del self.groups[g.pane]
+
+    async def end(self, pane_id: str, ours: set[int], sig: int, grace_ms: int) -> tuple[int, int]:
+        """End what the pane left: ``sig`` (after SIGCONT) to each process, at most
+        ``grace_ms`` for them to go, then SIGKILL (``cgroup.kill``: forks cannot slip
+        through) and at most KILL_WAIT more. Returns (ended, remaining)."""
+        g = self.groups.get(pane_id)
+
+        def now() -> list[int]:
+            if g is not None:
+                return members(g.directory)
+            return accounted(pane_id, ours)
+
+        seen = set(now())
+        if seen:
+            for pid in sorted(seen):
+                _signal_pid(pid, _signal.SIGCONT)
+                _signal_pid(pid, sig)
+            await _until_empty(now, grace_ms / 1000.0, seen)
+            left = now()
+            if left:
+                if g is not None:
+                    _kill_group(g.directory, left)
+                else:
+                    for pid in left:
+                        _signal_pid(pid, _signal.SIGKILL)
+                await _until_empty(now, KILL_WAIT, seen)
+        remaining = now()
+        ended = len(seen - set(remaining))
+        self.ended += ended
+        if g is not None and not remaining and _rmdir(g.directory):
+            self.groups.pop(pane_id, None)
+        return ended, len(remaining)
+
+    async def end_all(self) -> None:
+        """Shutdown: SIGKILL every pane cgroup of ours (its panes have been terminated)."""
+        for g in list(self.groups.values()):
+            _kill_group(g.directory, members(g.directory))
+        deadline = time.monotonic() + KILL_WAIT
+        while any(members(g.directory) for g in self.groups.values()):
+            if time.monotonic() > deadline:
+                break
+            await asyncio.sleep(POLL)
+        self.tidy()
+
+    # -- doctor ------------------------------------------------------------------------------
+    def report(self) -> dict[str, Any]:
+        out: dict[str, Any] = {
+            "mode": self.mode,
+            "configured": self.configured,
+            "active": self.active,
+            "controllers": list(self.controllers),
+            "missing": dict(self.missing),
+            "recovered": dict(self.recovered),
+            "ended": self.ended,
+            "kept": len(self.groups),
+        }
+        if self.hierarchy is not None:
+            out["hierarchy"] = self.hierarchy
+        if self.active:
+            out["cgroup"] = self.base
+        if self.why is not None:
+            out["why"] = self.why
+        return out
+
+    def check(self) -> dict[str, str]:
+        if self.mode == "off":
+            status, detail = "ok", 'off (cgroups = "off"): escapees are found by environment only'
+        elif not self.active:
+            status, detail = "warn", f"inactive: {self.why}"
+        else:
+            status = "ok"
+            detail = f"{self.mode}: one cgroup per pane under {self.base}"
+            if self.missing:
+                detail += "; no " + ", ".join(
+                    f"{c} ({why})" for c, why in sorted(self.missing.items())
+                )
+        if self.configured != self.mode:
+            detail += f'; configured "{self.configured}" applies at the next start'
+        if self.recovered["cgroups"]:
+            detail += (
+                f"; ended {self.recovered['cgroups']} leftover cgroups "
+                f"({self.recovered['processes']} processes) at start"
+            )
+        return {"name": "cgroups", "status": status, "detail": detail}
+
+
+class _Unusable(Exception):
+    """Why this daemon cannot have its subtree."""
+
+
+def read_usage(directory: str) -> dict[str, Any]:
+    """What the whole cgroup used: CPU from ``cpu.stat``, the memory peak (page cache
+    included) from ``memory.peak``, and whether the OOM killer struck (``memory.events``)."""
+    out: dict[str, Any] = {}
+    try:
+        for line in _read(os.path.join(directory, "cpu.stat")).splitlines():
+            k, _, v = line.partition(" ")
+            if k == "usage_usec":
+                out["cgroup_cpu_ms"] = int(v) // 1000
+    except (OSError, ValueError):
+        pass
+    try:
+        out["memory_peak_kib"] = int(_read(os.path.join(directory, "memory.peak"))) // 1024
+    except (OSError, ValueError):
+        pass
+    try:
+        for line in _read(os.path.join(directory, "memory.events")).splitlines():
+            k, _, v = line.partition(" ")
+            if k == "oom_kill" and int(v) > 0:
+                out["oom"] = True
+    except (OSError, ValueError):
+        pass
+    return out
+
+
+def _kill_group(directory: str, pids: list[int]) -> None:
+    """SIGKILL everything in a cgroup: ``cgroup.kill`` (Linux 5.14), else each process."""
+    try:
+        _write(os.path.join(directory, "cgroup.kill"), "1")
+        return
+    except OSError:
+        pass
+    for pid in pids:
+        _signal_pid(pid, _signal.SIGKILL)
+
+
+def _rmdir(directory: str) -> bool:
+    try:
+        os.rmdir(directory)
+        return True
+    except FileNotFoundError:
+        return True
+    except OSError:
+        return False
+
+
+async def _until_empty(now: Any, seconds: float, seen: set[int]) -> None:
+    deadline = time.monotonic() + seconds
+    while True:
+        left = now()
+        seen.update(left)
+        if not left or time.monotonic() >= deadline:
+            return
+        await asyncio.sleep(POLL)
