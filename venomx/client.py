@@ -10,12 +10,12 @@ uid (neither ours nor root): it is checked with ``SO_PEERCRED`` right after conn
 
 from __future__ import annotations
 
+import _socket
 import errno
 import itertools
 import json
 import os
-import socket
-import struct
+import sys
 from collections.abc import Iterator
 from typing import Any
 
@@ -47,8 +47,8 @@ class Unreachable(VenomxError):
 def check_server(sock: Any, path: str) -> None:
     """Refuse a server that is neither our uid nor root (raises ``transport``)."""
     try:
-        creds = sock.getsockopt(socket.SOL_SOCKET, socket.SO_PEERCRED, struct.calcsize("3i"))
-        _, uid, _ = struct.unpack("3i", creds)
+        creds = sock.getsockopt(_socket.SOL_SOCKET, _socket.SO_PEERCRED, 12)
+        uid = int.from_bytes(creds[4:8], sys.byteorder, signed=True)  # ucred: pid, uid, gid
     except OSError as exc:
         raise transport_error(
             f"cannot identify the server at {path}: {exc.strerror or exc}"
@@ -61,7 +61,7 @@ def check_server(sock: Any, path: str) -> None:
         )
 
 
-def connect(sock: socket.socket, path: str) -> None:
+def connect(sock: Any, path: str) -> None:
     """Connect to the daemon of ``path``: at its abstract address when it has one (a
     program of our uid may have swapped the file, not that), else at the path."""
     try:
@@ -85,7 +85,11 @@ class Client:
         client: str = f"venomx-cli/{__version__}",
     ) -> None:
         self.path = path or default_socket()
-        self.sock = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+        # The C socket: socket.py's wrapper imports selectors and builds its enums, a
+        # cost every CLI call would pay for nothing a line reader needs.
+        self.sock = _socket.socket(_socket.AF_UNIX, _socket.SOCK_STREAM)
+        self.buf = bytearray()  # bytes read and not yet returned, from ``pos``
+        self.pos = 0
         try:
             connect(self.sock, self.path)
         except OSError as exc:
@@ -96,7 +100,6 @@ class Client:
         except VenomxError:
             self.sock.close()
             raise
-        self.file = self.sock.makefile("rb")
         self.ids = itertools.count(1)
         params: dict[str, Any] = {"protocol": PROTOCOL, "client": client, "max_frame": max_frame}
         if token:
@@ -105,7 +108,6 @@ class Client:
 
     def close(self) -> None:
         try:
-            self.file.close()
             self.sock.close()
         except OSError:
             pass
@@ -123,12 +125,20 @@ class Client:
             raise transport_error(f"connection lost: {exc}") from None
 
     def read(self) -> dict[str, Any]:
-        try:
-            line = self.file.readline()
-        except OSError as exc:
-            raise transport_error(f"connection lost: {exc}") from None
-        if not line:
-            raise transport_error("connection closed by the daemon")
+        buf = self.buf
+        while (end := buf.find(b"\n", self.pos)) < 0:
+            if self.pos:  # keep only the unread part before reading more
+                del buf[: self.pos]
+                self.pos = 0
+            try:
+                chunk = self.sock.recv(1 << 16)
+            except OSError as exc:
+                raise transport_error(f"connection lost: {exc}") from None
+            if not chunk:
+                raise transport_error("connection closed by the daemon")
+            buf += chunk
+        line = bytes(buf[self.pos : end + 1])
+        self.pos = end + 1
         frame: dict[str, Any] = json.loads(line)
         return frame
 

@@ -2,8 +2,9 @@
 
 from __future__ import annotations
 
-import hashlib
 import os
+
+FNV_PRIME, FNV_OFFSET, MASK = (1 << 88) + 0x13B, 0x6C62272E07BB014262B821756295C58D, (1 << 128) - 1
 
 
 def socket_path(explicit: str | None) -> str:
@@ -29,4 +30,13 @@ def abstract_address(path: str) -> str:
     """
     full = os.path.abspath(path)
     where = os.path.join(os.path.realpath(os.path.dirname(full)), os.path.basename(full))
-    return "\0venomx/" + hashlib.sha256(os.fsencode(where)).hexdigest()[:40]
+    return f"\0venomx/{fnv1a_128(os.fsencode(where)):032x}"
+
+
+def fnv1a_128(data: bytes) -> int:
+    """FNV-1a, 128 bits: a name for a path, not a secret (anyone may compute it), and
+    cheap to import, which hashlib's OpenSSL binding is not (every CLI call needs it)."""
+    h = FNV_OFFSET
+    for b in data:
+        h = ((h ^ b) * FNV_PRIME) & MASK
+    return h

@@ -28,14 +28,13 @@ from venomx.cli.options import (
     version_option,
     with_version,
 )
-from venomx.cli.render import RENDERERS, Panes
-from venomx.cli.text import GROUP_HELP, ROOT_HELP, VERB_NOTES
-from venomx.manifest.generate import group_text
+from venomx.cli.text import GROUP_HELP, ROOT_HELP
 from venomx.manifest.schema import type_error
 from venomx.manifest.verbs import VERBS, Param, Verb, verb_by_name
 from venomx.wire import VALUE_MAX_DEPTH, VenomxError, dumps, loads, parse_int
 
 if TYPE_CHECKING:
+    from venomx.cli.render import Panes
     from venomx.client import Client
 
 INT = re.compile(r"-?[0-9]+")
@@ -60,6 +59,8 @@ def convert(p: Param, text: str) -> Any:
 
 
 def renderer(verb: Verb) -> Callable[[dict[str, Any], Panes], str]:
+    from venomx.cli.render import RENDERERS
+
     return RENDERERS[verb.render]
 
 
@@ -172,16 +173,6 @@ def verb_callback(verb: Verb) -> Any:
     return callback
 
 
-def verb_help(verb: Verb) -> str:
-    """The summary, what the command does beyond it, and the cross-param rules."""
-    help_text = verb.summary
-    if verb.name in VERB_NOTES:
-        help_text += f"\n\n{VERB_NOTES[verb.name]}"
-    if verb.groups():
-        help_text += f"\n\nRules: {group_text(verb)}."
-    return help_text
-
-
 def common_options() -> list[click.Option]:
     return [
         click.Option(
@@ -215,7 +206,6 @@ def make_command(verb: Verb, name: str, group: bool = False) -> click.Command:
             name,
             verb,
             callback=verb_callback(verb),
-            help=verb_help(verb),
             invoke_without_command=True,
             no_args_is_help=True,
             context_settings=settings,
@@ -226,7 +216,6 @@ def make_command(verb: Verb, name: str, group: bool = False) -> click.Command:
             name,
             verb,
             callback=verb_callback(verb),
-            help=verb_help(verb),
             context_settings=settings,
             options_metavar=usage or "[OPTIONS]",
         )
@@ -251,13 +240,11 @@ def add_verbs(g: LazyGroup, verbs: list[Verb]) -> None:
 
 def build() -> click.Group:
     """The root group; each command is built when it is invoked (or listed)."""
-    from venomx.cli import commands
-
     root = LazyGroup(
         "venomx", help=ROOT_HELP, context_settings={"help_option_names": ["-h", "--help"]}
     )
     root.params.append(version_option())
-    root.finishers.append(with_version)
+    root.finishers.append(finish)
     families: dict[str, list[Verb]] = {}
     singles: list[Verb] = []
     for verb in VERBS:
@@ -283,8 +270,27 @@ def build() -> click.Group:
     for family in families:
         if family not in root.factories:
             root.lazy(family, lambda f=family: group(f, families[f]))  # type: ignore[misc]
-    commands.add_to(root)
+    for name in HAND_WRITTEN:
+        root.lazy(name, lambda n=name: hand_written(n, root))  # type: ignore[misc]
     return root
+
+
+HAND_WRITTEN = ("serve", "attach", "skill", "mcp", "exec", "completion")
+EXTENDED = ("run", "events")  # groups the hand-written side adds to
+
+
+def hand_written(name: str, root: click.Group) -> click.Command:
+    from venomx.cli import commands
+
+    return commands.command(name, root)
+
+
+def finish(cmd: click.Command) -> None:
+    with_version(cmd)
+    if cmd.name in EXTENDED:
+        from venomx.cli import commands
+
+        commands.extend(cmd)
 
 
 def main() -> None:

@@ -191,32 +191,27 @@ def mcp(socket_: str | None, all_tools: bool) -> None:
     main(socket_, all_tools)
 
 
-def add_to(root: LazyGroup) -> None:
-    """The hand-written commands, built (like the verbs) only when invoked."""
-    root.lazy("serve", lambda: serve)
-    root.lazy("attach", lambda: attach)
-    root.lazy("skill", lambda: skill)
-    root.lazy("mcp", lambda: mcp)
-
-    def exec_cmd() -> click.Command:
+def command(name: str, root: click.Group) -> click.Command:
+    """One of the hand-written commands (``HAND_WRITTEN``), by name."""
+    if name == "exec":
         from venomx.cli.exec_command import exec_cmd
 
         return exec_cmd
+    if name == "completion":
 
-    root.lazy("exec", exec_cmd)
+        @click.command("completion")
+        @click.argument("shell", type=click.Choice(["bash", "zsh", "fish"]))
+        def completion(shell: str) -> None:
+            """Print a shell completion script (source it from your shell's rc file)."""
+            from click.shell_completion import get_completion_class
 
-    @click.command("completion")
-    @click.argument("shell", type=click.Choice(["bash", "zsh", "fish"]))
-    def completion(shell: str) -> None:
-        """Print a shell completion script (source it from your shell's rc file)."""
-        from click.shell_completion import get_completion_class
+            cls = get_completion_class(shell)
+            assert cls is not None
+            click.echo(cls(root, {}, "venomx", "_VENOMX_COMPLETE").source())
 
-        cls = get_completion_class(shell)
-        assert cls is not None
-        click.echo(cls(root, {}, "venomx", "_VENOMX_COMPLETE").source())
-
-    root.lazy("completion", lambda: completion)
-    root.finishers.append(extend)
+        return completion
+    found: click.Command = {"serve": serve, "attach": attach, "skill": skill, "mcp": mcp}[name]
+    return found
 
 
 def extend(cmd: click.Command) -> None:

@@ -7,8 +7,7 @@ from __future__ import annotations
 import errno
 import os
 import sys
-from dataclasses import dataclass
-from typing import Any, NoReturn
+from typing import Any, NamedTuple, NoReturn
 
 import click
 
@@ -18,8 +17,7 @@ from venomx.wire import VenomxError, dumps
 NOT_LISTENING = (errno.ENOENT, errno.ECONNREFUSED)
 
 
-@dataclass(frozen=True)
-class Asked:
+class Asked(NamedTuple):
     """What the caller asked for, as far as the hints need it."""
 
     socket: str | None = None  # --socket as given (None: the default or $VENOMX_SOCKET)

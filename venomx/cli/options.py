@@ -16,7 +16,6 @@ from typing import Any
 import click
 
 from venomx import PROTOCOL, __version__
-from venomx.manifest.generate import rule_text
 from venomx.manifest.verbs import Param, Verb
 
 # Past this a maximum says nothing to a person ("x<=4611686018427387904"): show only the min.
@@ -63,6 +62,7 @@ class VerbOption(click.Option):
     def __init__(self, p: Param, negative: str | None = None, **kw: Any) -> None:
         super().__init__([option_name(p.name), p.name], default=None, **kw)
         self.manifest = p
+        self.help = None  # written when help is shown: a call never needs it
         self.negative = negative
         if negative is not None:
             self.secondary_opts = [negative]  # listed by completion and help
@@ -78,6 +78,8 @@ class VerbOption(click.Option):
         return extra
 
     def get_help_record(self, ctx: click.Context) -> tuple[str, str] | None:
+        if self.help is None:
+            self.help = param_help(self.manifest)
         rv = super().get_help_record(ctx)
         if rv is None or self.negative is None:
             return rv
@@ -92,6 +94,8 @@ class VerbOption(click.Option):
 
 
 def param_help(p: Param) -> str:
+    from venomx.manifest.generate import rule_text
+
     text = p.summary
     if p.has_rules and (rules := rule_text(p)):
         text += f" ({rules})"
@@ -103,7 +107,7 @@ def param_help(p: Param) -> str:
 def make_option(p: Param) -> click.Option:
     """The option of one param: INTEGER with its range, a choice, a ``--x/--no-x`` flag
     that also takes ``--x=false`` and ``--x false``, or text / JSON text."""
-    help_text = param_help(p)
+    help_text = None  # VerbOption writes it when help is shown
     if p.kind == "boolean":
         return VerbOption(
             p,
@@ -160,7 +164,37 @@ def check_trailing(ctx: click.Context, raw: list[str], siblings: list[str]) -> N
     )
 
 
-class VerbCommand(click.Command):
+class LazyHelp:
+    """A verb command's help, written when it is shown: a call never needs it."""
+
+    verb: Verb
+    _help: str | None = None
+
+    @property
+    def help(self) -> str | None:
+        if self._help is None:
+            self._help = verb_help(self.verb)
+        return self._help
+
+    @help.setter
+    def help(self, value: str | None) -> None:
+        self._help = value
+
+
+def verb_help(verb: Verb) -> str:
+    """The summary, what the command does beyond it, and the cross-param rules."""
+    from venomx.cli.text import VERB_NOTES
+    from venomx.manifest.generate import group_text
+
+    help_text = verb.summary
+    if verb.name in VERB_NOTES:
+        help_text += f"\n\n{VERB_NOTES[verb.name]}"
+    if verb.groups():
+        help_text += f"\n\nRules: {group_text(verb)}."
+    return help_text
+
+
+class VerbCommand(LazyHelp, click.Command):
     """A verb's command; with trailing argv, words count as argv only after ``--``."""
 
     def __init__(self, name: str, verb: Verb, **kw: Any) -> None:
@@ -203,7 +237,7 @@ class LazyGroup(click.Group):
         return self.commands.get(cmd_name)
 
 
-class VerbGroup(LazyGroup):
+class VerbGroup(LazyHelp, LazyGroup):
     """A group that is also a verb: ``venomx run --key …`` and ``venomx run wait …``."""
 
     def __init__(self, name: str, verb: Verb, **kw: Any) -> None:

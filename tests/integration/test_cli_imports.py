@@ -1,0 +1,73 @@
+"""The hot CLI commands cost about one interpreter start (issue 19 §1): after a real call
+to a real daemon, none of the heavy modules is loaded. Structural, not timed."""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+
+import pytest
+
+from tests.helpers import ROOT, Daemon
+
+HEAVY = ("asyncio", "ssl", "logging", "concurrent", "pyte", "psutil", "mcp", "msgpack", "anyio")
+PROBE = (
+    "import sys\n"
+    "sys.argv = ['venomx', *sys.argv[1:]]\n"
+    "try:\n"
+    "    from venomx.cli.app import main\n"
+    "    main()\n"
+    "except SystemExit as e:\n"
+    "    code = e.code\n"
+    "print('\\n' + '\\x00'.join(sorted(sys.modules)), file=sys.stderr)\n"
+)
+
+
+def modules_after(d: Daemon, *args: str) -> tuple[str, set[str]]:
+    env = {k: v for k, v in os.environ.items() if not k.startswith("VENOMX_")}
+    env["VENOMX_SOCKET"] = d.socket
+    r = subprocess.run(
+        [sys.executable, "-c", PROBE, *args, "--token", "@owner"],
+        capture_output=True,
+        text=True,
+        env=env,
+        cwd=ROOT,
+        timeout=30,
+    )
+    return r.stdout, set(r.stderr.rstrip("\n").rsplit("\n", 1)[-1].split("\0"))
+
+
+@pytest.fixture(scope="module")
+def finished(shared_daemon: Daemon) -> tuple[Daemon, str, str]:
+    d = shared_daemon
+    s = d.call("session.create")["session"]
+    r = d.call("run", {"key": "imports", "session": s, "argv": ["echo", "hi"]})
+    d.wait_exit(r["run"])
+    return d, r["run"], r["pane"]
+
+
+@pytest.mark.parametrize(
+    "args",
+    [
+        ("whoami", "--json"),
+        ("run", "wait", "--run", "{run}"),
+        ("run", "get", "--run", "{run}", "--json"),
+        ("run", "list"),
+        ("pane", "capture-rows", "--pane", "{pane}"),
+    ],
+)
+def test_hot_commands_load_nothing_heavy(
+    finished: tuple[Daemon, str, str], args: tuple[str, ...]
+) -> None:
+    d, run, pane = finished
+    out, mods = modules_after(d, *(a.format(run=run, pane=pane) for a in args))
+    assert "venomx.cli.app" in mods and "venomx.client" in mods, mods
+    heavy = sorted(m for m in mods if m.split(".")[0] in HEAVY)
+    assert heavy == [], heavy
+    assert not any(m.startswith(("venomx.daemon", "venomx.mcp", "workers")) for m in mods)
+    if args[0] == "whoami":
+        assert json.loads(out)["principal"] == "g0"
+    else:
+        assert out.strip()  # the command really ran
