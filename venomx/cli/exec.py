@@ -57,6 +57,7 @@ class ExecOptions:
     deadline_ms: int | None = None
     cols: int | None = None
     rows: int | None = None
+    keep_escapees: bool = False
     as_json: bool = False
     socket: str | None = None
     token: str | None = None
@@ -367,7 +368,24 @@ class Exec:
                 restore()
             for signum, handler in previous.items():
                 signal.signal(signum, handler)
+        if not self.opts.keep_escapees:
+            self.cleanup()
         return self.finish(record)
+
+    def cleanup(self) -> None:
+        """End what the run left behind (systemd's KillMode=control-group); the record,
+        fixed at completion, still says how many there were."""
+        try:
+            with self.client() as c:
+                done = c.call("run.cleanup", {"run": self.run_id})
+        except VenomxError as err:
+            self.note(f"could not clean up after {self.run_id}: {err.code}")
+            return
+        if done.get("ended") or done.get("remaining"):
+            self.note(
+                f"ended {done.get('ended', 0)} processes {self.run_id} left behind"
+                + (f", {done['remaining']} remain" if done.get("remaining") else "")
+            )
 
     def input(self) -> Callable[[], None]:
         """Start feeding the command's input; returns what undoes the terminal's raw mode."""

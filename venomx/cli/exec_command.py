@@ -61,6 +61,12 @@ def deadline_max() -> int:
 @click.option("--cols", type=click.IntRange(1, 65535), default=None, help="Pane columns")
 @click.option("--rows", type=click.IntRange(1, 65535), default=None, help="Pane rows")
 @click.option(
+    "--keep-escapees",
+    is_flag=True,
+    help="Leave processes the command left behind running [default: end them once it "
+    "completes, with run.cleanup]",
+)
+@click.option(
     "--json",
     "as_json",
     is_flag=True,
@@ -85,6 +91,7 @@ def exec_cmd(
     deadline_ms: int | None,
     cols: int | None,
     rows: int | None,
+    keep_escapees: bool,
     as_json: bool,
     socket_: str | None,
     token: str | None,
@@ -115,6 +122,7 @@ def exec_cmd(
         deadline_ms=deadline_ms,
         cols=cols,
         rows=rows,
+        keep_escapees=keep_escapees,
         as_json=as_json,
         socket=socket_,
         token=token,

@@ -270,6 +270,19 @@ class Cgroups:
         self.base = os.path.join(found.directory, socket_key(socket_path))
         self.leaf = os.path.join(self.base, DAEMON_LEAF)
         self.tag = source.rsplit("/", 1)[-1]
+        for attempt in range(2):
+            try:
+                self._enter(found.directory)
+                break
+            except FileNotFoundError:  # a neighbour's sweep removed it as we made it
+                if attempt:
+                    raise _Unusable(f"cannot move the daemon into {self.leaf}: ENOENT") from None
+        self.active = True
+        self.recover()
+        sweep_empty(found.directory, self.base)
+        self._enable(found.directory)
+
+    def _enter(self, parent: str) -> None:
         for d in (self.base, self.leaf):
             try:
                 os.mkdir(d, 0o755)
@@ -277,16 +290,15 @@ class Cgroups:
                 pass
             except OSError as exc:
                 raise _Unusable(
-                    f"cannot create a cgroup in {found.directory}: {_why(exc)} (not delegated "
+                    f"cannot create a cgroup in {parent}: {_why(exc)} (not delegated "
                     "to uid %d: run venomx under a unit with Delegate=yes)" % os.getuid()
                 ) from None
         try:
             _write(os.path.join(self.leaf, "cgroup.procs"), "0")
+        except FileNotFoundError:
+            raise
         except OSError as exc:
             raise _Unusable(f"cannot move the daemon into {self.leaf}: {_why(exc)}") from None
-        self.active = True
-        self.recover()
-        self._enable(found.directory)
 
     def _enable(self, parent: str) -> None:
         """Hand each wanted controller down to the pane cgroups, or say why not."""
@@ -507,6 +519,29 @@ class Cgroups:
                 f"({self.recovered['processes']} processes) at start"
             )
         return {"name": "cgroups", "status": status, "detail": detail}
+
+
+def sweep_empty(parent: str, ours: str) -> None:
+    """Remove the subtrees of daemons that are gone (killed, so they could not): a
+    ``venomx-*`` cgroup with no process anywhere in it. A live daemon is always in its own
+    leaf, so this never removes a neighbour's; one that is making its subtree right now
+    finds it gone and makes it again."""
+    try:
+        names = [n for n in os.listdir(parent) if n.startswith(PREFIX)]
+    except OSError:
+        return
+    for name in names:
+        d = os.path.join(parent, name)
+        if d == ours:
+            continue
+        try:
+            if _read(os.path.join(d, "cgroup.events")).split()[1:2] != ["0"]:
+                continue  # "populated 1": something lives in it
+            subs = [s for s in os.listdir(d) if os.path.isdir(os.path.join(d, s))]
+        except (OSError, IndexError):
+            continue
+        if subs == [DAEMON_LEAF] and _rmdir(os.path.join(d, DAEMON_LEAF)):
+            _rmdir(d)
 
 
 class _Unusable(Exception):
