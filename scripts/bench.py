@@ -1184,6 +1184,49 @@ BENCHES: dict[str, Callable[[bool], None]] = {
 DEFAULT = ("start", "throughput", "list", "runs", "vt", "deadline")  # soak: only when named
 
 
+def bench_cgroups(quick: bool) -> None:
+    """A run's start with a per-pane cgroup (made, joined by the sentinel around the
+    leader's spawn, read and removed at exit) against one without, side by side."""
+    n = 40 if quick else 200
+    print(f"\n== start cost of a per-pane cgroup: {n} x run `true` each, alternating ==")
+    on, off = Daemon(), Daemon('cgroups = "off"\n')
+    try:
+        info = on.client().call("doctor")["cgroups"]
+        if not info["active"]:
+            print(f"   no cgroups on this host ({info.get('why')}): both sides are without")
+        samples: dict[str, tuple[list[float], list[float]]] = {"on": ([], []), "off": ([], [])}
+
+        def sampler(name: str, d: Daemon) -> Callable[[], None]:
+            c = d.client()
+            s = c.call("session.create")["session"]
+            resp, done = samples[name]
+            count = iter(range(1 << 30))
+
+            def go() -> None:
+                t0 = time.perf_counter()
+                r = c.call("run", {"key": f"b{next(count)}", "session": s, "argv": ["true"]})
+                t1 = time.perf_counter()
+                c.call("run.wait", {"run": r["run"], "output": False})
+                resp.append(t1 - t0)
+                done.append(time.perf_counter() - t0)
+
+            return go
+
+        interleaved(n, sampler("on", on), sampler("off", off))
+        for name, label in (("on", "with a cgroup"), ("off", "cgroups = off")):
+            resp, done = samples[name]
+            row(f"run true {label} -> response", ms(resp))
+            row(f"run true {label} -> completed", ms(done))
+        extra = pct(samples["on"][1], 50) - pct(samples["off"][1], 50)
+        row("per-pane cgroup, extra per start (p50, completed)", f"{extra * 1000:+.2f} ms")
+    finally:
+        on.stop()
+        off.stop()
+
+
+BENCHES["cgroups"] = bench_cgroups
+
+
 def main() -> None:
     ap = argparse.ArgumentParser()
     ap.add_argument("--quick", action="store_true")
