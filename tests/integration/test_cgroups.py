@@ -160,7 +160,7 @@ def test_escapee_that_clears_its_environment_is_still_counted(
 def test_a_clean_run_is_verified_and_its_cgroup_goes(daemon: Daemon) -> None:
     rec = completed(daemon, "/bin/sleep 0.01 & wait")
     assert rec["cleanup"] == {"verified": True, "escapees": 0}
-    assert type(rec["cgroup_cpu_ms"]) is int
+    assert type(rec["cgroup_cpu_usec"]) is int
     assert "oom" not in rec
     assert daemon.call("doctor")["cgroups"]["kept"] == 0
 
@@ -376,7 +376,7 @@ def test_off_counts_escapees_by_environment_only(off: Daemon, tmp: Path, left: l
     hidden = completed(off, escapee(tmp / "hidden", keep_env=False))
     left.append(pid_in(tmp / "hidden"))
     assert hidden["cleanup"] == {"verified": False, "escapees": 0}  # only a cgroup sees it
-    assert "cgroup_cpu_ms" not in rec
+    assert "cgroup_cpu_usec" not in rec
     out = off.call("run.cleanup", {"run": rec["run"], "grace_ms": 500})
     assert out["ended"] == 1 and out["remaining"] == 0
     assert not alive(pid_in(tmp / "kept")) and alive(pid_in(tmp / "hidden"))

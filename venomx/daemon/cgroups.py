@@ -413,7 +413,7 @@ class Cgroups:
 
     def settle(self, pane_id: str, ours: set[int]) -> tuple[dict[str, Any], dict[str, Any]]:
         """At the pane's exit (its completing turn): ``cleanup`` {verified, escapees} and
-        the cgroup's usage {cgroup_cpu_ms, memory_peak_kib, oom}. ``verified`` only when
+        the cgroup's usage {cgroup_cpu_usec, memory_peak_kib, oom}. ``verified`` only when
         the cgroup proved the pane empty; an empty cgroup is removed at once."""
         g = self.groups.get(pane_id)
         if g is None:
@@ -556,7 +556,7 @@ def read_usage(directory: str) -> dict[str, Any]:
         for line in _read(os.path.join(directory, "cpu.stat")).splitlines():
             k, _, v = line.partition(" ")
             if k == "usage_usec":
-                out["cgroup_cpu_ms"] = int(v) // 1000
+                out["cgroup_cpu_usec"] = int(v)
     except (OSError, ValueError):
         pass
     try:

@@ -79,11 +79,13 @@ def gather(groups: dict[str, str] | None = None) -> ProcFacts:
     facts = ProcFacts()
     with reserve.spent():
         try:
+            read_proc(facts)
+            # Every process of a pane descends from the daemon (a subreaper): a member not
+            # seen by read_proc was born or gone meanwhile, and is not counted.
             for pane_id, directory in (groups or {}).items():
                 for pid in members(directory):
-                    if not dying(pid):
+                    if pid in facts.group and not dying(pid):
                         facts.in_cgroup[pid] = pane_id
-            read_proc(facts)
         except OSError as exc:
             if exc.errno not in FD_ERRNOS:
                 raise

@@ -60,7 +60,7 @@ class Run:
     max_rss_kib: int | None = None
     # What the pane left behind, fixed in the completing turn: {verified, escapees}
     cleanup: dict[str, Any] | None = None
-    # The pane's cgroup as a whole (escapees included): cgroup_cpu_ms, memory_peak_kib
+    # The pane's cgroup as a whole (escapees included): cgroup_cpu_usec, memory_peak_kib
     tree: dict[str, int] = field(default_factory=dict)
     oom: bool = False  # signaled SIGKILL, and the cgroup's OOM killer struck
     output: dict[str, Any] | None = None
@@ -272,7 +272,9 @@ class RunTable:
         run.cleanup = dict(cleanup or {"verified": False, "escapees": 0})
         tree = dict(tree or {})
         run.oom = bool(tree.pop("oom", False)) and run.signal == "SIGKILL"
-        run.tree = {k: int(v) for k, v in tree.items() if k in ("cgroup_cpu_ms", "memory_peak_kib")}
+        run.tree = {
+            k: int(v) for k, v in tree.items() if k in ("cgroup_cpu_usec", "memory_peak_kib")
+        }
         if pane.final is not None:
             run.output = tail(pane.final, run.output_rows, run.output_bytes)
             run.output_size = sum(len(x.encode("utf-8")) for x in run.output["lines"])

@@ -386,7 +386,7 @@ def run_record(wait: bool) -> tuple[Field, ...]:
         F("cpu_ms", "integer", False),
         F("max_rss_kib", "integer", False),
         # the pane's cgroup as a whole, escapees included, at completion
-        F("cgroup_cpu_ms", "integer", False),
+        F("cgroup_cpu_usec", "integer", False),
         F("memory_peak_kib", "integer", False),
         F("oom", "boolean", False),
         # what the pane left at completion: {verified, escapees}; fixed then
