@@ -223,7 +223,7 @@ def test_every_rule_names_a_param_with_rules() -> None:
 
 
 def test_the_cli_reads_verb_facts_from_the_entry() -> None:
-    from venomx.cli.app import RENDERERS
+    from venomx.cli.render import RENDERERS
 
     trailing = {v.name for v in VERBS if v.trailing_argv}
     assert trailing == {"run", "window.create", "pane.split"}

@@ -95,8 +95,9 @@ def render_fields(result: dict[str, Any], panes: Panes) -> str:
         if k == "output" and isinstance(v, dict):
             continue
         if usage is not None and k in USAGE_FIELDS:
-            if k == USAGE_FIELDS[0]:
+            if usage:
                 out.append(f"usage: {usage}")
+                usage = ""  # once, where the first of its fields was
             continue
         out.append(f"{k}: {scalar(v)}")
     for _, v in lists:
@@ -107,16 +108,32 @@ def render_fields(result: dict[str, Any], panes: Panes) -> str:
     return "\n".join(out)
 
 
-USAGE_FIELDS = ("cpu_ms", "max_rss_kib")
+USAGE_FIELDS = ("cpu_ms", "max_rss_kib", "cgroup_cpu_usec", "memory_peak_kib", "oom", "cleanup")
 
 
 def usage_text(record: dict[str, Any]) -> str | None:
-    """A run record's usage for a person, ``cpu 1.2s, max rss 5.3 MiB``; None when the
-    record has none (not completed, or not known)."""
-    cpu, rss = (record.get(k) for k in USAGE_FIELDS)
-    if type(cpu) is not int or type(rss) is not int:
-        return None
-    return f"cpu {human_duration(cpu)}, max rss {human_bytes(rss * 1024)}"
+    """A run record's usage for a person: ``cpu 1.2s, max rss 5.3 MiB`` from the wait
+    status, then what the pane's cgroup saw and what was left behind; None when the record
+    has none (not completed, or not known)."""
+    parts = []
+    cpu, rss = record.get("cpu_ms"), record.get("max_rss_kib")
+    if type(cpu) is int and type(rss) is int:
+        parts.append(f"cpu {human_duration(cpu)}, max rss {human_bytes(rss * 1024)}")
+    tree_cpu, peak = record.get("cgroup_cpu_usec"), record.get("memory_peak_kib")
+    if type(tree_cpu) is int:
+        parts.append(f"tree cpu {human_duration(tree_cpu // 1000)}")
+    if type(peak) is int:
+        parts.append(f"tree memory peak {human_bytes(peak * 1024)}")
+    if record.get("oom") is True:
+        parts.append("killed by the OOM killer")
+    cleanup = record.get("cleanup")
+    if isinstance(cleanup, dict):
+        left = cleanup.get("escapees")
+        if left:
+            parts.append(f"{plural(int(left), 'process', 'processes')} left behind")
+        elif cleanup.get("verified"):
+            parts.append("nothing left behind (verified)")
+    return ", ".join(parts) if parts else None
 
 
 def output_header(output: dict[str, Any], pane: Any) -> str:

@@ -70,6 +70,8 @@ async def window_create(
     cwd: str | None = None,
     env: dict[str, Any] | None = None,
     env_unset: list[str] | None = None,
+    memory_max: int | None = None,
+    pids_max: int | None = None,
 ) -> dict[str, Any]:
     argv = argv if argv is not None else [ctx.config["spawn.default_shell"]]
     pane = await ctx.panes.spawn(
@@ -84,6 +86,8 @@ async def window_create(
             env_unset,
             session=session.id,
             name=name,
+            memory_max=memory_max,
+            pids_max=pids_max,
         )
     )
     return spawn_result(pane)
