@@ -1171,7 +1171,98 @@ def bench_exec(n: int) -> None:
         )
 
 
+def answers(c: Client, rids: list[int]) -> list[dict[str, Any]]:
+    """The results of pipelined requests, which the daemon may answer in any order."""
+    got: dict[int, dict[str, Any]] = {}
+    while len(got) < len(rids):
+        frame = c.read()
+        if "error" in frame:
+            raise RuntimeError(frame["error"])
+        if "ok" in frame:
+            got[frame["id"]] = frame["ok"]
+    return [got[r] for r in rids]
+
+
+def venomx_burst(d: Daemon, n: int, secs: float, probe: list[float]) -> float:
+    """n runs of ``sleep secs`` sent at once on one connection; seconds until every
+    outcome is known. ``probe`` gets the latency of whoami calls made meanwhile."""
+    stop = threading.Event()
+
+    def prober() -> None:
+        with d.client() as pc:
+            while not stop.is_set():
+                t0 = time.perf_counter()
+                pc.call("whoami")
+                probe.append(time.perf_counter() - t0)
+                stop.wait(0.01)
+
+    with d.client() as c:
+        s = c.call("session.create")["session"]
+        th = threading.Thread(target=prober)
+        th.start()
+        t0 = time.perf_counter()
+        rids = [
+            c.start("run", {"key": f"b{i}-{t0}", "session": s, "argv": ["sleep", str(secs)]})
+            for i in range(n)
+        ]
+        runs = [r["run"] for r in answers(c, rids)]
+        waits = [c.start("run.wait", {"run": r, "output": False}) for r in runs]
+        outcomes = [r["outcome"] for r in answers(c, waits)]
+        el = time.perf_counter() - t0
+        stop.set()
+        th.join()
+        assert outcomes == ["succeeded"] * n, outcomes
+        c.call("session.remove", {"session": s, "recursive": True})
+    return el
+
+
+def tmux_burst(t: Tmux, n: int, secs: float) -> float:
+    """n windows running ``sleep secs`` sent at once to tmux control mode; seconds until
+    every one has closed."""
+    assert t.proc.stdin
+    t0 = time.perf_counter()
+    t.proc.stdin.write(
+        b"".join(b"new-window -d 'sleep %s'\n" % str(secs).encode() for _ in range(n))
+    )
+    closed = 0
+    while closed < n:
+        line = t.readline()
+        if line.startswith((b"%window-close", b"%unlinked-window-close")):
+            closed += 1
+    return time.perf_counter() - t0
+
+
+def bench_burst(quick: bool) -> None:
+    """Issue 19 §2: overhead of a burst of starts until every outcome is known, beside
+    tmux control mode starting the same windows, alternating."""
+    sizes = (50,) if quick else (50, 1000)
+    for n in sizes:
+        secs = 1.0 if n <= 50 else 3.0
+        print(f"\n== {n} pipelined runs of sleep {secs:g}: overhead until every outcome ==")
+        d = Daemon(config=f"[run]\nmax_active = {n + 16}\n")
+        t = Tmux()
+        ours: list[float] = []
+        theirs: list[float] = []
+        probe: list[float] = []
+        try:
+            for _ in range(1 if n > 50 or quick else 3):
+                ours.append(venomx_burst(d, n, secs, probe) - secs)
+                theirs.append(tmux_burst(t, n, secs) - secs)
+        finally:
+            d.stop()
+            t.stop()
+        o, th = statistics.median(ours), statistics.median(theirs)
+        row(f"{n} runs of sleep {secs:g}: overhead", f"{o * 1000:.0f} ms", f"{o / th:.2f}x tmux")
+        row(f"tmux control mode, {n} windows: overhead", f"{th * 1000:.0f} ms")
+        row(
+            f"daemon whoami latency during the {n}-burst",
+            ms(probe),
+            f"p99 {pct(probe, 99) * 1000:.1f} ms",
+        )
+
+
 BENCHES: dict[str, Callable[[bool], None]] = {
+    "burst": bench_burst,
     "exec": lambda q: bench_exec(10 if q else 30),
     "start": lambda q: bench_start(50 if q else 200),
     "throughput": lambda q: bench_throughput(500000 if q else 5000000),

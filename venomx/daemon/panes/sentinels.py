@@ -55,6 +55,7 @@ class ForkServer:
         self.filling: asyncio.Task[None] | None = None
         self.again = False
         self.recycling: set[asyncio.Task[None]] = set()
+        self.demand: list[asyncio.Future[socket.socket]] = []  # starts waiting for a fork
         self.retries: dict[str, asyncio.TimerHandle] = {}
         self.down: OSError | None = None  # why the fork server could not be restarted
 
@@ -102,6 +103,33 @@ class ForkServer:
             for _, theirs in pairs:
                 theirs.close()
         return [ours for ours, _ in pairs]
+
+    def fork_one(self) -> asyncio.Future[socket.socket]:
+        """A channel to a brand-new sentinel for a start that found no spare. Every start
+        of one reactor turn is forked in the same batches (one request to the fork server
+        per ``FORK_BATCH_MAX``): a burst of N starts costs N/8 fork requests, not N."""
+        fut: asyncio.Future[socket.socket] = asyncio.get_running_loop().create_future()
+        self.demand.append(fut)
+        if len(self.demand) == 1:
+            asyncio.get_running_loop().call_soon(self.fork_demand)
+        return fut
+
+    def fork_demand(self) -> None:
+        demand, self.demand = self.demand, []
+        demand = [f for f in demand if not f.done()]  # a start cancelled meanwhile
+        for i in range(0, len(demand), P.FORK_BATCH_MAX):
+            part = demand[i : i + P.FORK_BATCH_MAX]
+            try:
+                socks = self.fork(len(part))
+            except OSError as exc:
+                for f in part:
+                    f.set_exception(exc)
+                continue
+            for f, sock in zip(part, socks, strict=True):
+                if f.done():
+                    sock.close()
+                else:
+                    f.set_result(sock)
 
     @property
     def spare_pids(self) -> set[int]:

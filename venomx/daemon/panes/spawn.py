@@ -161,7 +161,7 @@ async def spawn(
         if chan is None:
             owner.forkserver.used()  # the pool is empty
             # SPAWN waits in the socket until the new sentinel reads it: no HELLO round trip
-            chan = await Channel.open(owner.forkserver.fork()[0])
+            chan = await Channel.open(await owner.forkserver.fork_one())
             chan.on_started = started
             chan.send(spawn_msg)
             hello = await chan.expect(P.Hello)
