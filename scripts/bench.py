@@ -1123,6 +1123,51 @@ def soak_fds64(counts: Counts) -> None:
         d.stop()
 
 
+def bench_cli(n: int) -> None:
+    """Issue 19 §1: one cold CLI call beside ``python -c 'import click'``, alternating,
+    with bytecode written (as an installed venomx has it)."""
+    d = Daemon()
+    env = {**os.environ, "VENOMX_SOCKET": d.sock, "VENOMX_TOKEN": "@owner"}
+    env.pop("PYTHONDONTWRITEBYTECODE", None)
+    exe = str(Path(sys.executable).with_name("venomx"))
+    times: dict[str, list[float]] = {"whoami": [], "wait": [], "click": []}
+    try:
+        with d.client() as c:
+            s = c.call("session.create")["session"]
+            run = c.call("run", {"key": "cli", "session": s, "argv": ["true"]})["run"]
+            c.call("run.wait", {"run": run, "output": False})
+        cmds = {
+            "whoami": [exe, "whoami", "--json"],
+            "wait": [exe, "run", "wait", "--run", run],
+            "click": [sys.executable, "-c", "import click"],
+        }
+        for cmd in cmds.values():  # write the bytecode once
+            subprocess.run(cmd, env=env, stdout=subprocess.DEVNULL, check=True)
+
+        def sampler(name: str) -> Callable[[], None]:
+            def sample() -> None:
+                t0 = time.perf_counter()
+                subprocess.run(cmds[name], env=env, stdout=subprocess.DEVNULL, check=True)
+                times[name].append(time.perf_counter() - t0)
+
+            return sample
+
+        interleaved(n, *(sampler(k) for k in cmds))
+    finally:
+        d.stop()
+    base = statistics.median(times["click"])
+    for name, label in (
+        ("whoami", "venomx whoami --json"),
+        ("wait", "venomx run wait (completed run)"),
+        ("click", "python -c 'import click'"),
+    ):
+        row(
+            f"{label}, wall",
+            ms(times[name]),
+            f"{statistics.median(times[name]) / base:.2f}x import click, n={n}",
+        )
+
+
 def bench_exec(n: int) -> None:
     """Wall time of one whole command that runs `true` and reports its status, side by
     side in one run, alternating: `venomx exec`, `timeout 10 true` (no daemon at all) and
@@ -1262,6 +1307,7 @@ def bench_burst(quick: bool) -> None:
 
 
 BENCHES: dict[str, Callable[[bool], None]] = {
+    "cli": lambda q: bench_cli(20 if q else 60),
     "burst": bench_burst,
     "exec": lambda q: bench_exec(10 if q else 30),
     "start": lambda q: bench_start(50 if q else 200),
@@ -1272,7 +1318,17 @@ BENCHES: dict[str, Callable[[bool], None]] = {
     "deadline": bench_deadline,
     "soak": bench_soak,
 }
-DEFAULT = ("start", "throughput", "list", "runs", "vt", "deadline")  # soak: only when named
+DEFAULT = (
+    "cli",
+    "exec",
+    "burst",
+    "start",
+    "throughput",
+    "list",
+    "runs",
+    "vt",
+    "deadline",
+)  # soak, cgroups: when named
 
 
 def bench_cgroups(quick: bool) -> None:
