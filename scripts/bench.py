@@ -1284,7 +1284,7 @@ def bench_burst(quick: bool) -> None:
     for n in sizes:
         secs = 1.0 if n <= 50 else 3.0
         print(f"\n== {n} pipelined runs of sleep {secs:g}: overhead until every outcome ==")
-        d = Daemon(config=f"[run]\nmax_active = {n + 16}\n")
+        d = Daemon(config=f"[run]\nmax_active = {n + 16}\nretain_count = {2 * n + 16}\n")
         t = Tmux()
         ours: list[float] = []
         theirs: list[float] = []
