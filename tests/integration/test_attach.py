@@ -7,6 +7,7 @@ import os
 import shutil
 import subprocess
 import uuid
+from pathlib import Path
 
 import pytest
 
@@ -93,3 +94,45 @@ def test_venomx_attach_in_tmux(daemon: Daemon) -> None:
         assert daemon.call("pane.list")["panes"][0]["state"] == "running"  # detach stops nothing
     finally:
         subprocess.run([*tmux, "kill-server"], capture_output=True)
+
+
+def test_readonly_attach_from_a_pipe_follows_the_pane_until_it_exits(
+    daemon: Daemon, tmp: Path
+) -> None:
+    """stdin at end of file is not a detach for a read-only attach: it can feed a log."""
+    gate = tmp / "gate"
+    s = daemon.call("session.create")["session"]
+    w = daemon.call(
+        "window.create",
+        {
+            "session": s,
+            "argv": [
+                "sh",
+                "-c",
+                f"echo before; while [ ! -e {gate} ]; do sleep 0.05; done; echo after",
+            ],
+        },
+    )
+    env = {k: v for k, v in os.environ.items() if not k.startswith("VENOMX_")}
+    env.update({"VENOMX_SOCKET": daemon.socket, "VENOMX_TOKEN": "@owner"})
+    proc = subprocess.Popen(
+        [PY, "-m", "venomx", "attach", "--pane", w["pane"], "--readonly"],
+        stdin=subprocess.DEVNULL,
+        stdout=subprocess.PIPE,
+        env=env,
+    )
+    try:
+        assert proc.stdout is not None
+        seen = b""
+        while b"before" not in seen:
+            chunk = proc.stdout.read1(4096)
+            assert chunk, seen
+            seen += chunk
+        assert proc.poll() is None  # still attached although stdin is at end of file
+        gate.touch()
+        rest, _ = proc.communicate(timeout=30)
+        assert b"after" in seen + rest
+        assert proc.returncode == 0
+    finally:
+        proc.kill()
+        proc.wait()

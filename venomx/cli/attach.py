@@ -47,7 +47,10 @@ def run_attach(pane: str, readonly: bool, sock: str | None, token: str | None) -
     try:
         if saved is not None:
             tty.setraw(fd)
-        threading.Thread(target=pump_keys, daemon=True).start()
+        if keys is not None or saved is not None:
+            # read-only from a pipe or /dev/null: nothing to type and no end-of-file
+            # detach, so it can follow a pane into a log until the pane exits
+            threading.Thread(target=pump_keys, daemon=True).start()
         while True:
             frame = view.read()
             if frame.get("id") != rid:
