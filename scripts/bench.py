@@ -352,6 +352,80 @@ def bench_throughput(lines: int) -> None:
     row("floor: bare PTY drained by python", f"{size / el / 1e6:.1f} MB/s", f"{el:.2f} s")
 
 
+def output_inputs(size: int) -> dict[str, Path]:
+    """Files of about ``size`` bytes for the output bench: plain lines, random bytes, a
+    flood of combining marks and SGR-heavy colour text."""
+    rng = random.Random(19)
+    out: dict[str, Path] = {}
+    seq = "".join(f"{i}\n" for i in range(1, size // 6))
+    combining = ("a" + "\u0301" * 200 + "\n") * (size // 402)
+    colour = "".join(
+        f"\x1b[38;5;{i % 256}m\x1b[48;5;{(i * 7) % 256}mword{i % 10}\x1b[0m "
+        + ("\n" if i % 12 == 11 else "")
+        for i in range(size // 30)
+    )
+    data = {
+        "seq": seq.encode(),
+        "random bytes": rng.randbytes(size),
+        "combining marks": combining.encode(),
+        "SGR colour": colour.encode(),
+    }
+    for name, blob in data.items():
+        path = Path(tempfile.gettempdir()) / f"vxb-out-{name.replace(' ', '-')}-{size}.bin"
+        if not path.exists():
+            path.write_bytes(blob)
+        out[name] = path
+    return out
+
+
+def venomx_cat(d: Daemon, path: Path) -> float:
+    with d.client() as c:
+        s = c.call("session.create")["session"]
+        t0 = time.perf_counter()
+        r = c.call("run", {"key": f"cat{t0}", "session": s, "argv": ["cat", str(path)]})
+        c.call("run.wait", {"run": r["run"], "output": False})
+        el = time.perf_counter() - t0
+        c.call("session.remove", {"session": s, "recursive": True})
+    return el
+
+
+def tmux_cat(path: Path) -> float:
+    sock = tempfile.mktemp(prefix="vxbt", dir="/tmp")
+    tmux = ["tmux", "-S", sock]
+    subprocess.run([*tmux, "new-session", "-d", "-x", "80", "-y", "24", "sleep 600"], check=True)
+    try:
+        t0 = time.perf_counter()
+        cmd = f"cat '{path}'; tmux -S {sock} wait-for -S done"
+        subprocess.run([*tmux, "new-window", "-d", cmd], check=True)
+        subprocess.run([*tmux, "wait-for", "done"], check=True)
+        return time.perf_counter() - t0
+    finally:
+        subprocess.run([*tmux, "kill-server"], capture_output=True)
+
+
+def bench_output(quick: bool) -> None:
+    """Issue 19 §4: MB/s of worst-case and ordinary output through a venomx pane (until
+    the run's outcome is known) beside a tmux pane (until the command is done), alternating."""
+    size = 2_000_000 if quick else 8_000_000
+    print(f"\n== output through a pane: {size / 1e6:.0f} MB of each kind ==")
+    d = Daemon()
+    try:
+        for name, path in output_inputs(size).items():
+            n = path.stat().st_size
+            ours, theirs = [], []
+            for _ in range(1 if quick else 2):
+                ours.append(venomx_cat(d, path))
+                theirs.append(tmux_cat(path))
+            o, t = statistics.median(ours), statistics.median(theirs)
+            row(
+                f"{name}: venomx pane / tmux pane",
+                f"{n / o / 1e6:.1f} / {n / t / 1e6:.1f} MB/s",
+                f"{t / o:.2f}x tmux's rate",
+            )
+    finally:
+        d.stop()
+
+
 def bench_list_under_load(lines: int) -> None:
     path = make_seq(lines)
     print("\n== pane.list latency while 4 panes cat at once ==")
@@ -1307,6 +1381,7 @@ def bench_burst(quick: bool) -> None:
 
 
 BENCHES: dict[str, Callable[[bool], None]] = {
+    "output": bench_output,
     "cli": lambda q: bench_cli(20 if q else 60),
     "burst": bench_burst,
     "exec": lambda q: bench_exec(10 if q else 30),
