@@ -1397,6 +1397,7 @@ DEFAULT = (
     "cli",
     "exec",
     "burst",
+    "output",
     "start",
     "throughput",
     "list",
