@@ -33,6 +33,7 @@ if TYPE_CHECKING:
     from venomx.daemon.services import Services
 
 log = logging.getLogger(__name__)
+FRAMES_PER_TURN = 16  # requests one connection may start in one reactor turn
 MAX_ANCESTRY = 256  # deeper process trees than this are treated as a pane's
 TOKEN = re.compile(r"[0-9a-f]{64}")
 BACKLOG_MIN = 8 * 1024 * 1024
@@ -149,6 +150,8 @@ class Connection(asyncio.Protocol):
         self.peer_pid = 0
         self.tasks: dict[int, asyncio.Task[None]] = {}
         self.closed = False
+        self.draining = False  # a drain of the buffered frames is scheduled
+        self.paused = False  # reading paused while buffered frames wait
 
     # -- transport ---------------------------------------------------------------------------
     def connection_made(self, transport: asyncio.BaseTransport) -> None:
@@ -209,6 +212,15 @@ class Connection(asyncio.Protocol):
             data = data[nl + 1 :]
             self.discarding = False
         self.buf += data
+        if not self.draining:
+            self.drain()
+
+    def drain(self) -> None:
+        """Handle the complete frames buffered, at most ``FRAMES_PER_TURN`` per reactor
+        turn: a client that pipelines a thousand starts must not hold up every other
+        connection for the whole batch. Reading pauses while a backlog is left."""
+        self.draining = False
+        handled = 0
         while not self.closed:
             nl = self.buf.find(b"\n")
             if nl < 0:
@@ -216,9 +228,16 @@ class Connection(asyncio.Protocol):
                     self.buf.clear()
                     self.discarding = True
                     self.frame_too_big()
+                self.reading(True)
+                return
+            if handled == FRAMES_PER_TURN:
+                self.reading(False)
+                self.draining = True
+                asyncio.get_running_loop().call_soon(self.drain)
                 return
             frame = bytes(self.buf[:nl])
             del self.buf[: nl + 1]
+            handled += 1
             if len(frame) > self.max_frame:
                 self.frame_too_big()
                 continue
@@ -227,6 +246,16 @@ class Connection(asyncio.Protocol):
             except Exception:  # nothing a client sends may crash the daemon
                 log.exception("frame handling failed")
                 self.reply_error(None, VenomxError("internal", "internal error", {}))
+
+    def reading(self, on: bool) -> None:
+        t = self.transport
+        if t is None or t.is_closing() or on != self.paused:
+            return
+        self.paused = not on
+        if on:
+            t.resume_reading()
+        else:
+            t.pause_reading()
 
     @staticmethod
     def echo_id(rid: Any) -> Any:
