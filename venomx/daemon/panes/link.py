@@ -10,7 +10,7 @@ from __future__ import annotations
 import asyncio
 from collections.abc import Callable
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 if TYPE_CHECKING:
     from venomx.daemon.panes.sentinels import Channel
@@ -36,6 +36,7 @@ class Link:
     exit_seen: bool = False
     exit_status: int = 0
     exit_state: Snapshot | None = None
+    exit_raw: dict[str, Any] | None = None  # EXIT's state, decoded when the pane settles
     pidfd: int = -1  # readable once the leader has exited (before anyone reaps it)
     watchdog: asyncio.TimerHandle | None = None
     attachers: dict[int, Callable[[P.Message], None]] = field(default_factory=dict)

@@ -46,6 +46,7 @@ from workers import protocol as P
 from workers.rows import EpochConflict, Snapshot, capture, repaint
 
 log = logging.getLogger(__name__)
+EXITS_PER_TURN = 32
 
 # cols, rows, offset, repaint bytes, and whether bytes after ``offset`` follow instead
 OnScreen = Callable[[int, int, int, bytes, bool], None]
@@ -79,6 +80,7 @@ class Panes:
         self.losses = watch.Losses()
         self.exited_panes = ExitedPanes()
         self.requests = Requests()
+        self.exiting: list[Pane] = []  # panes whose EXIT arrived, settled in turns
         # The leader's usage (workers.protocol.usage) from the wait that gave its status:
         # the sentinel's EXIT, or the daemon's own reap when the sentinel is lost.
         self.exit_usage: dict[str, dict[str, int]] = {}
@@ -331,10 +333,14 @@ class Panes:
             if pane.live and pane.fault is None and not link.exit_seen:
                 link.exit_seen = True
                 link.exit_status = m.status
-                link.exit_state = Snapshot.from_dict(m.state)
+                link.exit_raw = m.state
                 if m.usage is not None:
                     self.exit_usage[pane.id] = m.usage
-                self.settle(pane)
+                # A thousand panes ending together must not hold the reactor for all of
+                # them in one turn: their exits are settled EXITS_PER_TURN at a time.
+                self.exiting.append(pane)
+                if len(self.exiting) == 1:
+                    asyncio.get_running_loop().call_soon(self.settle_exits)
 
     def on_marker(self, pane: Pane, link: Link, m: P.Marker) -> None:
         # Observations only: nothing but these events changes (RFC-0015 §5). They come
@@ -366,6 +372,13 @@ class Panes:
             )
 
     # -- exit --------------------------------------------------------------------------------
+    def settle_exits(self) -> None:
+        batch, self.exiting = self.exiting[:EXITS_PER_TURN], self.exiting[EXITS_PER_TURN:]
+        if self.exiting:
+            asyncio.get_running_loop().call_soon(self.settle_exits)
+        for pane in batch:
+            self.settle(pane)
+
     def settle(self, pane: Pane) -> None:
         """Exit the pane once its wait status is known: from the sentinel's EXIT (its own
         wait on the child it started), or, when the sentinel is lost, from the daemon's
@@ -374,6 +387,9 @@ class Panes:
             return
         link = self.link(pane)
         if link.exit_seen:
+            if link.exit_raw is not None:
+                link.exit_state = Snapshot.from_dict(link.exit_raw)
+                link.exit_raw = None
             usage = self.exit_usage.get(pane.id)
             self.exit(pane, link, link.exit_status, link.exit_state, usage)
         elif link.leader_status is None:
