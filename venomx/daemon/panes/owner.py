@@ -377,7 +377,10 @@ class Panes:
         if self.exiting:
             asyncio.get_running_loop().call_soon(self.settle_exits)
         for pane in batch:
-            self.settle(pane)
+            try:
+                self.settle(pane)
+            except Exception:  # one pane's bug must not leave the others of the batch live
+                log.exception("settling pane %s failed", pane.id)
 
     def settle(self, pane: Pane) -> None:
         """Exit the pane once its wait status is known: from the sentinel's EXIT (its own
