@@ -100,14 +100,8 @@ class Context:
     def resolve(self) -> Any:
         """Look up the verb's target and check its declared state: the object, or None
         when none of its params was given (RFC-0015 §11 step 8 for ``run``)."""
-        target = self.verb.target
-        assert target is not None
-        found = None
-        for name in target.params:
-            if self.params.get(name) is not None:
-                found = lookup(self, name, self.params[name])
-                check_state(self, found, target.state)
-        return found
+        found = resolve_target(self, self.params)
+        return next(iter(found.values()), None)
 
 
 def denied(right: str, resource: str | None) -> VenomxError:
@@ -145,7 +139,6 @@ def not_found(kind: str, rid: str) -> VenomxError:
 
 def lookup(ctx: Context, kind: str, rid: str) -> Any:
     """The live object a target param names (kind = param name)."""
-    reg = ctx.registry
     if kind == "run":
         run = ctx.runs.runs.get(rid)
         if run is None:
@@ -153,15 +146,22 @@ def lookup(ctx: Context, kind: str, rid: str) -> Any:
         return run
     if kind == "principal":
         return principal_target(ctx, rid)
-    tables: dict[str, dict[str, Any]] = {
-        "session": reg.sessions,
-        "window": reg.windows,
-        "pane": reg.panes,
-    }
-    table = tables[kind]
-    found = table.get(rid)
+    found = ctx.registry.container(kind, rid)
     if found is None:
         raise not_found(kind, rid)
+    return found
+
+
+def resolve_target(ctx: Context, params: dict[str, Any]) -> dict[str, Any]:
+    """The objects the verb's target params name (those given), each checked against the
+    declared state, in the declared order."""
+    target = ctx.verb.target
+    assert target is not None
+    found: dict[str, Any] = {}
+    for name in target.params:
+        if params.get(name) is not None:
+            found[name] = lookup(ctx, name, params[name])
+            check_state(ctx, found[name], target.state)
     return found
 
 
@@ -218,12 +218,7 @@ def perform(ctx: Context, step: str, params: dict[str, Any]) -> None:
     elif step == "cwd":
         states.check_cwd(params.get("cwd"))
     elif step == "target":
-        target = ctx.verb.target
-        assert target is not None
-        for name in target.params:
-            if params.get(name) is not None:
-                params[name] = lookup(ctx, name, params[name])
-                check_state(ctx, params[name], target.state)
+        params.update(resolve_target(ctx, params))
     else:
         raise AssertionError(f"{ctx.verb.name}: unknown step {step}")
 

@@ -227,14 +227,19 @@ class Registry:
             seen += 1
         return False
 
-    def node_of(self, resource: str) -> AuthNode | None:
-        kind, _, rid = resource.partition(":")
-        if kind == "run":
-            return self.runs.get(rid)
+    def container(self, kind: str, rid: str) -> Session | Window | Pane | None:
+        """The live session, window or pane of that kind and ID (None for any other kind)."""
         tables: dict[str, dict[str, Any]] = {
             "session": self.sessions,
             "window": self.windows,
             "pane": self.panes,
         }
-        entity = tables.get(kind, {}).get(rid)
+        found: Session | Window | Pane | None = tables.get(kind, {}).get(rid)
+        return found
+
+    def node_of(self, resource: str) -> AuthNode | None:
+        kind, _, rid = resource.partition(":")
+        if kind == "run":
+            return self.runs.get(rid)
+        entity = self.container(kind, rid)
         return entity.node if entity is not None else None
