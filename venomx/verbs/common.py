@@ -1,11 +1,12 @@
-"""Views shared by the verb families."""
+"""Views, and the start of a window or split pane, shared by the verb families."""
 
 from __future__ import annotations
 
 from typing import Any
 
 from venomx.daemon.dispatch import Context
-from venomx.daemon.registry import Pane, Window
+from venomx.daemon.panes.spawn import SpawnRequest
+from venomx.daemon.registry import Grant, Pane, Window
 
 
 def window_view(ctx: Context, w: Window) -> dict[str, Any]:
@@ -26,3 +27,35 @@ def spawn_result(pane: Pane) -> dict[str, Any]:
         "principal": pane.principal,
         "pid": pane.pid,
     }
+
+
+async def start_pane(
+    ctx: Context,
+    argv: list[str] | None,
+    cols: int,
+    rows: int,
+    grants: list[Grant],
+    cwd: str | None,
+    env: dict[str, Any] | None,
+    env_unset: list[str] | None,
+    memory_max: int | None,
+    pids_max: int | None,
+    **where: Any,
+) -> dict[str, Any]:
+    """window.create and pane.split: start argv (default: the configured shell) in a
+    new pane ``where`` says (``session``+``name``, or ``split``+``axis``)."""
+    argv = argv if argv is not None else [ctx.config["spawn.default_shell"]]
+    req = SpawnRequest(
+        ctx.principal,
+        argv,
+        cols,
+        rows,
+        grants,
+        cwd,
+        env,
+        env_unset,
+        memory_max=memory_max,
+        pids_max=pids_max,
+        **where,
+    )
+    return spawn_result(await ctx.panes.spawn(req))

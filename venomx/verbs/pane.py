@@ -11,9 +11,8 @@ import base64
 from typing import Any
 
 from venomx.daemon.dispatch import Context, handler
-from venomx.daemon.panes.spawn import SpawnRequest
 from venomx.daemon.registry import Grant, Pane, Session, Window
-from venomx.verbs.common import spawn_result
+from venomx.verbs.common import start_pane
 from venomx.verbs.keys import encode_keys
 
 
@@ -32,24 +31,20 @@ async def split(
     memory_max: int | None = None,
     pids_max: int | None = None,
 ) -> dict[str, Any]:
-    argv = argv if argv is not None else [ctx.config["spawn.default_shell"]]
-    new = await ctx.panes.spawn(
-        SpawnRequest(
-            ctx.principal,
-            argv,
-            cols,
-            rows,
-            grants,
-            cwd,
-            env,
-            env_unset,
-            split=pane.id,
-            axis=axis,
-            memory_max=memory_max,
-            pids_max=pids_max,
-        )
+    return await start_pane(
+        ctx,
+        argv,
+        cols,
+        rows,
+        grants,
+        cwd,
+        env,
+        env_unset,
+        memory_max,
+        pids_max,
+        split=pane.id,
+        axis=axis,
     )
-    return spawn_result(new)
 
 
 @handler("pane.list")

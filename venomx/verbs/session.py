@@ -9,9 +9,8 @@ from __future__ import annotations
 from typing import Any
 
 from venomx.daemon.dispatch import Context, handler
-from venomx.daemon.panes.spawn import SpawnRequest
 from venomx.daemon.registry import AuthNode, Grant, Session, Window
-from venomx.verbs.common import spawn_result, window_view
+from venomx.verbs.common import start_pane, window_view
 
 
 @handler("session.create")
@@ -73,24 +72,20 @@ async def window_create(
     memory_max: int | None = None,
     pids_max: int | None = None,
 ) -> dict[str, Any]:
-    argv = argv if argv is not None else [ctx.config["spawn.default_shell"]]
-    pane = await ctx.panes.spawn(
-        SpawnRequest(
-            ctx.principal,
-            argv,
-            cols,
-            rows,
-            grants,
-            cwd,
-            env,
-            env_unset,
-            session=session.id,
-            name=name,
-            memory_max=memory_max,
-            pids_max=pids_max,
-        )
+    return await start_pane(
+        ctx,
+        argv,
+        cols,
+        rows,
+        grants,
+        cwd,
+        env,
+        env_unset,
+        memory_max,
+        pids_max,
+        session=session.id,
+        name=name,
     )
-    return spawn_result(pane)
 
 
 @handler("window.get")
