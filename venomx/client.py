@@ -16,12 +16,35 @@ import itertools
 import json
 import os
 import sys
-from collections.abc import Iterator
-from typing import Any
+import time
+from collections.abc import Callable, Iterator
+from typing import Any, TypeVar
 
 from venomx import PROTOCOL, __version__
 from venomx.paths import abstract_address, socket_path
 from venomx.wire import DEFAULT_MAX_FRAME, VenomxError, dumps
+
+T = TypeVar("T")
+
+
+def reconnecting(
+    open_client: Callable[[], Client], work: Callable[[Client], T], bound: float, pause: float
+) -> T:
+    """``work`` on a fresh connection, again on another one each time the daemon cannot be
+    reached or the connection is lost (``transport``), for up to ``bound`` seconds after
+    the last connection that worked; then the error."""
+    lost_at: float | None = None
+    while True:
+        try:
+            with open_client() as c:
+                lost_at = None
+                return work(c)
+        except VenomxError as err:
+            now = time.monotonic()
+            lost_at = lost_at or now
+            if err.code != "transport" or now - lost_at >= bound:
+                raise
+            time.sleep(pause)  # a CLI waiting for its daemon to come back
 
 
 def default_socket() -> str:

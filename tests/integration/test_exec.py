@@ -350,8 +350,7 @@ def test_run_log_resumes_on_a_new_connection_without_repeats(daemon: Daemon, tmp
         },
     )["run"]
     printed: list[str] = []
-    log = RowLog(run)
-    log.say = printed.append  # type: ignore[method-assign]
+    log = RowLog(run, printed.append)
     with Client(daemon.socket, "@owner") as c:
         wait_for(lambda: (log.once(c, follow=True) or True) and len(printed) >= 30, 10, "rows")
     assert printed == [str(i) for i in range(1, 31)]

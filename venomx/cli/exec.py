@@ -24,8 +24,9 @@ from typing import Any, BinaryIO
 
 from venomx.cli.errors import Asked, human
 from venomx.cli.render import human_duration, usage_text
+from venomx.cli.runlog import RowLog
 from venomx.cli.textlog import TextLines
-from venomx.client import Client
+from venomx.client import Client, reconnecting
 from venomx.manifest.verbs import ENV_NAME_PATTERN, MAX_ENV_VALUE
 from venomx.wire import VenomxError, dumps
 
@@ -239,19 +240,7 @@ class Exec:
         pane no longer holds are reported as a gap, never skipped silently. A pane that
         ended before the stream began is shown by its rows."""
         self.lines = None if self.tty_out else TextLines()
-        lost_at: float | None = None
-        while True:
-            try:
-                with self.client() as c:
-                    lost_at = None
-                    if self.follow(c):
-                        break
-            except VenomxError as err:
-                now = time.monotonic()
-                if err.code != "transport" or now - (lost_at or now) > START_RETRY:
-                    raise
-                lost_at = lost_at or now
-                time.sleep(0.1)  # a CLI waiting for its daemon, not a test
+        reconnecting(self.client, self.follow, START_RETRY, 0.1)
         if self.lines is not None:
             last = self.lines.close()
             if last is not None:
@@ -270,8 +259,8 @@ class Exec:
         eol = b"\r\n" if self.lines is None else b"\n"
         self.stream_to.write(f"[venomx: {text}]".encode() + eol)
 
-    def follow(self, c: Client) -> bool:
-        """One attach, resuming after ``seen``; True when the pane has exited."""
+    def follow(self, c: Client) -> None:
+        """One attach, resuming after ``seen``, until the pane has exited."""
         assert self.pane is not None
         held: bytes | None = None  # a repaint, shown only if the pane turns out live
         for item in c.stream("pane.attach", {"pane": self.pane, "after": self.seen}):
@@ -299,30 +288,16 @@ class Exec:
         elif held is not None:
             self.gap("the command ended while the stream was away; its last screen:")
             self.emit(held + b"\r\n")
-        return True
 
     def rows_instead(self, c: Client) -> None:
         """The pane's bytes were no longer held (it ended before the stream began): print
         its rows from the first retained one, saying if earlier ones are gone."""
-        assert self.pane is not None
-        write = self.stream_to.write
-        start, limit = 0, 1000
-        rows: list[str] = []
-        while True:
-            res = c.call("pane.capture_rows", {"pane": self.pane, "start": start, "limit": limit})
-            if start == 0 and int(res.get("oldest", 0)) > 0:
-                write(f"[venomx: {res['oldest']} earlier rows were not retained]\n".encode())
-            got = [str(r) for r in res.get("lines", [])]
-            rows += got
-            if len(got) < limit:
-                break
-            start = int(res["end"])
-        while rows and not rows[-1].strip():
-            rows.pop()
+        assert self.pane is not None and self.run_id is not None
         eol = b"\r\n" if self.lines is None else b"\n"
-        for row in rows:
-            write(row.rstrip().encode() + eol)
-        self.stream_to.flush()
+        out = self.stream_to
+        RowLog(self.run_id, lambda text: out.write(text.encode() + eol), out.flush).print_rows(
+            c, self.pane, final=True
+        )
 
     # -- interrupts ------------------------------------------------------------------------------
     def on_signal(self, signum: int, _frame: object) -> None:

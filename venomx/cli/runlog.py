@@ -9,11 +9,11 @@ the run has completed, the rest is final and printed down to the last non-blank 
 from __future__ import annotations
 
 import sys
-import time
+from collections.abc import Callable
 from typing import Any
 
 from venomx.cli.errors import Asked, human
-from venomx.client import Client
+from venomx.client import Client, reconnecting
 from venomx.wire import VenomxError
 
 PAGE = 1000
@@ -24,17 +24,22 @@ RECONNECT = 30.0  # seconds a follow keeps trying to reach the daemon again
 class RowLog:
     """The cursor of one log: the next row to print and the epoch it counts in."""
 
-    def __init__(self, run: str) -> None:
+    def __init__(
+        self,
+        run: str,
+        say: Callable[[str], object] | None = None,
+        flush: Callable[[], object] | None = None,
+    ) -> None:
         self.run = run
         self.next = 0
         self.epoch: int | None = None
-        self.started = False
-
-    def say(self, text: str) -> None:
-        sys.stdout.write(text + "\n")
+        self.say = say or (lambda text: sys.stdout.write(text + "\n"))
+        self.flush = flush or sys.stdout.flush
 
     def print_rows(self, c: Client, pane: str, final: bool) -> None:
-        """Every row from the cursor that can no longer change (all of them if final)."""
+        """Every row from the cursor that can no longer change (all of them if final, but
+        the blank rows after the last text)."""
+        blank = 0
         while True:
             params: dict[str, Any] = {"pane": pane, "start": self.next, "limit": PAGE}
             if self.epoch is not None:
@@ -52,17 +57,22 @@ class RowLog:
             oldest, start = int(res["oldest"]), int(res["start"])
             if start > self.next:
                 self.say(f"[venomx: {start - self.next} rows were no longer retained]")
-            lines = [str(x) for x in res["lines"]]
-            if final:
+            lines = [str(x).rstrip() for x in res["lines"]]
+            if final:  # blank rows are held back: after the last text they are the screen
                 upto = len(lines)
-                if int(res["end"]) - start < PAGE:  # the last page: drop the blank screen
-                    while upto and not lines[upto - 1].strip():
-                        upto -= 1
+                for line in lines:
+                    if line:
+                        for _ in range(blank):
+                            self.say("")
+                        blank = 0
+                        self.say(line)
+                    else:
+                        blank += 1
             else:
                 upto = max(0, min(len(lines), int(res["cursor"]["row"]) - start))
-            for line in lines[:upto]:
-                self.say(line.rstrip())
-            sys.stdout.flush()
+                for line in lines[:upto]:
+                    self.say(line)
+            self.flush()
             self.next = max(self.next, start + upto, oldest)
             if upto < PAGE:
                 return
@@ -84,22 +94,16 @@ class RowLog:
 
 def print_log(run: str, follow: bool, sock: str | None, token: str | None) -> int:
     log = RowLog(run)
-    lost_at: float | None = None
-    while True:
-        try:
-            with Client(sock, token) as c:
-                lost_at = None
-                while not log.once(c, follow):
-                    pass
-                return 0
-        except VenomxError as err:
-            now = time.monotonic()
-            if follow and err.code == "transport":
-                lost_at = lost_at or now
-                if now - lost_at < RECONNECT:
-                    time.sleep(0.5)  # a CLI waiting for its daemon to come back
-                    continue
-            print(human(err, Asked(sock, token)), file=sys.stderr)
-            return err.exit_code
-        except KeyboardInterrupt:
-            return 130
+
+    def work(c: Client) -> None:
+        while not log.once(c, follow):
+            pass
+
+    try:
+        reconnecting(lambda: Client(sock, token), work, RECONNECT if follow else 0, 0.5)
+    except VenomxError as err:
+        print(human(err, Asked(sock, token)), file=sys.stderr)
+        return err.exit_code
+    except KeyboardInterrupt:
+        return 130
+    return 0
