@@ -33,6 +33,9 @@ class Link:
     # The wait status comes from the sentinel's EXIT, or, when the sentinel is lost
     # (the record's ``fault``), from the daemon's own reap of the leader (``leader_status``).
     leader_status: int | None = None
+    # The leader's usage (workers.protocol.usage) from the wait that gave each status.
+    leader_usage: dict[str, int] | None = None
+    exit_usage: dict[str, int] | None = None
     exit_seen: bool = False
     exit_status: int = 0
     exit_state: Snapshot | None = None

@@ -81,10 +81,6 @@ class Panes:
         self.exited_panes = ExitedPanes()
         self.requests = Requests()
         self.exiting: list[Pane] = []  # panes whose EXIT arrived, settled in turns
-        # The leader's usage (workers.protocol.usage) from the wait that gave its status:
-        # the sentinel's EXIT, or the daemon's own reap when the sentinel is lost.
-        self.exit_usage: dict[str, dict[str, int]] = {}
-        self.reap_usage: dict[str, dict[str, int]] = {}
         # One cgroup per pane where the host allows it; the daemon sets it up at start.
         self.cgroups = Cgroups("off")
 
@@ -291,9 +287,8 @@ class Panes:
             if pane is None:  # its sentinel died before the start committed
                 reg.early_exits[pid] = status
             elif pane.live:
-                self.link(pane).leader_status = status
-                if usage is not None:
-                    self.reap_usage[pane.id] = usage
+                link = self.link(pane)
+                link.leader_status, link.leader_usage = status, usage
                 self.settle(pane)
             return True
         if pid in reg.reaps_after_exit.values():
@@ -334,8 +329,7 @@ class Panes:
                 link.exit_seen = True
                 link.exit_status = m.status
                 link.exit_raw = m.state
-                if m.usage is not None:
-                    self.exit_usage[pane.id] = m.usage
+                link.exit_usage = m.usage
                 # A thousand panes ending together must not hold the reactor for all of
                 # them in one turn: their exits are settled EXITS_PER_TURN at a time.
                 self.exiting.append(pane)
@@ -393,12 +387,11 @@ class Panes:
             if link.exit_raw is not None:
                 link.exit_state = Snapshot.from_dict(link.exit_raw)
                 link.exit_raw = None
-            usage = self.exit_usage.get(pane.id)
-            self.exit(pane, link, link.exit_status, link.exit_state, usage)
+            self.exit(pane, link, link.exit_status, link.exit_state, link.exit_usage)
         elif link.leader_status is None:
             return
         elif pane.fault is not None:
-            self.exit(pane, link, link.leader_status, None, self.reap_usage.get(pane.id))
+            self.exit(pane, link, link.leader_status, None, link.leader_usage)
         elif link.watchdog is None:
             # The sentinel has exited (the leader could not re-parent to us otherwise);
             # its EXIT can only still be on its way through the channel.
@@ -416,8 +409,6 @@ class Panes:
     ) -> None:
         """The leader was reaped: pane.exited and the run's completion (with ``usage``,
         from the same wait as ``status``), one turn."""
-        self.exit_usage.pop(pane.id, None)
-        self.reap_usage.pop(pane.id, None)
         fields = waitstatus_fields(status)
         pane.state = "exited"
         pane.exit_code = fields.get("exit_code")
