@@ -25,6 +25,7 @@ from venomx.cli.options import (
     VerbGroup,
     make_option,
     option_name,
+    socket_option,
     version_option,
     with_version,
 )
@@ -180,13 +181,7 @@ def common_options() -> list[click.Option]:
             is_flag=True,
             help="Print the result (or the error) as one line of JSON on stdout",
         ),
-        click.Option(
-            ["--socket", "socket_"],
-            default=None,
-            metavar="PATH",
-            help="The daemon's socket [default: $VENOMX_SOCKET, else "
-            "$XDG_RUNTIME_DIR/venomx/default.sock]",
-        ),
+        socket_option(),
         click.Option(
             ["--token"],
             default=None,

@@ -10,7 +10,7 @@ from typing import Any
 import click
 
 from venomx.cli.errors import Asked, emit_error
-from venomx.cli.options import LazyGroup, with_version
+from venomx.cli.options import LazyGroup, socket_option, with_socket, with_version
 from venomx.paths import socket_path
 from venomx.wire import VenomxError, dumps
 
@@ -105,13 +105,7 @@ def serve(
 @click.command("attach")
 @click.option("--pane", required=True, metavar="PANE", help="The pane to watch")
 @click.option("--readonly", is_flag=True, help="Only watch; send no input")
-@click.option(
-    "--socket",
-    "socket_",
-    default=None,
-    metavar="PATH",
-    help="The daemon's socket [default: $VENOMX_SOCKET]",
-)
+@with_socket
 @click.option(
     "--token",
     default=None,
@@ -174,13 +168,7 @@ def skill() -> None:
 
 
 @click.command("mcp")
-@click.option(
-    "--socket",
-    "socket_",
-    default=None,
-    metavar="PATH",
-    help="The daemon's socket [default: $VENOMX_SOCKET]",
-)
+@with_socket
 @click.option(
     "--all-tools", is_flag=True, help="List every tool, not only those the principal can ever call"
 )
@@ -240,12 +228,7 @@ def extend_events(events: click.Group) -> None:
             click.Option(["--follow"], is_flag=True, help="Keep printing live events"),
             click.Option(["--after"], type=int, default=None, help="Start after this seq"),
             click.Option(["--json", "as_json"], is_flag=True, help="One line of JSON per event"),
-            click.Option(
-                ["--socket", "socket_"],
-                default=None,
-                metavar="PATH",
-                help="The daemon's socket [default: $VENOMX_SOCKET]",
-            ),
+            socket_option(),
             click.Option(
                 ["--token"],
                 default=None,

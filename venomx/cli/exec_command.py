@@ -8,9 +8,8 @@ import sys
 
 import click
 
+from venomx.cli.options import with_socket
 from venomx.manifest.verbs import verb_by_name
-
-SOCKET_HELP = "The daemon's socket [default: $VENOMX_SOCKET]"
 
 
 def deadline_max() -> int:
@@ -72,7 +71,7 @@ def deadline_max() -> int:
     is_flag=True,
     help="Print the final run record as JSON on stdout; the output goes to stderr",
 )
-@click.option("--socket", "socket_", default=None, metavar="PATH", help=SOCKET_HELP)
+@with_socket
 @click.option(
     "--token",
     default=None,
@@ -133,7 +132,7 @@ def exec_cmd(
 @click.command("log")
 @click.option("--run", "run_id", required=True, metavar="RUN", help="The run")
 @click.option("--follow", "-f", is_flag=True, help="Keep printing rows until the run completes")
-@click.option("--socket", "socket_", default=None, metavar="PATH", help=SOCKET_HELP)
+@with_socket
 @click.option(
     "--token", default=None, metavar="TOKEN", help="A principal token [default: $VENOMX_TOKEN]"
 )

@@ -279,6 +279,21 @@ def with_version(cmd: click.Command) -> None:
         cmd.params.append(version_option())
 
 
+SOCKET_HELP = (
+    "The daemon's socket [default: $VENOMX_SOCKET, else $XDG_RUNTIME_DIR/venomx/default.sock]"
+)
+
+
+def socket_option() -> click.Option:
+    """``--socket PATH``: which daemon a client command talks to (every one has it)."""
+    return click.Option(["--socket", "socket_"], default=None, metavar="PATH", help=SOCKET_HELP)
+
+
+def with_socket(f: Any) -> Any:
+    """``socket_option`` as a decorator, for the hand-written commands."""
+    return click.option("--socket", "socket_", default=None, metavar="PATH", help=SOCKET_HELP)(f)
+
+
 __all__ = [
     "LazyGroup",
     "ManifestChoice",
