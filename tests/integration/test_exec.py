@@ -380,3 +380,11 @@ def test_inside_a_pane_exec_splits_the_callers_pane(daemon: Daemon) -> None:
     assert len(inner) == 1 and inner[0]["outcome"] == "succeeded"
     assert inner[0]["window"] == outer["window"] and inner[0]["pane"] != outer["pane"]
     assert [x["name"] for x in daemon.call("session.list")["sessions"] if x.get("name")] == []
+
+
+def test_a_bad_env_pair_is_refused_and_leaves_nothing(daemon: Daemon) -> None:
+    p = exec_cli(daemon, "--env", "NOEQUALS", "--", "true")
+    assert p.returncode == exit_code_for("invalid_params.env"), p.stderr
+    assert b"invalid_params.env" in p.stderr and b"NAME=VALUE" in p.stderr
+    assert daemon.call("session.list")["sessions"] == []
+    assert daemon.call("run.list")["runs"] == []
