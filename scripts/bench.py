@@ -1304,34 +1304,50 @@ def answers(c: Client, rids: list[int]) -> list[dict[str, Any]]:
 
 def venomx_burst(d: Daemon, n: int, secs: float, probe: list[float]) -> float:
     """n runs of ``sleep secs`` sent at once on one connection; seconds until every
-    outcome is known. ``probe`` gets the latency of whoami calls made meanwhile."""
-    stop = threading.Event()
-
-    def prober() -> None:
-        with d.client() as pc:
-            while not stop.is_set():
-                t0 = time.perf_counter()
-                pc.call("whoami")
-                probe.append(time.perf_counter() - t0)
-                stop.wait(0.01)
-
-    with d.client() as c:
-        s = c.call("session.create")["session"]
-        th = threading.Thread(target=prober)
-        th.start()
-        t0 = time.perf_counter()
-        rids = [
-            c.start("run", {"key": f"b{i}-{t0}", "session": s, "argv": ["sleep", str(secs)]})
-            for i in range(n)
-        ]
-        runs = [r["run"] for r in answers(c, rids)]
-        waits = [c.start("run.wait", {"run": r, "output": False}) for r in runs]
-        outcomes = [r["outcome"] for r in answers(c, waits)]
-        el = time.perf_counter() - t0
-        stop.set()
-        th.join()
-        assert outcomes == ["succeeded"] * n, outcomes
-        c.call("session.remove", {"session": s, "recursive": True})
+    outcome is known. ``probe`` gets the latency of whoami calls made meanwhile, by a
+    process of its own: a thread of this one would also time the GIL it shares with the
+    burst's driver, which parses a thousand answers meanwhile."""
+    prober = subprocess.Popen(
+        [
+            sys.executable,
+            "-c",
+            "import json, select, sys, time\n"
+            f"sys.path.insert(0, {str(Path(__file__).resolve().parent.parent)!r})\n"
+            "from venomx.client import Client\n"
+            f"c = Client({d.sock!r}, '@owner')\n"
+            "print('ready', flush=True)\n"
+            "lat = []\n"
+            "while not select.select([sys.stdin], [], [], 0.01)[0]:\n"
+            "    t0 = time.perf_counter()\n"
+            "    c.call('whoami')\n"
+            "    lat.append(time.perf_counter() - t0)\n"
+            "print(json.dumps(lat), flush=True)\n",
+        ],
+        stdin=subprocess.PIPE,
+        stdout=subprocess.PIPE,
+    )
+    assert prober.stdin and prober.stdout
+    try:
+        assert prober.stdout.readline() == b"ready\n"
+        with d.client() as c:
+            s = c.call("session.create")["session"]
+            t0 = time.perf_counter()
+            rids = [
+                c.start("run", {"key": f"b{i}-{t0}", "session": s, "argv": ["sleep", str(secs)]})
+                for i in range(n)
+            ]
+            runs = [r["run"] for r in answers(c, rids)]
+            waits = [c.start("run.wait", {"run": r, "output": False}) for r in runs]
+            outcomes = [r["outcome"] for r in answers(c, waits)]
+            el = time.perf_counter() - t0
+            prober.stdin.write(b"stop\n")
+            prober.stdin.flush()
+            probe += json.loads(prober.stdout.readline())
+            assert outcomes == ["succeeded"] * n, outcomes
+            c.call("session.remove", {"session": s, "recursive": True})
+    finally:
+        prober.kill()
+        prober.wait()
     return el
 
 
