@@ -98,7 +98,13 @@ def connect(sock: Any, path: str) -> None:
 
 class Client:
     """A synchronous connection to the daemon for one-request CLI commands: hello, then
-    requests and their replies in order."""
+    requests and their replies in order.
+
+    ``pipelined``: hello goes out with the first request, in one write, and its answer is
+    read before that request's, saving a round trip (the daemon handles hello before it
+    reads the next frame, so the request still comes after it). A refused hello then
+    raises at the first call, not here.
+    """
 
     def __init__(
         self,
@@ -106,6 +112,7 @@ class Client:
         token: str | None = None,
         max_frame: int = DEFAULT_MAX_FRAME,
         client: str = f"venomx-cli/{__version__}",
+        pipelined: bool = False,
     ) -> None:
         self.path = path or default_socket()
         # The C socket: socket.py's wrapper imports selectors and builds its enums, a
@@ -127,7 +134,24 @@ class Client:
         params: dict[str, Any] = {"protocol": PROTOCOL, "client": client, "max_frame": max_frame}
         if token:
             params["token"] = token
-        self.hello = self.call("hello", params, rid=0)
+        self.unsent = b""  # hello, while it waits for the first request (pipelined)
+        self.answered: dict[str, Any] | None = None
+        if pipelined:
+            self.unsent = dumps({"id": 0, "verb": "hello", "params": params}) + b"\n"
+        else:
+            self.answered = self.call("hello", params, rid=0)
+
+    @property
+    def hello(self) -> dict[str, Any]:
+        return self.greeted()
+
+    def greeted(self) -> dict[str, Any]:
+        """hello's answer (read first if hello was pipelined); raises its error."""
+        if self.answered is None:
+            if self.unsent:
+                self.send_bytes(b"")
+            self.answered = self.response(0)
+        return self.answered
 
     def close(self) -> None:
         try:
@@ -142,8 +166,12 @@ class Client:
         self.close()
 
     def send(self, frame: dict[str, Any]) -> None:
+        self.send_bytes(dumps(frame) + b"\n")
+
+    def send_bytes(self, data: bytes) -> None:
+        data, self.unsent = self.unsent + data, b""
         try:
-            self.sock.sendall(dumps(frame) + b"\n")
+            self.sock.sendall(data)
         except OSError as exc:
             raise transport_error(f"connection lost: {exc}") from None
 
@@ -172,6 +200,8 @@ class Client:
 
     def response(self, rid: int) -> dict[str, Any]:
         """Read until request ``rid`` is answered (stream items are skipped)."""
+        if self.answered is None and rid != 0:
+            self.greeted()  # answered first; a refused hello raises here
         while True:
             frame = self.read()
             if frame.get("id") is None and "error" in frame:
@@ -199,6 +229,8 @@ class Client:
     def stream(self, verb: str, params: dict[str, Any] | None = None) -> Iterator[dict[str, Any]]:
         """Yield items; the final result is yielded as ``{"result": …}``."""
         rid = self.start(verb, params)
+        if self.answered is None:
+            self.greeted()  # answered first; a refused hello raises here
         while True:
             frame = self.read()
             if frame.get("id") is None and "error" in frame:

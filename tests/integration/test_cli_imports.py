@@ -11,8 +11,13 @@ import sys
 import pytest
 
 from tests.helpers import ROOT, Daemon
+from venomx.client import Client
+from venomx.wire import VenomxError
 
 HEAVY = ("asyncio", "ssl", "logging", "concurrent", "pyte", "psutil", "mcp", "msgpack", "anyio")
+# Loaded only where help or another command needs them: click's gettext lookup of its help
+# option's text imports locale; the hand-written commands are built when one is invoked.
+AVOIDED = ("locale", "venomx.cli.commands", "venomx.cli.exec_command")
 PROBE = (
     "import sys\n"
     "sys.argv = ['venomx', *sys.argv[1:]]\n"
@@ -67,7 +72,28 @@ def test_hot_commands_load_nothing_heavy(
     heavy = sorted(m for m in mods if m.split(".")[0] in HEAVY)
     assert heavy == [], heavy
     assert not any(m.startswith(("venomx.daemon", "venomx.mcp", "workers")) for m in mods)
+    assert sorted(mods & set(AVOIDED)) == []
     if args[0] == "whoami":
         assert json.loads(out)["principal"] == "g0"
     else:
         assert out.strip()  # the command really ran
+
+
+def test_pipelined_hello_answers_and_refuses_as_a_separate_one(shared_daemon: Daemon) -> None:
+    """The CLI sends hello with its request (one round trip): the same answers, and a
+    refused hello is still the error the caller gets."""
+    d = shared_daemon
+    with Client(d.socket, "@owner") as plain, Client(d.socket, "@owner", pipelined=True) as c:
+        assert c.call("whoami") == plain.call("whoami")
+        assert c.hello == plain.hello
+        assert c.call("whoami")["principal"] == "g0"  # the connection goes on
+    with Client(d.socket, "vx_not_a_token", pipelined=True) as c:
+        with pytest.raises(VenomxError) as e:
+            c.call("whoami")
+        assert e.value.code == "denied.token"
+    with Client(d.socket, "vx_not_a_token", pipelined=True) as c:
+        with pytest.raises(VenomxError) as e:
+            list(c.stream("events.subscribe", {}))
+        assert e.value.code == "denied.token"
+    r = d.cli("whoami", "--json", token="vx_not_a_token")
+    assert r.code == 4 and json.loads(r.out)["error"]["code"] == "denied.token"

@@ -124,7 +124,7 @@ def call_verb(
 
     asked = Asked(sock, token, program_of(verb.name, params))
     try:
-        with Client(sock, token) as client:
+        with Client(sock, token, pipelined=True) as client:
             if verb.streams:
                 for item in client.stream(verb.name, params):
                     click.echo(dumps(item).decode())
@@ -282,10 +282,19 @@ def hand_written(name: str, root: click.Group) -> click.Command:
 
 def finish(cmd: click.Command) -> None:
     with_version(cmd)
-    if cmd.name in EXTENDED:
+    if cmd.name == "run" and isinstance(cmd, LazyGroup):
+        cmd.lazy("log", run_log)
+        cmd.finishers.append(with_version)
+    elif cmd.name in EXTENDED:
         from venomx.cli import commands
 
         commands.extend(cmd)
+
+
+def run_log() -> click.Command:
+    from venomx.cli.exec_command import run_log
+
+    return run_log
 
 
 def main() -> None:

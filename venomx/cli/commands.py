@@ -10,7 +10,7 @@ from typing import Any
 import click
 
 from venomx.cli.errors import Asked, emit_error
-from venomx.cli.options import LazyGroup, socket_option, with_socket, with_version
+from venomx.cli.options import socket_option, with_socket
 from venomx.paths import socket_path
 from venomx.wire import VenomxError, dumps
 
@@ -203,17 +203,8 @@ def command(name: str, root: click.Group) -> click.Command:
 
 
 def extend(cmd: click.Command) -> None:
-    """What the hand-written side adds to generated groups: ``venomx events`` itself and
-    ``venomx run log``."""
-    if cmd.name == "run" and isinstance(cmd, LazyGroup):
-
-        def run_log() -> click.Command:
-            from venomx.cli.exec_command import run_log
-
-            return run_log
-
-        cmd.lazy("log", run_log)
-        cmd.finishers.append(with_version)
+    """What the hand-written side adds to ``venomx events`` (``venomx run log`` is added by
+    ``venomx.cli.app.finish``, so that ``run wait`` does not import this module)."""
     if cmd.name == "events" and isinstance(cmd, click.Group):
         extend_events(cmd)
 

@@ -194,7 +194,58 @@ def verb_help(verb: Verb) -> str:
     return help_text
 
 
-class VerbCommand(LazyHelp, click.Command):
+def show_help(ctx: click.Context, _param: click.Parameter, value: bool) -> None:
+    if value and not ctx.resilient_parsing:
+        click.echo(ctx.get_help(), color=ctx.color)
+        ctx.exit()
+
+
+class HelpOption(click.Option):
+    """``-h/--help`` as click's own, except that its text is looked up in the translations
+    (click's gettext, which imports ``locale`` and stats catalogue files: ~3 ms) only when
+    help is shown, not on every call."""
+
+    _help: str | None = None
+
+    def __init__(self, names: list[str]) -> None:
+        super().__init__(
+            [*names, "_click_default_help"],
+            is_flag=True,
+            expose_value=False,
+            is_eager=True,
+            callback=show_help,
+        )
+
+    @property
+    def help(self) -> str | None:
+        if self._help is None:
+            from gettext import gettext  # the function click translates its texts with
+
+            self._help = gettext("Show this message and exit.")
+        return self._help
+
+    @help.setter
+    def help(self, value: str | None) -> None:
+        self._help = value
+
+
+class LazyHelpOption:
+    """A command whose ``--help`` is a ``HelpOption``; click does the rest."""
+
+    add_help_option: bool
+    _help_option: click.Option | None
+
+    def get_help_option(self, ctx: click.Context) -> click.Option | None:
+        if self._help_option is None and self.add_help_option:
+            assert isinstance(self, click.Command)
+            names = self.get_help_option_names(ctx)
+            if names:
+                self._help_option = HelpOption(names)
+        option: click.Option | None = super().get_help_option(ctx)  # type: ignore[misc]
+        return option
+
+
+class VerbCommand(LazyHelp, LazyHelpOption, click.Command):
     """A verb's command; with trailing argv, words count as argv only after ``--``."""
 
     def __init__(self, name: str, verb: Verb, **kw: Any) -> None:
@@ -209,7 +260,7 @@ class VerbCommand(LazyHelp, click.Command):
         return rest
 
 
-class LazyGroup(click.Group):
+class LazyGroup(LazyHelpOption, click.Group):
     """A group whose commands are built when first asked for: one CLI call builds the one
     command it runs, not the whole tree (``venomx -h`` and completion build them all)."""
 
