@@ -16,8 +16,17 @@ from venomx.wire import VenomxError
 
 HEAVY = ("asyncio", "ssl", "logging", "concurrent", "pyte", "psutil", "mcp", "msgpack", "anyio")
 # Loaded only where help or another command needs them: click's gettext lookup of its help
-# option's text imports locale; the hand-written commands are built when one is invoked.
-AVOIDED = ("locale", "venomx.cli.commands", "venomx.cli.exec_command")
+# option's text imports locale; the hand-written commands are built when one is invoked;
+# a call reads its verb's facts from venomx.cli.facts_data, help reads the manifest.
+AVOIDED = (
+    "locale",
+    "venomx.cli.commands",
+    "venomx.cli.exec_command",
+    "venomx.manifest",
+    "venomx.manifest.verbs",
+    "venomx.manifest.schema",
+    "venomx.manifest.generate",
+)
 PROBE = (
     "import sys\n"
     "sys.argv = ['venomx', *sys.argv[1:]]\n"

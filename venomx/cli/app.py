@@ -19,6 +19,8 @@ from typing import TYPE_CHECKING, Any, NoReturn
 import click
 
 from venomx.cli.errors import Asked, emit_error, program_of
+from venomx.cli.facts import CliParam, CliVerb, cli_verb
+from venomx.cli.facts_data import VERBS
 from venomx.cli.options import (
     LazyGroup,
     VerbCommand,
@@ -30,8 +32,6 @@ from venomx.cli.options import (
     with_version,
 )
 from venomx.cli.text import GROUP_HELP, ROOT_HELP
-from venomx.manifest.schema import type_error
-from venomx.manifest.verbs import VERBS, Param, Verb, verb_by_name
 from venomx.wire import VALUE_MAX_DEPTH, VenomxError, dumps, loads, parse_int
 
 if TYPE_CHECKING:
@@ -41,7 +41,7 @@ if TYPE_CHECKING:
 INT = re.compile(r"-?[0-9]+")
 
 
-def convert(p: Param, text: str) -> Any:
+def convert(p: CliParam, text: str) -> Any:
     if p.kind == "integer":
         if not INT.fullmatch(text.strip()):
             raise type_error(p.name, "integer")
@@ -59,7 +59,14 @@ def convert(p: Param, text: str) -> Any:
     return text
 
 
-def renderer(verb: Verb) -> Callable[[dict[str, Any], Panes], str]:
+def type_error(param: str, expected: str) -> VenomxError:
+    """The manifest schema's own error (imported only when a value is wrong)."""
+    from venomx.manifest.schema import type_error
+
+    return type_error(param, expected)
+
+
+def renderer(verb: CliVerb) -> Callable[[dict[str, Any], Panes], str]:
     from venomx.cli.render import RENDERERS
 
     return RENDERERS[verb.render]
@@ -85,7 +92,7 @@ def pane_lookup(client: Client) -> Panes:
     return panes
 
 
-def readable(verb: Verb, result: dict[str, Any], panes: Panes | None = None) -> str:
+def readable(verb: CliVerb, result: dict[str, Any], panes: Panes | None = None) -> str:
     return renderer(verb)(result, panes or dict)
 
 
@@ -118,7 +125,7 @@ class Clock:
 
 
 def call_verb(
-    verb: Verb, params: dict[str, Any], sock: str | None, token: str | None, as_json: bool
+    verb: CliVerb, params: dict[str, Any], sock: str | None, token: str | None, as_json: bool
 ) -> NoReturn:
     from venomx.client import Client
 
@@ -146,7 +153,7 @@ def call_verb(
     sys.exit(0)
 
 
-def verb_callback(verb: Verb) -> Any:
+def verb_callback(verb: CliVerb) -> Any:
     @click.pass_context
     def callback(
         ctx: click.Context, /, as_json: bool, socket_: str | None, token: str | None, **raw: Any
@@ -192,7 +199,7 @@ def common_options() -> list[click.Option]:
     ]
 
 
-def make_command(verb: Verb, name: str, group: bool = False) -> click.Command:
+def make_command(verb: CliVerb, name: str, group: bool = False) -> click.Command:
     settings = {"allow_extra_args": verb.trailing_argv, "allow_interspersed_args": False}
     usage = "[OPTIONS] -- PROGRAM [ARGS]..." if verb.trailing_argv else None
     cmd: click.Command
@@ -220,17 +227,17 @@ def make_command(verb: Verb, name: str, group: bool = False) -> click.Command:
     return cmd
 
 
-def group(name: str, verbs: list[Verb]) -> click.Group:
+def group(name: str, verbs: list[str]) -> click.Group:
     g = LazyGroup(name, help=GROUP_HELP.get(name, f"{name} verbs"))
     g.params.append(version_option())
     add_verbs(g, verbs)
     return g
 
 
-def add_verbs(g: LazyGroup, verbs: list[Verb]) -> None:
+def add_verbs(g: LazyGroup, verbs: list[str]) -> None:
     for verb in verbs:
-        action = verb.name.split(".", 1)[1].replace("_", "-")
-        g.lazy(action, lambda v=verb, a=action: make_command(v, a))  # type: ignore[misc]
+        action = verb.split(".", 1)[1].replace("_", "-")
+        g.lazy(action, lambda v=verb, a=action: make_command(cli_verb(v), a))  # type: ignore[misc]
 
 
 def build() -> click.Group:
@@ -240,28 +247,26 @@ def build() -> click.Group:
     )
     root.params.append(version_option())
     root.finishers.append(finish)
-    families: dict[str, list[Verb]] = {}
-    singles: list[Verb] = []
-    for verb in VERBS:
-        if verb.internal:
-            continue
-        if "." in verb.name:
-            families.setdefault(verb.name.split(".", 1)[0], []).append(verb)
+    families: dict[str, list[str]] = {}
+    singles: list[str] = []
+    for verb in VERBS:  # the CLI's verbs, in manifest order
+        if "." in verb:
+            families.setdefault(verb.split(".", 1)[0], []).append(verb)
         else:
             singles.append(verb)
     for verb in singles:
-        if verb.name in families:  # run and run.*
+        if verb in families:  # run and run.*
 
-            def verb_group(v: Verb = verb) -> click.Command:
-                g = make_command(v, v.name, group=True)
+            def verb_group(v: str = verb) -> click.Command:
+                g = make_command(cli_verb(v), v, group=True)
                 assert isinstance(g, LazyGroup)
-                add_verbs(g, families.pop(v.name))
+                add_verbs(g, families.pop(v))
                 return g
 
-            root.lazy(verb.name, verb_group)
+            root.lazy(verb, verb_group)
         else:
-            name = verb.name.replace("_", "-")
-            root.lazy(name, lambda v=verb, n=name: make_command(v, n))  # type: ignore[misc]
+            name = verb.replace("_", "-")
+            root.lazy(name, lambda v=verb, n=name: make_command(cli_verb(v), n))  # type: ignore[misc]
     for family in families:
         if family not in root.factories:
             root.lazy(family, lambda f=family: group(f, families[f]))  # type: ignore[misc]
@@ -301,4 +306,4 @@ def main() -> None:
     build().main(prog_name="venomx")
 
 
-__all__ = ["build", "main", "option_name", "verb_by_name"]
+__all__ = ["build", "main", "option_name"]

@@ -11,12 +11,15 @@ from __future__ import annotations
 
 import json
 from collections.abc import Callable
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import click
 
 from venomx import PROTOCOL, __version__
-from venomx.manifest.verbs import Param, Verb
+from venomx.cli.facts import CliParam, CliVerb
+
+if TYPE_CHECKING:
+    from venomx.manifest.verbs import Param, Verb
 
 # Past this a maximum says nothing to a person ("x<=4611686018427387904"): show only the min.
 SHOWN_MAX = 2**53
@@ -59,7 +62,7 @@ class VerbOption(click.Option):
     required value is the daemon's ``invalid_params.missing``, not a click usage error; a
     default is never sent (the daemon applies it)."""
 
-    def __init__(self, p: Param, negative: str | None = None, **kw: Any) -> None:
+    def __init__(self, p: CliParam, negative: str | None = None, **kw: Any) -> None:
         super().__init__([option_name(p.name), p.name], default=None, **kw)
         self.manifest = p
         self.help = None  # written when help is shown: a call never needs it
@@ -69,7 +72,7 @@ class VerbOption(click.Option):
 
     def get_help_extra(self, ctx: click.Context) -> Any:
         extra = super().get_help_extra(ctx)
-        p = self.manifest
+        p = self.manifest.full()
         if p.has_default:
             d = p.default
             extra["default"] = d if isinstance(d, str) else json.dumps(d)
@@ -79,7 +82,7 @@ class VerbOption(click.Option):
 
     def get_help_record(self, ctx: click.Context) -> tuple[str, str] | None:
         if self.help is None:
-            self.help = param_help(self.manifest)
+            self.help = param_help(self.manifest.full())
         rv = super().get_help_record(ctx)
         if rv is None or self.negative is None:
             return rv
@@ -104,7 +107,7 @@ def param_help(p: Param) -> str:
     return text
 
 
-def make_option(p: Param) -> click.Option:
+def make_option(p: CliParam) -> click.Option:
     """The option of one param: INTEGER with its range, a choice, a ``--x/--no-x`` flag
     that also takes ``--x=false`` and ``--x false``, or text / JSON text."""
     help_text = None  # VerbOption writes it when help is shown
@@ -167,13 +170,13 @@ def check_trailing(ctx: click.Context, raw: list[str], siblings: list[str]) -> N
 class LazyHelp:
     """A verb command's help, written when it is shown: a call never needs it."""
 
-    verb: Verb
+    verb: CliVerb
     _help: str | None = None
 
     @property
     def help(self) -> str | None:
         if self._help is None:
-            self._help = verb_help(self.verb)
+            self._help = verb_help(self.verb.full())
         return self._help
 
     @help.setter
@@ -248,7 +251,7 @@ class LazyHelpOption:
 class VerbCommand(LazyHelp, LazyHelpOption, click.Command):
     """A verb's command; with trailing argv, words count as argv only after ``--``."""
 
-    def __init__(self, name: str, verb: Verb, **kw: Any) -> None:
+    def __init__(self, name: str, verb: CliVerb, **kw: Any) -> None:
         super().__init__(name, **kw)
         self.verb = verb
 
@@ -291,7 +294,7 @@ class LazyGroup(LazyHelpOption, click.Group):
 class VerbGroup(LazyHelp, LazyGroup):
     """A group that is also a verb: ``venomx run --key …`` and ``venomx run wait …``."""
 
-    def __init__(self, name: str, verb: Verb, **kw: Any) -> None:
+    def __init__(self, name: str, verb: CliVerb, **kw: Any) -> None:
         super().__init__(name, **kw)
         self.verb = verb
 
