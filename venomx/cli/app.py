@@ -212,7 +212,7 @@ def make_command(verb: CliVerb, name: str, group: bool = False) -> click.Command
             no_args_is_help=True,
             context_settings=settings,
             subcommand_metavar="-- PROGRAM [ARGS]... | COMMAND [ARGS]...",
-        )
+        )  # it adds the verb's options when it parses a call of its own
     else:
         cmd = VerbCommand(
             name,
@@ -221,7 +221,7 @@ def make_command(verb: CliVerb, name: str, group: bool = False) -> click.Command
             context_settings=settings,
             options_metavar=usage or "[OPTIONS]",
         )
-    cmd.params.extend(make_option(p) for p in verb.params)
+        cmd.params.extend(make_option(p) for p in verb.params)
     cmd.params.extend(common_options())
     cmd.params.append(version_option())
     return cmd

@@ -292,15 +292,26 @@ class LazyGroup(LazyHelpOption, click.Group):
 
 
 class VerbGroup(LazyHelp, LazyGroup):
-    """A group that is also a verb: ``venomx run --key …`` and ``venomx run wait …``."""
+    """A group that is also a verb: ``venomx run --key …`` and ``venomx run wait …``.
+
+    The verb's own options are made when the group parses a call of its own (or its help,
+    or completion), not for a call of a subcommand: ``run wait`` needs none of ``run``'s
+    two dozen options."""
 
     def __init__(self, name: str, verb: CliVerb, **kw: Any) -> None:
         super().__init__(name, **kw)
         self.verb = verb
+        self.own_options = False
+
+    def add_own_options(self) -> None:
+        if not self.own_options:
+            self.own_options = True
+            self.params[:0] = [make_option(p) for p in self.verb.params]
 
     def parse_args(self, ctx: click.Context, args: list[str]) -> list[str]:
         if args and args[0] in self.names():
             return super().parse_args(ctx, args)
+        self.add_own_options()
         if not args and self.no_args_is_help and not ctx.resilient_parsing:
             return super().parse_args(ctx, args)
         raw = list(args)
