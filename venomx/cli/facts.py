@@ -16,10 +16,10 @@ from venomx.cli.facts_data import VERBS
 if TYPE_CHECKING:
     from venomx.manifest.verbs import Param, Verb
 
-# One row per CLI verb (not internal), in manifest order:
-# (trailing_argv, streams, clock, render, exit_field, fail_field, params), each param as
-# (name, kind, min, max, choices).
-Row = tuple[bool, bool, bool, str, str | None, str | None, tuple[tuple[Any, ...], ...]]
+    # One row per CLI verb (not internal), in manifest order:
+    # (trailing_argv, streams, clock, render, exit_field, fail_field, params), each param
+    # as (name, kind, min, max, choices).
+    Row = tuple[bool, bool, bool, str, str | None, str | None, tuple[tuple[Any, ...], ...]]
 
 
 class CliParam:
