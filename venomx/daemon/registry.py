@@ -174,6 +174,11 @@ class Registry:
         self.windows: dict[str, Window] = {}
         self.panes: dict[str, Pane] = {}
         self.principals: dict[str, Principal] = {}
+        # parent ID -> its children's IDs, and each principal's place in ``principals``:
+        # revoking one walks its own subtree, never every principal (a session of a
+        # thousand panes is removed in one turn)
+        self.children: dict[str, list[str]] = {}
+        self.added: dict[str, int] = {}
         self.tokens: dict[str, str] = {}  # SHA-256 of token -> principal ID
         self.sentinels: dict[int, str] = {}  # sentinel pid -> pane
         self.leaders: dict[int, str] = {}  # leader pid -> live (or committing) pane
@@ -200,16 +205,35 @@ class Registry:
         pid = self.next_id("g")
         token = secrets.token_hex(32) if with_token else None
         p = Principal(pid, parent, grants, token, name, pane)
-        self.principals[pid] = p
-        if token:
-            self.tokens[token_key(token)] = pid
+        self.add_principal(p)
         return p
 
+    def add_principal(self, p: Principal) -> None:
+        """Make ``p`` known (its token too), under its parent."""
+        self.principals[p.id] = p
+        self.added[p.id] = len(self.added)
+        if p.parent is not None:
+            self.children.setdefault(p.parent, []).append(p.id)
+        if p.token:
+            self.tokens[token_key(p.token)] = p.id
+
     def revoke(self, pid: str) -> list[str]:
-        """Revoke a principal and every descendant; returns the IDs revoked now."""
+        """Revoke a principal and every descendant; returns the IDs revoked now, in the
+        order the principals were made."""
+        subtree: list[str] = []
+        todo = [pid] if pid in self.principals else []
+        seen = set(todo)
+        while todo:
+            cur = todo.pop()
+            subtree.append(cur)
+            for child in self.children.get(cur, ()):
+                if child not in seen:
+                    seen.add(child)
+                    todo.append(child)
         out = []
-        for p in self.principals.values():
-            if not p.revoked and self.is_descendant(p.id, pid):
+        for cid in sorted(subtree, key=self.added.__getitem__):
+            p = self.principals[cid]
+            if not p.revoked:
                 p.revoked = True
                 if p.token:
                     self.tokens.pop(token_key(p.token), None)

@@ -120,7 +120,7 @@ class ForkServer:
         for i in range(0, len(demand), P.FORK_BATCH_MAX):
             part = demand[i : i + P.FORK_BATCH_MAX]
             try:
-                socks = self.fork(len(part))
+                socks = self.fork(len(part), spare=len(demand) > 1)
             except OSError as exc:
                 for f in part:
                     f.set_exception(exc)
