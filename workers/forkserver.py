@@ -21,6 +21,7 @@ import msgpack  # noqa: F401  (pre-import for the sentinels)
 import pyte  # noqa: F401
 
 from workers import prctl, protocol, sentinel, title
+from workers.vt import Terminal
 
 LOWEST = 19  # nice value of a spare batch while it is being made
 
@@ -147,6 +148,9 @@ def main() -> None:
     sentinel.SERVE_NICE = lowering_is_reversible()
     signal.signal(signal.SIGCHLD, reap)  # after the probe, which waits for its own child
     sentinel.warm_up()
+    sentinel.BLANK_TERMINAL = Terminal(
+        sentinel.DEFAULT_COLS, sentinel.DEFAULT_ROWS, sentinel.DEFAULT_SCROLLBACK
+    )
     gc.collect()
     gc.freeze()
     serve(control)

@@ -393,6 +393,10 @@ class Screen(pyte.Screen):
         super().set_tab_stop()
         self._stops = None
 
+    def reset_stops(self) -> None:
+        """Forget the sorted tab stops, after ``tabstops`` was replaced."""
+        self._stops = None
+
     def clear_tab_stop(self, how: int = 0) -> None:
         super().clear_tab_stop(how)
         self._stops = None

@@ -12,9 +12,10 @@ Must not import ``venomx``.
 
 from __future__ import annotations
 
+import _signal  # type: ignore[import-not-found]
 import errno
 import os
-import selectors
+import select
 import signal
 import socket
 import sys
@@ -32,6 +33,7 @@ from workers.vt import Terminal
 DRAIN_SILENCE = 0.05
 DRAIN_MAX = 1.0
 LOSS_GRACE = 2.0
+POLL_WITHOUT_PIDFD = 0.05
 READ_SIZE = 1 << 17
 # The daemon's defaults: the size of a pane that never asked for another.
 DEFAULT_COLS, DEFAULT_ROWS, DEFAULT_SCROLLBACK = 80, 24, 10000
@@ -39,6 +41,10 @@ DEFAULT_COLS, DEFAULT_ROWS, DEFAULT_SCROLLBACK = 80, 24, 10000
 # made at the lowest priority), or None where that return is not permitted (spares are
 # then never lowered).
 SERVE_NICE: int | None = None
+# A terminal the fork server builds before it freezes its heap, never fed: the first
+# pane of each sentinel takes it instead of building its own, because building one
+# writes to (and so copies) hundreds of KiB of shared pages in every pane.
+BLANK_TERMINAL: Terminal | None = None
 
 
 def set_title(pane: str) -> None:
@@ -72,13 +78,12 @@ class Sentinel:
         self.replay = bytearray()  # the last output bytes, ending at the VT's offset
         # INPUT requests not yet fully written: [req, data, until_ms, written]
         self.input: deque[list[Any]] = deque()
-        self.sel = selectors.DefaultSelector()
-        self.wake_r, self.wake_w = os.pipe2(os.O_NONBLOCK | os.O_CLOEXEC)
+        # The channel, the PTY and the leader's pidfd (readable once it has exited); epoll
+        # itself rather than ``selectors``, whose Python layer copies pages in every pane.
+        self.poll = select.epoll()
+        self.pidfd = -1
         self.channel_open = True
         self.exited: os.waitid_result | None = None
-        # The leader's exit wakes the loop; set up while still a spare, off the start.
-        signal.signal(signal.SIGCHLD, lambda *_: None)
-        signal.set_wakeup_fd(self.wake_w, warn_on_full_buffer=False)
 
     # -- channel ---------------------------------------------------------------------------
     def send(self, msg: P.Message) -> None:
@@ -118,7 +123,13 @@ class Sentinel:
         """The pane's terminal, built when first needed: a pane that never writes a byte
         (and is never resized or read) costs no pyte screen at all."""
         if self.term is None:
-            self.term = Terminal(*self.size)
+            global BLANK_TERMINAL
+            term, BLANK_TERMINAL = BLANK_TERMINAL, None
+            if term is None:
+                term = Terminal(*self.size)
+            else:
+                term.reshape(*self.size)
+            self.term = term
         return self.term
 
     def final_state(self) -> dict[str, Any]:
@@ -132,13 +143,11 @@ class Sentinel:
         such fault is costly; taking them here keeps them off the start itself."""
         sample = P.Spawn("p0", ["true"], {"PATH": "/"}, "/", 80, 24, 0, True)
         P.Decoder().feed(P.encode(sample) + P.encode(P.Ready()) + P.encode(P.Started(0)))
-        P.encode(P.Exit(0, self.final_state(), P.usage(0, 0, 0)))
-        exit_usage(os.getpid())  # not our child: ECHILD, having run its code
         title.set_title(P.SPARE_TITLE)  # the title it already has
         resolve("true", sample.env)
         open_fds()
         try:
-            set_winsize(self.wake_r, 80, 24)  # not a terminal: fails, having run its code
+            set_winsize(self.poll.fileno(), 80, 24)  # not a terminal: fails, having run its code
         except OSError:
             pass
 
@@ -180,6 +189,11 @@ class Sentinel:
                 self.leader = spawn_leader(msg.argv, msg.env, slave, msg.cgroup, msg.cgroup_home)
             except OSError as exc:
                 return self.failed(exc)
+            try:
+                # Our unreaped child, so its pid cannot be reused: the pidfd is its own.
+                self.pidfd = os.pidfd_open(self.leader)
+            except OSError:
+                self.pidfd = -1  # the loop then looks for its exit every POLL_WITHOUT_PIDFD
         finally:
             if slave_fd >= 0:
                 os.close(slave_fd)
@@ -199,10 +213,11 @@ class Sentinel:
         return False
 
     def loop(self) -> NoReturn:
-        sel = self.sel
-        sel.register(self.sock, selectors.EVENT_READ, "chan")
-        sel.register(self.master, selectors.EVENT_READ, "pty")
-        sel.register(self.wake_r, selectors.EVENT_READ, "wake")
+        chan, master, poll = self.sock.fileno(), self.master, self.poll
+        poll.register(chan, select.EPOLLIN)
+        poll.register(master, select.EPOLLIN)
+        if self.pidfd >= 0:
+            poll.register(self.pidfd, select.EPOLLIN)  # wakes us when the leader exits
         for m in self.pending:
             self.handle(m)
         self.pending.clear()
@@ -211,26 +226,21 @@ class Sentinel:
                 self.finish()
             if not self.channel_open:
                 self.daemon_lost()
-            for key, ev in sel.select(self.input_timeout()):
-                if key.data == "chan":
+            timeout = self.input_timeout()
+            if self.pidfd < 0:
+                timeout = min(timeout or POLL_WITHOUT_PIDFD, POLL_WITHOUT_PIDFD)
+            for fd, ev in poll.poll(timeout):
+                if fd == chan:
                     for m in self.recv():
                         self.handle(m)
-                elif key.data == "pty":
-                    if ev & selectors.EVENT_READ:
+                elif fd == master:
+                    # a hang-up or an error wakes both sides, as ``selectors`` reports it
+                    if ev & ~select.EPOLLOUT:
                         self.read_pty()
-                    if ev & selectors.EVENT_WRITE:
+                    if ev & ~select.EPOLLIN:
                         self.write_pty()
-                else:
-                    self.drain_wake()
             if self.input and self.input_timeout() == 0:
                 self.write_pty()  # a deadline passed with the PTY still full
-
-    def drain_wake(self) -> None:
-        try:
-            while os.read(self.wake_r, 512):
-                pass
-        except OSError:
-            pass
 
     def leader_exited(self) -> bool:
         """Whether the leader has exited (it stays an unreaped zombie: WNOWAIT)."""
@@ -251,8 +261,8 @@ class Sentinel:
             data = b""
         if not data:
             try:
-                self.sel.unregister(self.master)
-            except (KeyError, ValueError):
+                self.poll.unregister(self.master)
+            except OSError:
                 pass
             self.master_eof = True
             return False
@@ -301,10 +311,10 @@ class Sentinel:
             self.input.popleft()
             self.send(P.Wrote(req, written))
         if not self.master_eof:
-            events = selectors.EVENT_READ | (selectors.EVENT_WRITE if self.input else 0)
+            events = select.EPOLLIN | (select.EPOLLOUT if self.input else 0)
             try:
-                self.sel.modify(self.master, events, "pty")
-            except (KeyError, ValueError):  # unregistered at EOF
+                self.poll.modify(self.master, events)
+            except OSError:  # unregistered at EOF
                 pass
 
     def handle(self, m: P.Message) -> None:
@@ -348,6 +358,8 @@ class Sentinel:
         os.set_blocking(self.master, False)
         deadline = time.monotonic() + DRAIN_MAX
         quiet_since = time.monotonic()
+        waiter = select.poll()
+        waiter.register(self.master, select.POLLIN)
         while not self.master_eof:
             now = time.monotonic()
             if now >= deadline or now - quiet_since >= DRAIN_SILENCE:
@@ -355,10 +367,7 @@ class Sentinel:
             if self.read_pty():
                 quiet_since = time.monotonic()
             else:
-                sel = selectors.DefaultSelector()
-                sel.register(self.master, selectors.EVENT_READ)
-                sel.select(min(DRAIN_SILENCE - (now - quiet_since), deadline - now))
-                sel.close()
+                waiter.poll(1000 * min(DRAIN_SILENCE - (now - quiet_since), deadline - now))
 
     def finish(self) -> NoReturn:
         """Sweep, drain, send EXIT, and reap the leader only once the daemon has taken it.
@@ -374,7 +383,6 @@ class Sentinel:
         for req, _data, _until, written in self.input:
             self.send(P.Wrote(req, written))
         self.send(P.Exit(wait_status(self.exited), self.final_state(), usage))
-        self.sel.unregister(self.sock)
         self.sock.setblocking(True)
         while self.channel_open:
             self.recv()  # requests that crossed EXIT: the daemon answers them itself
@@ -387,8 +395,7 @@ class Sentinel:
         self.signal_group(signal.SIGHUP)
         deadline = time.monotonic() + LOSS_GRACE
         while time.monotonic() < deadline and not self.leader_exited():
-            self.sel.select(0.05)
-            self.drain_wake()
+            self.poll.poll(0.05)
             if not self.master_eof:
                 self.read_pty()
         self.signal_group(signal.SIGKILL)
@@ -434,7 +441,10 @@ def main(fd: int) -> NoReturn:
     """Entry point in the freshly forked sentinel; ``fd`` is its channel to the daemon."""
     try:
         # Terminal signals aimed at the daemon's group must not hit us. The signal
-        # dispositions (SIGINT and SIGPIPE ignored) come from the fork server.
+        # dispositions (SIGINT and SIGPIPE ignored) come from the fork server, but not its
+        # SIGCHLD handler, which reaps: our leader must stay unreaped until we reap it.
+        # ``_signal``: the ``signal`` module's wrapper builds enums, in every pane.
+        _signal.signal(_signal.SIGCHLD, _signal.SIG_DFL)
         os.setpgid(0, 0)
         sock = socket.socket(fileno=fd)
         Sentinel(sock).run()

@@ -16,6 +16,8 @@ import copy
 from collections import deque
 from typing import Any
 
+import pyte
+
 from workers.fastpath import fast_feed
 from workers.screen import ByteStream, Screen, fresh_buffer, row_text, shifted
 
@@ -37,6 +39,18 @@ class Terminal:
         # After a bulk chunk the screen is "cleared, then these parts drawn from (0,0) joined by
         # CR LF (then a CR)"; pyte is given them only when its state is needed.
         self.pending: tuple[list[str], bool] | None = None
+
+    def reshape(self, cols: int, rows: int, scrollback: int) -> None:
+        """Give a terminal never fed, resized or read the state ``Terminal(cols, rows,
+        scrollback)`` starts in: a blank one built in advance then serves any pane."""
+        if self.history.maxlen != scrollback:
+            self.history = deque(maxlen=scrollback)
+        s = self.screen
+        if (s.columns, s.lines) != (cols, rows):
+            s.columns, s.lines = cols, rows
+            s.dirty.clear()
+            pyte.Screen.reset(s)  # pyte's own: ours would count a full reset (an epoch)
+            s.reset_stops()
 
     def materialize(self) -> None:
         """Hand pyte the screen the bulk path left pending (see ``_bulk_lines``)."""

@@ -465,6 +465,30 @@ def test_each_sentinel_holds_its_own_channel_and_no_other(daemon: Daemon) -> Non
         daemon.call("pane.kill", {"pane": w["pane"], "grace_ms": 0})
 
 
+def caught(pid: int) -> int:
+    """The signals ``pid`` has a handler for, as the kernel's SigCgt mask."""
+    for line in Path(f"/proc/{pid}/status").read_text().splitlines():
+        if line.startswith("SigCgt:"):
+            return int(line.split()[1], 16)
+    raise AssertionError("no SigCgt")
+
+
+def test_a_sentinel_leaves_its_leader_for_its_own_wait(daemon: Daemon) -> None:
+    # The fork server reaps whatever exits (its intermediates); a sentinel that kept that
+    # handler would reap its leader on SIGCHLD, unpinning the group ID while the daemon
+    # may still signal it. The leader's exit reaches the sentinel through a pidfd.
+    w = daemon.call("window.create", {"session": session(daemon), "argv": ["sleep", "60"]})
+    sentinel = sentinel_of(w["pid"])
+    forkserver = [p for p in daemon.children() if "forkserver" in psutil.Process(p).name()]
+    chld = 1 << (signal.SIGCHLD - 1)
+    assert caught(forkserver[0]) & chld
+    assert not caught(sentinel) & chld
+    links = [os.readlink(f"/proc/{sentinel}/fd/{fd}") for fd in os.listdir(f"/proc/{sentinel}/fd")]
+    assert "anon_inode:[pidfd]" in links
+    daemon.call("pane.kill", {"pane": w["pane"], "grace_ms": 0})
+    wait_for(lambda: not psutil.pid_exists(sentinel), 10, "the sentinel to end")
+
+
 IMPOSTOR = """
 import json, os, socket, sys
 path, go = os.environ["VENOMX_SOCKET"], sys.argv[1]
