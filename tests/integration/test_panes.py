@@ -12,7 +12,7 @@ import psutil
 import pytest
 
 from tests.helpers import PY, Daemon, running, start_daemon, wait_for
-from venomx.daemon.panes.sentinels import SPARES
+from venomx.daemon.panes.sentinels import LOW_WATER, SPARES
 from venomx.wire import VenomxError
 
 
@@ -401,7 +401,9 @@ def test_the_fork_server_reaps_its_intermediates(daemon: Daemon) -> None:
     server = [pid for pid in daemon.children() if title(pid).startswith("venomx-forkserver")]
     assert len(server) == 1
     forkserver = psutil.Process(server[0])
-    wait_for(lambda: daemon.call("doctor")["sentinels"]["spares"] == SPARES, 10, "a refill")
+    # how full the pool ends depends on when each start took its spare; any refill
+    # brings it back above the low-water mark, through an intermediate
+    wait_for(lambda: daemon.call("doctor")["sentinels"]["spares"] > LOW_WATER, 10, "a refill")
     wait_for(lambda: not forkserver.children(), 10, "intermediates reaped")
 
 
