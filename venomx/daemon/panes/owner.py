@@ -26,6 +26,7 @@ from venomx.daemon.lifecycle import Lifecycle
 from venomx.daemon.panes import watch
 from venomx.daemon.panes.exited import ExitedPanes
 from venomx.daemon.panes.link import Link
+from venomx.daemon.panes.pacing import Pacer
 from venomx.daemon.panes.requests import Requests
 from venomx.daemon.panes.sentinels import ForkServer
 from venomx.daemon.panes.spawn import SpawnRequest, spawn
@@ -46,7 +47,6 @@ from workers import protocol as P
 from workers.rows import EpochConflict, Snapshot, capture, repaint
 
 log = logging.getLogger(__name__)
-EXITS_PER_TURN = 32
 
 # cols, rows, offset, repaint bytes, and whether bytes after ``offset`` follow instead
 OnScreen = Callable[[int, int, int, bytes, bool], None]
@@ -80,7 +80,8 @@ class Panes:
         self.losses = watch.Losses()
         self.exited_panes = ExitedPanes()
         self.requests = Requests()
-        self.exiting: list[Pane] = []  # panes whose EXIT arrived, settled in turns
+        # A burst's heavy steps (starts, commits, exits), a few per reactor turn.
+        self.pacer = Pacer()
         # One cgroup per pane where the host allows it; the daemon sets it up at start.
         self.cgroups = Cgroups("off")
 
@@ -331,10 +332,9 @@ class Panes:
                 link.exit_raw = m.state
                 link.exit_usage = m.usage
                 # A thousand panes ending together must not hold the reactor for all of
-                # them in one turn: their exits are settled EXITS_PER_TURN at a time.
-                self.exiting.append(pane)
-                if len(self.exiting) == 1:
-                    asyncio.get_running_loop().call_soon(self.settle_exits)
+                # them in one turn: their exits are settled a few per turn (EXIT is
+                # recorded at once, so nothing takes such a pane for lost meanwhile).
+                self.pacer.call(functools.partial(self.settle_paced, pane))
 
     def on_marker(self, pane: Pane, link: Link, m: P.Marker) -> None:
         # Observations only: nothing but these events changes (RFC-0015 §5). They come
@@ -366,15 +366,11 @@ class Panes:
             )
 
     # -- exit --------------------------------------------------------------------------------
-    def settle_exits(self) -> None:
-        batch, self.exiting = self.exiting[:EXITS_PER_TURN], self.exiting[EXITS_PER_TURN:]
-        if self.exiting:
-            asyncio.get_running_loop().call_soon(self.settle_exits)
-        for pane in batch:
-            try:
-                self.settle(pane)
-            except Exception:  # one pane's bug must not leave the others of the batch live
-                log.exception("settling pane %s failed", pane.id)
+    def settle_paced(self, pane: Pane) -> None:
+        try:
+            self.settle(pane)
+        except Exception:  # one pane's bug must not leave the others of its turn live
+            log.exception("settling pane %s failed", pane.id)
 
     def settle(self, pane: Pane) -> None:
         """Exit the pane once its wait status is known: from the sentinel's EXIT (its own
@@ -441,7 +437,9 @@ class Panes:
         self.events.emit("pane.exited", res, data, pane.node)
         if pane.run is not None or pane.id in self.cgroups.groups:
             # what the pane left, fixed now: the run's record never changes afterwards
-            cleanup, tree = self.cgroups.settle(pane.id, self.ours())
+            # ``ours`` (every sentinel: O(panes)) is read only for a pane without a cgroup
+            ours = set() if pane.id in self.cgroups.groups else self.ours()
+            cleanup, tree = self.cgroups.settle(pane.id, ours)
             if pane.run is not None:
                 self.runs.complete(pane.run, pane, usage, cleanup, tree)
         if not link.exited.done():

@@ -131,6 +131,7 @@ async def spawn(
     also after its key lookup, with the run limit: what this daemon can do)."""
     cgroups = owner.cgroups
     cgroups.check_limits(req.memory_max, req.pids_max)
+    await owner.pacer.turn()  # a burst's starts begin a few per reactor turn
     reg = owner.registry
     window_id = reg.next_id("w") if req.session is not None else None
     pane_id = reg.next_id("p")
@@ -225,6 +226,7 @@ async def spawn(
         msg = await chan.expect(P.Started)
         if req.run is not None:
             await owner.seams.gate("run.after_barrier")
+        await owner.pacer.turn(ahead=True)  # the commit and its reply, a few per turn
         return msg
 
     try:
