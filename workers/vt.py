@@ -13,12 +13,12 @@ pyte's, and hands pyte only what must end up on screen. The terminal is a ``RowS
 from __future__ import annotations
 
 import copy
-from collections import deque
 from typing import Any
 
 import pyte
 
 from workers.fastpath import fast_feed
+from workers.history import History
 from workers.screen import ByteStream, Screen, fresh_buffer, row_text, shifted
 
 
@@ -29,7 +29,7 @@ class Terminal:
         self.epoch = 1
         self.offset = 0
         self.scrolled = 0
-        self.history: deque[str] = deque(maxlen=scrollback)
+        self.history = History(scrollback)
         self._saved: tuple[Any, Any] | None = None
         self._restore_cursor = False
         self.dropped = 0  # sequences dropped because applying them raised
@@ -44,7 +44,7 @@ class Terminal:
         """Give a terminal never fed, resized or read the state ``Terminal(cols, rows,
         scrollback)`` starts in: a blank one built in advance then serves any pane."""
         if self.history.maxlen != scrollback:
-            self.history = deque(maxlen=scrollback)
+            self.history = History(scrollback)
         s = self.screen
         if (s.columns, s.lines) != (cols, rows):
             s.columns, s.lines = cols, rows
@@ -140,7 +140,7 @@ class Terminal:
         s = self.screen
         if cols != s.columns and any(len(h) < s.columns for h in self.history):
             width = s.columns
-            self.history = deque((h.ljust(width) for h in self.history), maxlen=self.history.maxlen)
+            self.history = History(self.history.maxlen, (h.ljust(width) for h in self.history))
         if self.alternate:
             self._resize_saved(cols, rows)
         if rows < s.lines:

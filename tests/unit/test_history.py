@@ -1,0 +1,49 @@
+"""A pane's history, stored in blocks, behaves exactly like the ``deque(maxlen=...)`` of
+rows it replaces, for any sequence of appends, extends, clears and reads."""
+
+from __future__ import annotations
+
+import sys
+from collections import deque
+
+import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from workers.history import BLOCK, History
+
+ROWS = st.text(alphabet=st.characters(blacklist_characters="\n"), max_size=6)
+OPS = st.lists(
+    st.one_of(
+        st.tuples(st.just("append"), ROWS),
+        st.tuples(st.just("extend"), st.lists(ROWS, max_size=3 * BLOCK)),
+        st.tuples(st.just("clear"), st.none()),
+    ),
+    max_size=30,
+)
+
+
+@settings(max_examples=300, deadline=None)
+@given(st.integers(0, 3 * BLOCK), OPS)
+def test_history_is_a_bounded_deque_of_rows(maxlen: int, ops: list[tuple[str, object]]) -> None:
+    ours, model = History(maxlen), deque[str](maxlen=maxlen)
+    for op, arg in ops:
+        if op == "clear":
+            ours.clear()
+            model.clear()
+        else:
+            getattr(ours, op)(arg)
+            getattr(model, op)(arg)
+        assert len(ours) == len(model)
+        assert list(ours) == list(model)
+        if model:
+            assert ours[-1] == model[-1] and ours[0] == model[0]
+    with pytest.raises(IndexError):
+        ours[len(model)]
+
+
+def test_a_full_history_costs_about_its_characters() -> None:
+    h = History(2000, (f"{i:079d}" for i in range(5000)))
+    blocks = sum(sys.getsizeof(b) for b in h._blocks) + sum(sys.getsizeof(r) for r in h._tail)
+    assert len(h) == 2000 and h[0] == f"{3000:079d}" and h[1999] == f"{4999:079d}"
+    assert blocks < 2000 * 85  # 80 characters and a separator a row; a str each was ~137

@@ -1,0 +1,91 @@
+"""A pane's history: the rows that scrolled off the top of the primary screen.
+
+Rows are kept in blocks of ``BLOCK`` joined into one string, so a retained row costs its
+characters and a share of one object, where a ``deque`` of strings paid a string object,
+its allocator's rounding and a slot per row (scrollback is most of an idle pane's data).
+A row is never a control character, so ``\\n`` can join rows unambiguously.
+Must not import ``venomx``.
+"""
+
+from __future__ import annotations
+
+from collections import deque
+from collections.abc import Iterable, Iterator
+
+BLOCK = 64
+
+
+class History:
+    """At most ``maxlen`` rows, oldest first, with the indexing and appending of the
+    ``deque(maxlen=...)`` it replaces."""
+
+    __slots__ = ("_blocks", "_len", "_seen", "_seen_rows", "_skip", "_tail", "maxlen")
+
+    def __init__(self, maxlen: int, rows: Iterable[str] = ()) -> None:
+        self.maxlen = maxlen
+        self._blocks: deque[str] = deque()  # full blocks, BLOCK rows each
+        self._tail: list[str] = []  # the rows of the block being filled
+        self._skip = 0  # rows of the first block already dropped
+        self._len = 0
+        self._seen = -1  # the block last split, kept split for reads in order
+        self._seen_rows: list[str] = []
+        self.extend(rows)
+
+    def __len__(self) -> int:
+        return self._len
+
+    def append(self, row: str) -> None:
+        self.extend((row,))
+
+    def extend(self, rows: Iterable[str]) -> None:
+        if self.maxlen <= 0:
+            return
+        tail = self._tail
+        before = len(tail)
+        tail.extend(rows)
+        self._len += len(tail) - before
+        if len(tail) >= BLOCK:
+            full = len(tail) - len(tail) % BLOCK
+            self._blocks.extend("\n".join(tail[i : i + BLOCK]) for i in range(0, full, BLOCK))
+            del tail[:full]
+        excess = self._len - self.maxlen
+        if excess > 0:
+            self._drop(excess)
+
+    def _drop(self, n: int) -> None:
+        """Forget the ``n`` oldest rows."""
+        self._len -= n
+        self._seen = -1
+        skip = self._skip + n
+        while skip >= BLOCK and self._blocks:
+            self._blocks.popleft()
+            skip -= BLOCK
+        if self._blocks:
+            self._skip = skip
+        else:  # the rows dropped reach into the tail
+            del self._tail[:skip]
+            self._skip = 0
+
+    def clear(self) -> None:
+        self._blocks.clear()
+        self._tail.clear()
+        self._skip = self._len = 0
+        self._seen = -1
+
+    def __getitem__(self, i: int) -> str:
+        if i < 0:
+            i += self._len
+        if not 0 <= i < self._len:
+            raise IndexError("history row out of range")
+        j = i + self._skip
+        block, k = divmod(j, BLOCK)
+        if block >= len(self._blocks):
+            return self._tail[j - len(self._blocks) * BLOCK]
+        if block != self._seen:
+            self._seen_rows = self._blocks[block].split("\n")
+            self._seen = block
+        return self._seen_rows[k]
+
+    def __iter__(self) -> Iterator[str]:
+        for i in range(self._len):
+            yield self[i]
