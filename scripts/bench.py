@@ -1396,6 +1396,186 @@ def bench_burst(quick: bool) -> None:
         )
 
 
+def _descendants_uss(root: int, skip: set[int]) -> tuple[int, int]:
+    """(USS of ``root`` and every descendant not in ``skip`` nor below one, count)."""
+    total, count = 0, 0
+    todo = [psutil.Process(root)]
+    while todo:
+        p = todo.pop()
+        if p.pid in skip:
+            continue
+        try:
+            total += p.memory_full_info().uss
+            todo.extend(p.children())
+        except psutil.NoSuchProcess:
+            continue
+        count += 1
+    return total, count
+
+
+IDLE = ["sh", "-c", "echo ready; exec sleep 3600"]
+
+
+def _venomx_idle(n: int) -> tuple[float, float]:
+    """KiB of USS added per idle pane (daemon, fork server and sentinels; not the
+    programs), and the mean sentinel's USS."""
+    d = Daemon(config=f"[vt]\nscrollback = 2000\n[run]\nmax_active = {n + 16}\n")
+    try:
+        c = d.client()
+        s = c.call("session.create")["session"]
+        deadline = time.monotonic() + 30
+        while c.call("doctor")["sentinels"]["spares"] < 6:  # the pool is part of the base
+            assert time.monotonic() < deadline, "the spare pool never filled"
+            time.sleep(0.05)
+        base, _ = _descendants_uss(d.proc.pid, set())
+        panes: list[dict[str, Any]] = []
+        for i in range(0, n, 50):
+            rids = [
+                c.start("window.create", {"session": s, "argv": IDLE})
+                for _ in range(min(50, n - i))
+            ]
+            panes += answers(c, rids)
+        for w in panes:
+            deadline = time.monotonic() + 30
+            while not any(
+                "ready" in ln for ln in c.call("pane.capture_rows", {"pane": w["pane"]})["lines"]
+            ):
+                assert time.monotonic() < deadline, "a pane never showed its line"
+                time.sleep(0.01)
+        while c.call("doctor")["sentinels"]["spares"] < 6:
+            assert time.monotonic() < deadline, "the spare pool never refilled"
+            time.sleep(0.05)
+        leaders = {w["pid"] for w in panes}
+        after, _ = _descendants_uss(d.proc.pid, leaders)
+        sentinels = [psutil.Process(p).parent() for p in leaders]
+        mean = statistics.mean(x.memory_full_info().uss for x in sentinels if x is not None)
+        return (after - base) / n / 1024, mean / 1024
+    finally:
+        d.stop()
+
+
+def _tmux_idle(n: int) -> float:
+    """KiB of USS added to the tmux server per idle window."""
+    t = Tmux()
+    try:
+        t.command("set -g history-limit 2000")
+        t.command("refresh-client -f no-output")  # %output unread would stall the server
+        server = int(
+            subprocess.run(
+                ["tmux", "-S", t.sock, "display", "-p", "#{pid}"], capture_output=True, text=True
+            ).stdout
+        )
+        base = psutil.Process(server).memory_full_info().uss
+        for _ in range(n):
+            t.command("new-window -d 'echo ready; exec sleep 3600'")
+        deadline = time.monotonic() + 30
+        while True:  # every window has shown its line
+            out = subprocess.run(
+                ["tmux", "-S", t.sock, "list-panes", "-a", "-F", "#{cursor_y}"],
+                capture_output=True,
+                text=True,
+            ).stdout.split()
+            if out.count("1") >= n:
+                break
+            assert time.monotonic() < deadline, "tmux panes never showed their line"
+            time.sleep(0.05)
+        return (psutil.Process(server).memory_full_info().uss - base) / n / 1024
+    finally:
+        t.stop()
+
+
+HISTORY_LINES = 10000  # 2000 lines are lost in the noise of what printing itself costs
+LAST_LINE = f"{HISTORY_LINES:079d}"
+SHOW_HISTORY = f"echo ready; read go; seq -f '%079g' 1 {HISTORY_LINES}; exec sleep 3600"
+
+
+def _wait_text(read: Callable[[], str], text: str, what: str) -> None:
+    deadline = time.monotonic() + 30
+    while text not in read():
+        assert time.monotonic() < deadline, f"never saw {what}"
+        time.sleep(0.02)
+
+
+def _venomx_history(scrollback: int) -> float:
+    """KiB of sentinel USS added while an idle pane prints 2000 lines of 80 columns."""
+    d = Daemon(config=f"[vt]\nscrollback = {scrollback}\n")
+    try:
+        c = d.client()
+        s = c.call("session.create")["session"]
+        w = c.call("window.create", {"session": s, "argv": ["sh", "-c", SHOW_HISTORY]})
+
+        def screen() -> str:
+            return "\n".join(c.call("pane.capture_rows", {"pane": w["pane"]})["lines"])
+
+        _wait_text(screen, "ready", "the ready line")
+        sentinel = psutil.Process(w["pid"]).parent()
+        assert sentinel is not None
+        before = sentinel.memory_full_info().uss
+        c.call("pane.send", {"pane": w["pane"], "keys": ["Enter"]})
+        _wait_text(screen, LAST_LINE, "the last line")
+        return (sentinel.memory_full_info().uss - before) / 1024
+    finally:
+        d.stop()
+
+
+def _tmux_history(limit: int) -> float:
+    """KiB of tmux server USS added while a window prints the same lines."""
+    t = Tmux()
+    try:
+        t.command(f"set -g history-limit {limit}")
+        t.command("refresh-client -f no-output")  # %output unread would stall the server
+        server = int(
+            subprocess.run(
+                ["tmux", "-S", t.sock, "display", "-p", "#{pid}"], capture_output=True, text=True
+            ).stdout
+        )
+        t.command(f'new-window -d -n h "{SHOW_HISTORY}"')
+
+        def screen() -> str:
+            return subprocess.run(
+                ["tmux", "-S", t.sock, "capture-pane", "-p", "-t", "h"],
+                capture_output=True,
+                text=True,
+            ).stdout
+
+        _wait_text(screen, "ready", "the ready line")
+        before = psutil.Process(server).memory_full_info().uss
+        t.command("send-keys -t h Enter")
+        _wait_text(screen, LAST_LINE, "the last line")
+        return (psutil.Process(server).memory_full_info().uss - before) / 1024
+    finally:
+        t.stop()
+
+
+def bench_memory(quick: bool) -> None:
+    """Issue 19 §3: USS added per idle pane (100 and 1000 of them) and per line of
+    history, beside a tmux server doing the same."""
+    print("\n== memory: USS per idle pane and per history line, beside tmux ==")
+    for n in (100,) if quick else (100, 1000):
+        ours, sentinel = _venomx_idle(n)
+        theirs = _tmux_idle(n)
+        row(f"USS added per idle pane, {n} panes", f"{ours:.0f} KiB", "target <= 1280 KiB")
+        row(f"  mean sentinel USS, {n} idle panes", f"{sentinel:.0f} KiB")
+        row(f"tmux server USS added per idle window, {n} windows", f"{theirs:.1f} KiB")
+    # the same output with and without a history: the difference is what history holds
+    # (the output itself, e.g. the replay buffer of the last 256 KiB, costs both alike)
+    ours_full, ours_none = _venomx_history(HISTORY_LINES), _venomx_history(0)
+    theirs_full, theirs_none = _tmux_history(HISTORY_LINES), _tmux_history(0)
+    ours_h = (ours_full - ours_none) / HISTORY_LINES
+    theirs_h = (theirs_full - theirs_none) / HISTORY_LINES
+    row(
+        f"history: USS per retained line ({HISTORY_LINES} x 80 columns)",
+        f"{ours_h:.3f} KiB",
+        f"{ours_h / theirs_h:.2f}x tmux (target <= 0.5x)",
+    )
+    row("tmux: USS per retained line", f"{theirs_h:.3f} KiB")
+    row(
+        f"  printing {HISTORY_LINES} lines with no history",
+        f"{ours_none:.0f} KiB",
+        f"tmux {theirs_none:.0f} KiB",
+    )
+
+
 BENCHES: dict[str, Callable[[bool], None]] = {
     "output": bench_output,
     "cli": lambda q: bench_cli(20 if q else 60),
@@ -1408,9 +1588,11 @@ BENCHES: dict[str, Callable[[bool], None]] = {
     "vt": bench_vt,
     "deadline": bench_deadline,
     "soak": bench_soak,
+    "memory": bench_memory,
 }
 DEFAULT = (
     "cli",
+    "memory",
     "exec",
     "burst",
     "output",
