@@ -383,13 +383,10 @@ class Cgroups:
                 {"controller": name},
             )
 
-    def create(
-        self, pane_id: str, run: str | None, memory_max: int | None, pids_max: int | None
-    ) -> str | None:
-        """The pane's cgroup with its limits written, before anything runs in it; None
-        without cgroups. Raises OSError when it cannot be made (nothing is left behind)."""
-        if not self.active:
-            return None
+    def make(self, pane_id: str, memory_max: int | None, pids_max: int | None) -> str:
+        """The pane's cgroup directory with its limits written, before anything runs in
+        it; only the file system changes, so it may run off the reactor (``adopt`` then
+        records it there). Raises OSError when it cannot be made (nothing is left behind)."""
         d = os.path.join(self.base, f"{self.tag}.{pane_id}")
         os.mkdir(d, 0o755)
         try:
@@ -402,8 +399,11 @@ class Cgroups:
         except OSError:
             _rmdir(d)
             raise
-        self.groups[pane_id] = PaneGroup(pane_id, d, run)
         return d
+
+    def adopt(self, pane_id: str, directory: str, run: str | None) -> None:
+        """Account for the pane's cgroup, made by ``make``."""
+        self.groups[pane_id] = PaneGroup(pane_id, directory, run)
 
     def discard(self, pane_id: str) -> None:
         """The start rolled back before anything ran: remove its cgroup."""

@@ -10,7 +10,6 @@ stay consumed.
 from __future__ import annotations
 
 import asyncio
-import copy
 import errno
 import logging
 import secrets
@@ -94,31 +93,30 @@ def _daemon_failed(exc: OSError) -> VenomxError:
 async def make_cgroup(
     cgroups: Cgroups, pane_id: str, run: str | None, memory_max: int | None, pids_max: int | None
 ) -> str | None:
-    """The pane's cgroup (``Cgroups.create``), made in a worker thread: a cgroup's mkdir
-    waits for the kernel's cgroup lock, which every sentinel moving its leader into a
-    cgroup takes too, and in a burst that wait was ~1.5 ms per start, on the reactor.
+    """The pane's cgroup (None without cgroups), made in a worker thread: a cgroup's
+    mkdir waits for the kernel's cgroup lock, which every sentinel moving its leader into
+    a cgroup takes too, and in a burst that wait was ~1.5 ms per start, on the reactor.
 
-    The thread fills the table of a shallow copy, merged here on the reactor: the
-    daemon's own table changes only on the reactor, where others iterate it. A cancel
-    meanwhile waits for the thread, then removes what it made."""
+    Only the directory is made in the thread; the daemon's table changes on the reactor,
+    where others iterate it. A cancel meanwhile waits for the thread, then removes what it
+    made."""
     if not cgroups.active:
         return None
-    shadow = copy.copy(cgroups)
-    shadow.groups = {}
-    made = asyncio.ensure_future(
-        asyncio.to_thread(shadow.create, pane_id, run, memory_max, pids_max)
-    )
+    made = asyncio.ensure_future(asyncio.to_thread(cgroups.make, pane_id, memory_max, pids_max))
     cancelled = False
     while not made.done():
         try:
             await asyncio.wait([made])
         except asyncio.CancelledError:
             cancelled = True
-    cgroups.groups.update(shadow.groups)
     if cancelled:
-        cgroups.discard(pane_id)
+        if made.exception() is None:
+            cgroups.adopt(pane_id, made.result(), run)
+            cgroups.discard(pane_id)
         raise asyncio.CancelledError
-    return made.result()
+    directory = made.result()
+    cgroups.adopt(pane_id, directory, run)
+    return directory
 
 
 async def spawn(
