@@ -222,14 +222,10 @@ class Registry:
         order the principals were made."""
         subtree: list[str] = []
         todo = [pid] if pid in self.principals else []
-        seen = set(todo)
-        while todo:
+        while todo:  # a tree: each principal is under the one parent it was made with
             cur = todo.pop()
             subtree.append(cur)
-            for child in self.children.get(cur, ()):
-                if child not in seen:
-                    seen.add(child)
-                    todo.append(child)
+            todo.extend(self.children.get(cur, ()))
         out = []
         for cid in sorted(subtree, key=self.added.__getitem__):
             p = self.principals[cid]
