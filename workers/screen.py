@@ -393,9 +393,14 @@ class Screen(pyte.Screen):
         super().set_tab_stop()
         self._stops = None
 
-    def reset_stops(self) -> None:
-        """Forget the sorted tab stops, after ``tabstops`` was replaced."""
+    def reshape_blank(self, cols: int, rows: int) -> None:
+        """Become the screen ``Screen(term, cols, rows)`` starts as, when never used: pyte's
+        own reset, not ours (which counts a full reset, an epoch, in the terminal)."""
+        self.columns, self.lines = cols, rows
+        self.dirty.clear()
+        pyte.Screen.reset(self)
         self._stops = None
+        self._lead = None
 
     def clear_tab_stop(self, how: int = 0) -> None:
         super().clear_tab_stop(how)

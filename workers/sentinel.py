@@ -228,7 +228,9 @@ class Sentinel:
                 self.daemon_lost()
             timeout = self.input_timeout()
             if self.pidfd < 0:
-                timeout = min(timeout or POLL_WITHOUT_PIDFD, POLL_WITHOUT_PIDFD)
+                timeout = (
+                    POLL_WITHOUT_PIDFD if timeout is None else min(timeout, POLL_WITHOUT_PIDFD)
+                )
             for fd, ev in poll.poll(timeout):
                 if fd == chan:
                     for m in self.recv():

@@ -15,8 +15,6 @@ from __future__ import annotations
 import copy
 from typing import Any
 
-import pyte
-
 from workers.fastpath import fast_feed
 from workers.history import History
 from workers.screen import ByteStream, Screen, fresh_buffer, row_text, shifted
@@ -45,12 +43,8 @@ class Terminal:
         scrollback)`` starts in: a blank one built in advance then serves any pane."""
         if self.history.maxlen != scrollback:
             self.history = History(scrollback)
-        s = self.screen
-        if (s.columns, s.lines) != (cols, rows):
-            s.columns, s.lines = cols, rows
-            s.dirty.clear()
-            pyte.Screen.reset(s)  # pyte's own: ours would count a full reset (an epoch)
-            s.reset_stops()
+        if (self.screen.columns, self.screen.lines) != (cols, rows):
+            self.screen.reshape_blank(cols, rows)
 
     def materialize(self) -> None:
         """Hand pyte the screen the bulk path left pending (see ``_bulk_lines``)."""
