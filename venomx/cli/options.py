@@ -168,15 +168,17 @@ def check_trailing(ctx: click.Context, raw: list[str], siblings: list[str]) -> N
 
 
 class LazyHelp:
-    """A verb command's help, written when it is shown: a call never needs it."""
+    """Help text written (``write_help``) when it is shown: a call never needs it."""
 
-    verb: CliVerb
     _help: str | None = None
+
+    def write_help(self) -> str:
+        raise NotImplementedError
 
     @property
     def help(self) -> str | None:
         if self._help is None:
-            self._help = verb_help(self.verb.full())
+            self._help = self.write_help()
         return self._help
 
     @help.setter
@@ -203,12 +205,10 @@ def show_help(ctx: click.Context, _param: click.Parameter, value: bool) -> None:
         ctx.exit()
 
 
-class HelpOption(click.Option):
+class HelpOption(LazyHelp, click.Option):
     """``-h/--help`` as click's own, except that its text is looked up in the translations
     (click's gettext, which imports ``locale`` and stats catalogue files: ~3 ms) only when
     help is shown, not on every call."""
-
-    _help: str | None = None
 
     def __init__(self, names: list[str]) -> None:
         super().__init__(
@@ -219,17 +219,10 @@ class HelpOption(click.Option):
             callback=show_help,
         )
 
-    @property
-    def help(self) -> str | None:
-        if self._help is None:
-            from gettext import gettext  # the function click translates its texts with
+    def write_help(self) -> str:
+        from gettext import gettext  # the function click translates its texts with
 
-            self._help = gettext("Show this message and exit.")
-        return self._help
-
-    @help.setter
-    def help(self, value: str | None) -> None:
-        self._help = value
+        return gettext("Show this message and exit.")
 
 
 class LazyHelpOption:
@@ -248,7 +241,16 @@ class LazyHelpOption:
         return option
 
 
-class VerbCommand(LazyHelp, LazyHelpOption, click.Command):
+class VerbHelp(LazyHelp):
+    """A verb command's help: the verb's summary, notes and rules."""
+
+    verb: CliVerb
+
+    def write_help(self) -> str:
+        return verb_help(self.verb.full())
+
+
+class VerbCommand(VerbHelp, LazyHelpOption, click.Command):
     """A verb's command; with trailing argv, words count as argv only after ``--``."""
 
     def __init__(self, name: str, verb: CliVerb, **kw: Any) -> None:
@@ -291,7 +293,7 @@ class LazyGroup(LazyHelpOption, click.Group):
         return self.commands.get(cmd_name)
 
 
-class VerbGroup(LazyHelp, LazyGroup):
+class VerbGroup(VerbHelp, LazyGroup):
     """A group that is also a verb: ``venomx run --key …`` and ``venomx run wait …``.
 
     The verb's own options are made when the group parses a call of its own (or its help,
