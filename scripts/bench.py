@@ -1454,17 +1454,22 @@ def _venomx_idle(n: int) -> tuple[float, float]:
         d.stop()
 
 
+def _quiet_server(t: Tmux) -> int:
+    """The pid of ``t``'s server, its control client told to send no %output (unread,
+    it would stall the server while a window prints)."""
+    t.command("refresh-client -f no-output")
+    out = subprocess.run(
+        ["tmux", "-S", t.sock, "display", "-p", "#{pid}"], capture_output=True, text=True
+    )
+    return int(out.stdout)
+
+
 def _tmux_idle(n: int) -> float:
     """KiB of USS added to the tmux server per idle window."""
     t = Tmux()
     try:
         t.command("set -g history-limit 2000")
-        t.command("refresh-client -f no-output")  # %output unread would stall the server
-        server = int(
-            subprocess.run(
-                ["tmux", "-S", t.sock, "display", "-p", "#{pid}"], capture_output=True, text=True
-            ).stdout
-        )
+        server = _quiet_server(t)
         base = psutil.Process(server).memory_full_info().uss
         for _ in range(n):
             t.command("new-window -d 'echo ready; exec sleep 3600'")
@@ -1523,12 +1528,7 @@ def _tmux_history(limit: int) -> float:
     t = Tmux()
     try:
         t.command(f"set -g history-limit {limit}")
-        t.command("refresh-client -f no-output")  # %output unread would stall the server
-        server = int(
-            subprocess.run(
-                ["tmux", "-S", t.sock, "display", "-p", "#{pid}"], capture_output=True, text=True
-            ).stdout
-        )
+        server = _quiet_server(t)
         t.command(f'new-window -d -n h "{SHOW_HISTORY}"')
 
         def screen() -> str:
