@@ -65,7 +65,7 @@ def settled(c: Client, d: Daemon) -> dict[str, Any] | None:
     doc = c.call("doctor", {})
     live = doc["counters"]["panes"]["running"] + doc["counters"]["panes"]["terminating"]
     spares = doc["sentinels"]["spares"]
-    if spares == 6 and len(d.children()) == 1 + spares + live:
+    if spares == doc["sentinels"]["spares_target"] and len(d.children()) == 1 + spares + live:
         return doc
     return None
 

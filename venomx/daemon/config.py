@@ -101,6 +101,10 @@ _KEYS = (
         Param("spawn.default_shell", "string", pattern=ABSOLUTE_PATTERN, hint="an absolute path"),
         make=default_shell,
     ),
+    # the spare sentinel pool (venomx.daemon.panes.sentinels): at most this many after a
+    # burst, halving their number each idle spell without a start that found it short
+    _int("spawn.spares_max", 64, 0, 1024),
+    _int("spawn.spares_idle_ms", 30000, 100, 86400000),
     _int("panes.exited_warn_bytes", 256 * 1024 * 1024, 0, 1 << 40),
     _int("panes.exited_max_bytes", 0, 0, 1 << 40),
     _int("log.max_bytes", 10 * 1024 * 1024, 0, 1 << 40, _log_bytes, LOG_BYTES),

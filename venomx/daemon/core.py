@@ -110,6 +110,7 @@ class Daemon:
         loop = asyncio.get_running_loop()
         loop.add_signal_handler(_signal.SIGCHLD, self.reaper.reap)
         forkserver = self.panes.forkserver
+        forkserver.configure(self.config["spawn.spares_max"], self.config["spawn.spares_idle_ms"])
         forkserver.nofile = raise_nofile()
         reserve.fill()
         forkserver.start()
@@ -126,5 +127,8 @@ class Daemon:
         s.audit.resize(self.config["audit.retain_count"])
         s.events.emit("config.changed", "*", {"paths": sorted(paths)})
         self.panes.cgroups.configured = self.config["cgroups"]
+        self.panes.forkserver.configure(
+            self.config["spawn.spares_max"], self.config["spawn.spares_idle_ms"]
+        )
         s.runs.enforce()
         self.panes.exited_panes.enforce(self.panes)

@@ -231,6 +231,7 @@ def sentinels(
         "orphaned": len(orphaned),
         "orphaned_pids": sorted(orphaned),
         "spares": len(d.panes.forkserver.spares),
+        "spares_target": d.panes.forkserver.size,
         "stopped": stopped,
         "unresponsive": silent,
         "lost": {"count": d.panes.losses.count, "recent": list(d.panes.losses.recent)},

@@ -267,6 +267,8 @@ class Panes:
             if not self.lifecycle.shutting_down:
                 self.forkserver.restart()
             return True
+        if self.forkserver.was_retired(pid):  # a surplus spare, stopped as the pool shrank
+            return True
         if self.forkserver.lost(pid):
             log.error("a spare sentinel exited (status %d)", status)
             if not self.lifecycle.shutting_down:

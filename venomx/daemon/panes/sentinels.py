@@ -12,6 +12,7 @@ import asyncio
 import errno
 import logging
 import os
+import resource
 import socket
 import sys
 from collections.abc import Callable
@@ -26,9 +27,15 @@ log = logging.getLogger(__name__)
 # How long a request may wait for a pane's sentinel (capture, resize, attach, doctor's
 # ping) before it fails unavailable.sentinel: a busy VT answers well within this.
 SENTINEL_BOUND = 5.0
-# Spare sentinels kept ready, and the count at which a batch refills the pool: enough
-# slack that spares made at low priority keep up with back-to-back starts (measured).
+# Spare sentinels kept ready at rest, and the count at which a batch refills the pool:
+# enough slack that spares made at low priority keep up with back-to-back starts
+# (measured). A burst that finds the pool short grows it, one spare per start forked on
+# demand, up to ``spawn.spares_max`` (and one spare per 16 descriptors the daemon may
+# open); each ``spawn.spares_idle_ms`` without such a start halves the growth and stops
+# the surplus.
 SPARES, LOW_WATER = 6, 3
+SPARES_MAX = 64
+SHRINK_AFTER = 30.0
 # Out of descriptors, the pool (and a fork server that died) is tried again this often,
 # so it recovers on its own once descriptors are free; a start forks on demand meanwhile.
 RETRY = 1.0
@@ -36,21 +43,35 @@ FD_ERRNOS = frozenset({errno.EMFILE, errno.ENFILE})
 
 
 class ForkServer:
-    """The fork server process, and a few spare sentinels forked ahead of the next starts.
+    """The fork server process, and spare sentinels forked ahead of the next starts.
 
     A fork of the (large, Python) fork server costs milliseconds of page-table and
     copy-on-write work; keeping spares means a start never waits for one, and keeping
-    more than one means a burst of starts does not catch up with the refill.
+    more than one means a burst of starts does not catch up with the refill. The pool is
+    sized by demand: ``base`` at rest, grown by every start that had to fork its own
+    sentinel (a CI runner's next burst then finds them ready, made while its last one
+    ran), shrunk again after ``shrink_after`` seconds without one.
     """
 
-    def __init__(self, spares: int = SPARES, low: int = LOW_WATER) -> None:
+    def __init__(
+        self,
+        spares: int = SPARES,
+        low: int = LOW_WATER,
+        most: int = SPARES_MAX,
+        shrink_after: float = SHRINK_AFTER,
+    ) -> None:
         self.pid = 0
         self.control: socket.socket | None = None
         # The soft RLIMIT_NOFILE every sentinel, and so every pane's leader, starts with
         # (the daemon's own, before it raised it); None: the fork server keeps ours.
         self.nofile: int | None = None
-        self.size = spares
-        self.low = low
+        self.spares_at_rest = spares
+        self.base = self.size = spares
+        self.base_low = low
+        self.most = max(spares, most)
+        self.shrink_after = shrink_after
+        self.shrinking: asyncio.TimerHandle | None = None
+        self.retired: set[int] = set()  # spares stopped on purpose, until they are reaped
         self.spares: list[Channel] = []
         self.filling: asyncio.Task[None] | None = None
         self.again = False
@@ -109,6 +130,7 @@ class ForkServer:
         of one reactor turn is forked in the same batches (one request to the fork server
         per ``FORK_BATCH_MAX``): a burst of N starts costs N/8 fork requests, not N."""
         fut: asyncio.Future[socket.socket] = asyncio.get_running_loop().create_future()
+        self.grow()
         self.demand.append(fut)
         if len(self.demand) == 1:
             asyncio.get_running_loop().call_soon(self.fork_demand)
@@ -131,6 +153,60 @@ class ForkServer:
                 else:
                     f.set_result(sock)
 
+    def configure(self, most: int, idle_ms: int) -> None:
+        """Apply ``spawn.spares_max`` and ``spawn.spares_idle_ms``: the pool rests at 6
+        spares, or at ``most`` if that is lower (0: every start forks its sentinel), and
+        a pool now above ``most`` stops its surplus at once."""
+        self.most = most
+        self.base = min(self.spares_at_rest, most)
+        self.shrink_after = idle_ms / 1000
+        if self.size > most or self.size < self.base:
+            self.size = max(self.base, min(self.size, most))
+            self.retire_surplus()
+        if self.control is not None:
+            self.refill()
+
+    @property
+    def low(self) -> int:
+        """The count at which a batch refills the pool: half of it (3 of 6 at rest)."""
+        return self.size * self.base_low // self.base if self.base else 0
+
+    def grow(self) -> None:
+        """A start found no spare: the pool holds one more from now on, up to ``most``
+        and one per 16 descriptors we may open (spares hold one each, and panes need
+        theirs), and shrinks only ``shrink_after`` seconds after the last such start."""
+        soft = resource.getrlimit(resource.RLIMIT_NOFILE)[0]
+        most = self.most if soft == resource.RLIM_INFINITY else min(self.most, soft // 16)
+        self.size = max(self.size, min(self.size + 1, most))
+        if self.shrinking is not None:
+            self.shrinking.cancel()
+            self.shrinking = None
+        if self.size > self.base:
+            loop = asyncio.get_running_loop()
+            self.shrinking = loop.call_later(self.shrink_after, self.shrink)
+
+    def shrink(self) -> None:
+        """Halve the growth after a quiet spell, and stop the spares beyond the new size:
+        each holds ~1.4 MiB and a descriptor that nothing is likely to need soon."""
+        self.shrinking = None
+        self.size = (self.size + self.base) // 2
+        self.retire_surplus()
+        if self.size > self.base:
+            self.shrinking = asyncio.get_running_loop().call_later(self.shrink_after, self.shrink)
+
+    def retire_surplus(self) -> None:
+        while len(self.spares) > self.size:
+            chan = self.spares.pop()
+            self.retired.add(chan.sentinel_pid)
+            chan.close()  # a spare exits when its channel closes, before any SPAWN
+
+    def was_retired(self, pid: int) -> bool:
+        """Whether ``pid``, just reaped, was a spare stopped by ``shrink``."""
+        if pid in self.retired:
+            self.retired.discard(pid)
+            return True
+        return False
+
     @property
     def spare_pids(self) -> set[int]:
         return {chan.sentinel_pid for chan in self.spares}
@@ -152,8 +228,8 @@ class ForkServer:
 
         async def fill() -> None:
             while self.control is not None and len(self.spares) < self.size:
-                # one batch fills the pool; a straggling start only adds another once the
-                # pool is low again, so each intermediate process serves several sentinels
+                # batches until the pool is full; a straggling start only adds another once
+                # the pool is low again, so each intermediate process serves several
                 self.again = False
                 socks: list[socket.socket] = []
                 chans: list[Channel] = []
@@ -170,16 +246,18 @@ class ForkServer:
                     got = [exc]
                 failed = [g for g in got if not isinstance(g, Channel)]
                 for chan in chans:
-                    if chan in got and self.control is not None:
+                    if chan in got and self.control is not None and len(self.spares) < self.size:
                         self.spares.append(chan)
                     else:
+                        if chan in got:  # the pool shrank meanwhile
+                            self.retired.add(chan.sentinel_pid)
                         chan.close()
                 if failed:  # starts fork on demand instead
                     log.warning("could not fork a spare sentinel: %s", failed[0])
                     if isinstance(failed[0], OSError) and failed[0].errno in FD_ERRNOS:
                         self.later("refill", self.refill)
                     return
-                if len(self.spares) > self.low and not self.again:
+                if len(self.spares) >= self.size and not self.again:
                     return
 
         self.filling = asyncio.ensure_future(fill())
@@ -216,6 +294,8 @@ class ForkServer:
                 chan.sentinel_pid = hello.pid
                 self.spares.append(chan)
             else:
+                if isinstance(hello, P.Hello):  # the pool is full: this one is surplus
+                    self.retired.add(hello.pid)
                 chan.close()
 
         task = asyncio.ensure_future(back())
@@ -258,6 +338,8 @@ class ForkServer:
         self.refill()
 
     def stop(self) -> None:
+        if self.shrinking is not None:
+            self.shrinking.cancel()
         for handle in self.retries.values():
             handle.cancel()
         self.retries.clear()

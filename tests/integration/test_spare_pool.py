@@ -1,0 +1,93 @@
+"""The spare sentinel pool grows with a burst of starts and shrinks after a quiet spell
+(issue 19 §2): a CI runner's next burst finds its sentinels ready, and an idle daemon
+gives their memory back. Real daemons, real spares."""
+
+from __future__ import annotations
+
+import psutil
+import pytest
+
+from tests.helpers import Daemon, start_daemon, stop_daemon, wait_for
+from venomx.daemon.panes.sentinels import SPARES
+
+SPARE_TITLE = "venomx-sentinel (spare)"
+
+
+def pool(d: Daemon) -> tuple[int, int]:
+    s = d.call("doctor")["sentinels"]
+    return s["spares"], s["spares_target"]
+
+
+def spare_pids(d: Daemon) -> set[int]:
+    out = set()
+    for c in psutil.Process(d.proc.pid).children():
+        try:
+            if " ".join(x for x in c.cmdline() if x) == SPARE_TITLE:
+                out.add(c.pid)
+        except psutil.NoSuchProcess:
+            continue
+    return out
+
+
+def burst(d: Daemon, n: int, key: str) -> None:
+    """``n`` runs of ``true`` started at once on one connection; all succeed."""
+    with d.client() as c:
+        s = c.call("session.create")["session"]
+        rids = [
+            c.start("run", {"key": f"{key}{i}", "session": s, "argv": ["true"]}) for i in range(n)
+        ]
+        got: dict[int, str] = {}
+        while len(got) < n:  # answered in any order
+            frame = c.read()
+            assert "ok" in frame, frame
+            got[frame["id"]] = frame["ok"]["run"]
+        runs = [got[r] for r in rids]
+    for r in runs:
+        assert d.wait_exit(r)["outcome"] == "succeeded"
+
+
+def test_a_burst_grows_the_pool_and_a_quiet_spell_shrinks_it() -> None:
+    d = start_daemon(config="[spawn]\nspares_idle_ms = 1500\n[run]\nmax_active = 128\n")
+    try:
+        wait_for(lambda: pool(d) == (SPARES, SPARES), 10, "the pool at rest")
+        burst(d, 3 * SPARES, "a")
+        spares, target = wait_for(lambda: (p := pool(d))[0] == p[1] and p, 20, "a refill")
+        assert SPARES < target <= 3 * SPARES  # one more per start that forked on demand
+        assert len(spare_pids(d)) == spares == target
+        # the next burst of the same size forks (almost) nothing on demand
+        burst(d, 3 * SPARES, "b")
+        # quiet: the growth halves each spell and the surplus spares exit, reaped as
+        # spares (never counted as escapees, never reported as lost)
+        wait_for(lambda: pool(d) == (SPARES, SPARES), 30, "the pool back at rest")
+        wait_for(lambda: len(spare_pids(d)) == SPARES, 10, "the surplus gone")
+        doc = d.call("doctor")
+        assert doc["escapees"]["count"] == 0 and doc["escapees"]["reaped"] == 0
+        assert doc["sentinels"]["lost"]["count"] == 0
+        assert doc["status"] == "ok"
+        assert "spare sentinel exited" not in d.log.read_text()
+    finally:
+        stop_daemon(d)
+
+
+@pytest.mark.parametrize("most", [0, 4, 8])
+def test_spares_max_bounds_the_pool_at_its_edge(most: int) -> None:
+    d = start_daemon(config=f"[spawn]\nspares_max = {most}\n[run]\nmax_active = 128\n")
+    try:
+        rest = min(SPARES, most)
+        wait_for(lambda: pool(d) == (rest, rest), 10, "the pool at rest")
+        burst(d, 3 * SPARES, "m")
+        wait_for(lambda: pool(d) == (most, most), 20, "the pool at its most")
+        assert len(spare_pids(d)) == most
+    finally:
+        stop_daemon(d)
+
+
+def test_lowering_spares_max_stops_the_surplus_at_once(daemon: Daemon) -> None:
+    burst(daemon, 3 * SPARES, "l")
+    wait_for(lambda: (p := pool(daemon))[0] == p[1] > SPARES, 20, "a grown pool")
+    daemon.call("config.set", {"path": "spawn.spares_max", "value": "2"})
+    wait_for(lambda: pool(daemon) == (2, 2), 10, "the pool cut to its new most")
+    wait_for(lambda: len(spare_pids(daemon)) == 2, 10, "the surplus gone")
+    assert daemon.call("doctor")["escapees"]["reaped"] == 0
+    daemon.call("config.set", {"path": "spawn.spares_max", "value": "64"})
+    wait_for(lambda: pool(daemon) == (SPARES, SPARES), 10, "back at rest")
