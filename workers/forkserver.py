@@ -17,6 +17,9 @@ import signal
 import socket
 import sys
 
+from workers import deferred  # noqa: F401  (before pyte: see its docstring)
+
+# isort: split
 import msgpack  # noqa: F401  (pre-import for the sentinels)
 import pyte  # noqa: F401
 
