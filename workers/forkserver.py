@@ -143,7 +143,11 @@ def main() -> None:
     signal.signal(signal.SIGINT, signal.SIG_IGN)
     signal.signal(signal.SIGPIPE, signal.SIG_IGN)
     signal.signal(signal.SIGTERM, signal.SIG_DFL)
-    os.setpgid(0, 0)
+    # A session of our own, not only a process group: the scheduler's autogroups are per
+    # session, so sentinels starting by the hundred share one group's CPU share instead
+    # of crowding the daemon's (its request latency during a 1000-start burst: p90
+    # 40-48 -> 16-23 ms, p99 109-135 -> 43-57 ms). No controlling terminal either.
+    os.setsid()
     prctl.set_undumpable()  # reset by our exec; sentinels inherit it from here
     control = socket.socket(fileno=int(sys.argv[1]))
     os.set_inheritable(control.fileno(), False)

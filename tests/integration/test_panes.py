@@ -426,3 +426,24 @@ def test_a_failed_exec_leaves_the_very_same_processes(daemon: Daemon) -> None:
     wait_for(lambda: pool_full(daemon) == full, 10, "spares back")
     assert set(daemon.children()) == before
     daemon.call("window.create", {"session": s, "argv": ["true"]})  # a recycled one serves
+
+
+def test_sentinels_share_a_session_apart_from_the_daemon(daemon: Daemon) -> None:
+    # the scheduler's autogroups are per session: sentinels starting by the hundred must
+    # share one group's CPU, not crowd the daemon's; each pane's leader has its own
+    def sid(pid: int) -> int:
+        return int(Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()[3])
+
+    s = daemon.call("session.create")["session"]
+    w = daemon.call("window.create", {"session": s, "argv": ["sleep", "60"]})
+    sentinel = psutil.Process(w["pid"]).parent()
+    assert sentinel is not None
+    server = [
+        pid
+        for pid in daemon.children()
+        if Path(f"/proc/{pid}/cmdline").read_text().startswith("venomx-forkserver")
+    ]
+    assert len(server) == 1
+    assert sid(server[0]) == server[0] != sid(daemon.proc.pid)
+    assert sid(sentinel.pid) == server[0]
+    assert sid(w["pid"]) == w["pid"]
