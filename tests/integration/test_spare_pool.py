@@ -51,9 +51,9 @@ def test_a_burst_grows_the_pool_and_a_quiet_spell_shrinks_it() -> None:
     try:
         wait_for(lambda: pool(d) == (SPARES, SPARES), 10, "the pool at rest")
         burst(d, 3 * SPARES, "a")
-        spares, target = wait_for(lambda: (p := pool(d))[0] == p[1] and p, 20, "a refill")
+        _, target = wait_for(lambda: (p := pool(d))[0] == p[1] and p, 20, "a refill")
         assert SPARES < target <= 3 * SPARES  # one more per start that forked on demand
-        assert len(spare_pids(d)) == spares == target
+        wait_for(lambda: len(spare_pids(d)) == target, 10, "the spares, as processes")
         # the next burst of the same size forks (almost) nothing on demand
         burst(d, 3 * SPARES, "b")
         # quiet: the growth halves each spell and the surplus spares exit, reaped as
@@ -77,7 +77,7 @@ def test_spares_max_bounds_the_pool_at_its_edge(most: int) -> None:
         wait_for(lambda: pool(d) == (rest, rest), 10, "the pool at rest")
         burst(d, 3 * SPARES, "m")
         wait_for(lambda: pool(d) == (most, most), 20, "the pool at its most")
-        assert len(spare_pids(d)) == most
+        wait_for(lambda: len(spare_pids(d)) == most, 10, "the spares, as processes")
     finally:
         stop_daemon(d)
 
@@ -91,3 +91,29 @@ def test_lowering_spares_max_stops_the_surplus_at_once(daemon: Daemon) -> None:
     assert daemon.call("doctor")["escapees"]["reaped"] == 0
     daemon.call("config.set", {"path": "spawn.spares_max", "value": "64"})
     wait_for(lambda: pool(daemon) == (SPARES, SPARES), 10, "back at rest")
+
+
+def test_the_pool_settings_are_checked_at_their_edges(shared_daemon: Daemon) -> None:
+    d = shared_daemon
+    for path, good, bad in (
+        ("spawn.spares_max", ("0", "1024"), ("-1", "1025")),
+        ("spawn.spares_idle_ms", ("100", "86400000"), ("99", "86400001")),
+    ):
+        for value in bad:
+            e = d.error("config.set", {"path": path, "value": value})
+            assert e.code == "invalid_params.config", (path, value)
+        for value in good:
+            d.call("config.set", {"path": path, "value": value})
+            assert d.call("config.get", {"path": path})["config"] == {path: int(value)}
+    d.call("config.set", {"path": "spawn.spares_max", "value": "64"})
+    d.call("config.set", {"path": "spawn.spares_idle_ms", "value": "30000"})
+    wait_for(lambda: pool(d) == (SPARES, SPARES), 10, "the pool at rest again")
+
+
+def test_a_pool_left_short_is_topped_up(daemon: Daemon) -> None:
+    # one start takes a spare and leaves the pool above its low-water mark: it is
+    # filled back to its size shortly, not left one short until the next burst
+    wait_for(lambda: pool(daemon) == (SPARES, SPARES), 10, "the pool at rest")
+    s = daemon.call("session.create")["session"]
+    daemon.call("window.create", {"session": s, "argv": ["sleep", "60"]})
+    wait_for(lambda: pool(daemon) == (SPARES, SPARES), 10, "the pool topped up")

@@ -267,8 +267,6 @@ class Panes:
             if not self.lifecycle.shutting_down:
                 self.forkserver.restart()
             return True
-        if self.forkserver.was_retired(pid):  # a surplus spare, stopped as the pool shrank
-            return True
         if self.forkserver.lost(pid):
             log.error("a spare sentinel exited (status %d)", status)
             if not self.lifecycle.shutting_down:
@@ -298,7 +296,8 @@ class Panes:
             # an exited pane's leader, whose sentinel died after EXIT, before reaping it
             reg.reaps_after_exit = {s: ld for s, ld in reg.reaps_after_exit.items() if ld != pid}
             return True
-        return False
+        # last: a pid the daemon knows for something else is never taken for a spare
+        return self.forkserver.was_retired(pid)  # a surplus spare, stopped on purpose
 
     # -- what the sentinel says ----------------------------------------------------------
     def on_sentinel(self, pane: Pane, link: Link, m: P.Message) -> None:

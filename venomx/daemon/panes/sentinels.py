@@ -39,6 +39,9 @@ SHRINK_AFTER = 30.0
 # Out of descriptors, the pool (and a fork server that died) is tried again this often,
 # so it recovers on its own once descriptors are free; a start forks on demand meanwhile.
 RETRY = 1.0
+# A pool left short of its size, but above its low-water mark, is topped up this long
+# after the start that took a spare: the starts of that moment then share one batch.
+TOP_UP = 0.5
 FD_ERRNOS = frozenset({errno.EMFILE, errno.ENFILE})
 
 
@@ -169,7 +172,7 @@ class ForkServer:
     @property
     def low(self) -> int:
         """The count at which a batch refills the pool: half of it (3 of 6 at rest)."""
-        return self.size * self.base_low // self.base if self.base else 0
+        return self.size * self.base_low // self.spares_at_rest if self.spares_at_rest else 0
 
     def grow(self) -> None:
         """A start found no spare: the pool holds one more from now on, up to ``most``
@@ -196,12 +199,24 @@ class ForkServer:
 
     def retire_surplus(self) -> None:
         while len(self.spares) > self.size:
-            chan = self.spares.pop()
-            self.retired.add(chan.sentinel_pid)
-            chan.close()  # a spare exits when its channel closes, before any SPAWN
+            self.retire(self.spares.pop())
+
+    def retire(self, chan: Channel) -> None:
+        """Stop a spare on purpose: it exits when its channel closes, before any SPAWN,
+        and its reap is then known for what it is. Only a pid that is still our unreaped
+        child is noted: one already reaped may be reused by any process."""
+        pid = chan.sentinel_pid
+        chan.close()
+        try:
+            if pid and os.waitid(os.P_PID, pid, os.WEXITED | os.WNOHANG | os.WNOWAIT) is None:
+                self.retired.add(pid)
+        except ChildProcessError:
+            pass  # reaped already (then counted as whatever it was taken for)
+        except OSError:
+            self.retired.add(pid)
 
     def was_retired(self, pid: int) -> bool:
-        """Whether ``pid``, just reaped, was a spare stopped by ``shrink``."""
+        """Whether ``pid``, just reaped, was a spare stopped on purpose (``retire``)."""
         if pid in self.retired:
             self.retired.discard(pid)
             return True
@@ -247,10 +262,11 @@ class ForkServer:
                 failed = [g for g in got if not isinstance(g, Channel)]
                 for chan in chans:
                     if chan in got and self.control is not None and len(self.spares) < self.size:
+                        self.retired.discard(chan.sentinel_pid)
                         self.spares.append(chan)
+                    elif chan in got:  # the pool shrank meanwhile
+                        self.retire(chan)
                     else:
-                        if chan in got:  # the pool shrank meanwhile
-                            self.retired.add(chan.sentinel_pid)
                         chan.close()
                 if failed:  # starts fork on demand instead
                     log.warning("could not fork a spare sentinel: %s", failed[0])
@@ -273,9 +289,12 @@ class ForkServer:
 
     def used(self) -> None:
         """A sentinel left the pool for good (it serves a pane, or was stopped): refill
-        in one batch once few are left."""
+        in one batch once few are left, else top it up shortly (in one batch with the
+        starts of that moment), so a pool at rest always holds its size."""
         if len(self.spares) <= self.low:
             self.refill()
+        elif len(self.spares) < self.size:
+            self.later("top up", self.refill, TOP_UP)
 
     def recycle(self, chan: Channel) -> None:
         """Take back a sentinel whose start failed before any process existed: it says
@@ -292,10 +311,12 @@ class ForkServer:
                 and len(self.spares) < self.size
             ):
                 chan.sentinel_pid = hello.pid
+                self.retired.discard(hello.pid)
                 self.spares.append(chan)
+            elif isinstance(hello, P.Hello):  # the pool is full: this one is surplus
+                chan.sentinel_pid = hello.pid
+                self.retire(chan)
             else:
-                if isinstance(hello, P.Hello):  # the pool is full: this one is surplus
-                    self.retired.add(hello.pid)
                 chan.close()
 
         task = asyncio.ensure_future(back())
@@ -311,15 +332,15 @@ class ForkServer:
                 return True
         return False
 
-    def later(self, name: str, what: Callable[[], None]) -> None:
-        """Try ``what`` again in RETRY seconds (once, however often asked meanwhile)."""
+    def later(self, name: str, what: Callable[[], None], delay: float = RETRY) -> None:
+        """Run ``what`` in ``delay`` seconds (once, however often asked meanwhile)."""
         if name not in self.retries:
 
             def again() -> None:
                 del self.retries[name]
                 what()
 
-            self.retries[name] = asyncio.get_running_loop().call_later(RETRY, again)
+            self.retries[name] = asyncio.get_running_loop().call_later(delay, again)
 
     def restart(self) -> None:
         """A new fork server after the old one died; spare sentinels do not need it. Out
@@ -340,6 +361,7 @@ class ForkServer:
     def stop(self) -> None:
         if self.shrinking is not None:
             self.shrinking.cancel()
+            self.shrinking = None
         for handle in self.retries.values():
             handle.cancel()
         self.retries.clear()
