@@ -28,6 +28,7 @@ import os
 import re
 import signal as _signal
 import time
+from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -232,7 +233,9 @@ class Cgroups:
         self.controllers: list[str] = []  # enabled in every pane's cgroup
         self.missing: dict[str, str] = {}  # controller -> why not
         self.groups: dict[str, PaneGroup] = {}  # pane ID -> its cgroup, until removed
-        self.removing: set[asyncio.Future[bool]] = set()  # rmdirs in worker threads
+        # Empty pane cgroups being removed, by a thread of their own (``remove``).
+        self.removing: dict[str, asyncio.Future[bool]] = {}
+        self.remover: ThreadPoolExecutor | None = None
         self.recovered = {"cgroups": 0, "processes": 0, "remaining": 0}
         self.ended = 0  # processes ended by cleanup and shutdown
 
@@ -358,7 +361,10 @@ class Cgroups:
         if not self.active:
             return
         if self.removing:
-            await asyncio.gather(*self.removing, return_exceptions=True)
+            await asyncio.gather(*self.removing.values(), return_exceptions=True)
+        if self.remover is not None:
+            self.remover.shutdown(wait=False)
+            self.remover = None
         for g in list(self.groups.values()):
             if _rmdir(g.directory):
                 del self.groups[g.pane]
@@ -429,16 +435,25 @@ class Cgroups:
         return {"verified": not alive, "escapees": len(alive)}, usage
 
     def remove(self, g: PaneGroup) -> None:
-        """Remove an empty pane cgroup in a worker thread, then forget it here. An rmdir
-        waits for the kernel's cgroup lock, which every start moving its leader into a
-        cgroup takes too: during a burst of a thousand starts the reactor once waited
-        0.9 s for one."""
-        removed = asyncio.ensure_future(asyncio.to_thread(_rmdir, g.directory))
-        self.removing.add(removed)
+        """Remove an empty pane cgroup in a thread, then forget it here. An rmdir waits
+        for the kernel's cgroup lock, which every start moving its leader into a cgroup
+        takes too: during a burst of a thousand starts the reactor once waited 0.9 s for
+        one. One thread of their own, in order: they would wait for that lock in any
+        number of threads, and must not queue ahead of starts making their cgroups."""
+        if g.pane in self.removing:
+            return
+        if self.remover is None:
+            self.remover = ThreadPoolExecutor(1, thread_name_prefix="cgroup-rmdir")
+        loop = asyncio.get_running_loop()
+        removed = loop.run_in_executor(self.remover, _rmdir, g.directory)
+        self.removing[g.pane] = removed
 
         def done(fut: asyncio.Future[bool]) -> None:
-            self.removing.discard(fut)
-            if not fut.cancelled() and fut.result() and self.groups.get(g.pane) is g:
+            if self.removing.get(g.pane) is fut:
+                del self.removing[g.pane]
+            if fut.cancelled() or fut.exception() is not None or not fut.result():
+                return  # kept, and accounted for: ``tidy`` tries again
+            if self.groups.get(g.pane) is g:
                 del self.groups[g.pane]
 
         removed.add_done_callback(done)
@@ -451,6 +466,8 @@ class Cgroups:
     def tidy(self) -> None:
         """Remove kept cgroups whose processes have all exited since."""
         for g in list(self.groups.values()):
+            if g.pane in self.removing:
+                continue  # its thread is on it
             if not members(g.directory) and _rmdir(g.directory):
                 del self.groups[g.pane]
 
