@@ -567,3 +567,33 @@ def test_a_program_in_a_pane_cannot_claim_owner(daemon: Daemon) -> None:
     # @owner is refused; its own token (self) does not reach another principal's run
     assert lines_of(rec) == ["denied.owner denied.read"], rec
     daemon.call("run.cancel", {"run": victim["run"], "grace_ms": 0})
+
+
+def test_a_module_planted_in_the_daemons_cwd_never_reaches_a_sentinel(daemon: Daemon) -> None:
+    # The daemon's working directory is also panes' default cwd: a pane program may write
+    # a msgpack.py there and kill the fork server. Its restart must not import it.
+    home = daemon.log.parent
+    marker = home / "planted"
+    (home / "msgpack.py").write_text(f"open({str(marker)!r}, 'w').close()\nraise SystemExit\n")
+    s = daemon.call("session.create")["session"]
+    w = daemon.call("window.create", {"session": s, "argv": ["sh", "-c", "echo hi; exec sleep 60"]})
+    assert psutil.Process(w["pid"]).cwd() == str(home)
+
+    def server() -> int | None:
+        found = [
+            p.pid
+            for p in psutil.Process(daemon.proc.pid).children()
+            if p.cmdline()[:1] == ["venomx-forkserver"]
+        ]
+        return found[0] if found else None
+
+    old = wait_for(server, 10, "the fork server")
+    os.kill(old, signal.SIGKILL)
+    new = wait_for(lambda: (pid := server()) not in (None, old) and pid, 10, "a new fork server")
+    for spare in psutil.Process(daemon.proc.pid).children():  # spares of the old one
+        if spare.pid != new and spare.cmdline()[:1] == ["venomx-sentinel (spare)"]:
+            spare.kill()
+    r = daemon.call("run", {"key": "after-plant", "session": s, "argv": ["true"]})
+    assert daemon.wait_exit(r["run"])["outcome"] == "succeeded"
+    assert server() == new
+    assert not marker.exists()

@@ -91,7 +91,10 @@ class ForkServer:
             env = dict(os.environ)
             root = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
             env["PYTHONPATH"] = root + (":" + env["PYTHONPATH"] if env.get("PYTHONPATH") else "")
-            argv = [sys.executable, "-m", "workers.forkserver", str(theirs.fileno())]
+            # -P: ``-m`` would put our working directory (also panes' default cwd, which
+            # a pane program may write to) first on the fork server's import path, and a
+            # planted msgpack.py would run in every sentinel after the next restart.
+            argv = [sys.executable, "-P", "-m", "workers.forkserver", str(theirs.fileno())]
             if self.nofile is not None:
                 argv.append(str(self.nofile))
             self.pid = os.posix_spawn(sys.executable, argv, env)
