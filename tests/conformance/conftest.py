@@ -42,4 +42,6 @@ def _settled(d: Daemon) -> int | None:
     doc = d.call("doctor")
     live = doc["counters"]["panes"]["running"] + doc["counters"]["panes"]["terminating"]
     spares = doc["sentinels"]["spares"]
+    if spares != doc["sentinels"]["spares_target"]:  # a refill is under way
+        return None
     return len(kids) - spares if spares and len(kids) == 1 + spares + live else None

@@ -31,9 +31,12 @@ def footprint(d: Daemon) -> tuple[int, int, int, int]:
         live = doc["counters"]["panes"]["running"] + doc["counters"]["panes"]["terminating"]
         kids = len(d.children())
         spares = doc["sentinels"]["spares"]
-        # the fork server, the ready spare sentinels (none still forking) and one sentinel
-        # per live pane; the pool's size varies with use, so it is left out of the count
-        if not spares or kids != 1 + spares + live:
+        # the fork server, the ready spare sentinels (the pool full: none still forking,
+        # whose channel is open before its process is our child) and one sentinel per
+        # live pane; the pool's size varies with use, so it is left out of the count
+        if not spares or spares != doc["sentinels"]["spares_target"]:
+            return None
+        if kids != 1 + spares + live:
             return None
         # fds net of client connections (transient, ours included) and spare channels
         fds = doc["fds"] - doc["counters"]["connections"] - spares
