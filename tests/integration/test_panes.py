@@ -379,6 +379,8 @@ def test_dead_spare_sentinels_do_not_fail_a_start(daemon: Daemon) -> None:
     assert daemon.wait_exit(r["run"])["outcome"] == "succeeded"
     # a start that found no spare grows the pool by one: it refills to its new size
     assert wait_for(lambda: pool_full(daemon), 10, "spares replaced") >= full
+    # the dead spares were reaped as spares, whether or not the start saw them die first
+    assert daemon.call("doctor")["escapees"]["reaped"] == 0
 
 
 def test_programs_never_inherit_the_spares_low_priority(daemon: Daemon) -> None:

@@ -166,6 +166,9 @@ class ForkServer:
         self.most = most
         self.base = min(self.spares_at_rest, most)
         self.shrink_after = idle_ms / 1000
+        if self.shrinking is not None:  # the quiet spell now lasts the new time
+            self.shrinking.cancel()
+            self.shrinking = asyncio.get_running_loop().call_later(self.shrink_after, self.shrink)
         if self.size > most or self.size < self.base:
             self.size = max(self.base, min(self.size, most))
             self.retire_surplus()
@@ -288,6 +291,10 @@ class ForkServer:
             chan = self.spares.pop(0)
             if not chan.closed.done():
                 return chan
+            # died before its reap was seen: when it comes, it is this spare's, not an
+            # escapee's
+            log.warning("a spare sentinel (pid %d) died before use", chan.sentinel_pid)
+            self.retire(chan)
         return None
 
     def used(self) -> None:
