@@ -167,8 +167,7 @@ class ForkServer:
         self.base = min(self.spares_at_rest, most)
         self.shrink_after = idle_ms / 1000
         if self.shrinking is not None:  # the quiet spell now lasts the new time
-            self.shrinking.cancel()
-            self.shrinking = asyncio.get_running_loop().call_later(self.shrink_after, self.shrink)
+            self.shrink_later()
         if self.size > most or self.size < self.base:
             self.size = max(self.base, min(self.size, most))
             self.retire_surplus()
@@ -187,6 +186,10 @@ class ForkServer:
         soft = resource.getrlimit(resource.RLIMIT_NOFILE)[0]
         most = self.most if soft == resource.RLIM_INFINITY else min(self.most, soft // 16)
         self.size = max(self.size, min(self.size + 1, most))
+        self.shrink_later()
+
+    def shrink_later(self) -> None:
+        """Start the quiet spell again: a grown pool shrinks ``shrink_after`` from now."""
         if self.shrinking is not None:
             self.shrinking.cancel()
             self.shrinking = None
@@ -200,8 +203,7 @@ class ForkServer:
         self.shrinking = None
         self.size = (self.size + self.base) // 2
         self.retire_surplus()
-        if self.size > self.base:
-            self.shrinking = asyncio.get_running_loop().call_later(self.shrink_after, self.shrink)
+        self.shrink_later()
 
     def retire_surplus(self) -> None:
         while len(self.spares) > self.size:
