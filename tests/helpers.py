@@ -94,6 +94,20 @@ class Daemon:
         """The daemon's live children (one that ends while we look is not counted)."""
         return [c for c in child_pids(self.proc.pid) if running(c)]
 
+    def titled(self, title: str) -> list[int]:
+        """The daemon's children whose process title is ``title`` (one that ends while we
+        look is not counted)."""
+        import psutil
+
+        found = []
+        for pid in child_pids(self.proc.pid):
+            try:
+                if " ".join(x for x in psutil.Process(pid).cmdline() if x) == title:
+                    found.append(pid)
+            except (psutil.Error, OSError):
+                continue
+        return found
+
     def fds(self) -> int:
         return len(os.listdir(f"/proc/{self.proc.pid}/fd"))
 

@@ -443,11 +443,7 @@ def test_sentinels_share_a_session_apart_from_the_daemon(daemon: Daemon) -> None
     w = daemon.call("window.create", {"session": s, "argv": ["sleep", "60"]})
     sentinel = psutil.Process(w["pid"]).parent()
     assert sentinel is not None
-    server = [
-        pid
-        for pid in daemon.children()
-        if Path(f"/proc/{pid}/cmdline").read_text().startswith("venomx-forkserver")
-    ]
+    server = daemon.titled("venomx-forkserver")
     assert len(server) == 1
     assert sid(server[0]) == server[0] != sid(daemon.proc.pid)
     assert sid(sentinel.pid) == server[0]

@@ -4,7 +4,6 @@ gives their memory back. Real daemons, real spares."""
 
 from __future__ import annotations
 
-import psutil
 import pytest
 
 from tests.helpers import Daemon, start_daemon, stop_daemon, wait_for
@@ -19,14 +18,7 @@ def pool(d: Daemon) -> tuple[int, int]:
 
 
 def spare_pids(d: Daemon) -> set[int]:
-    out = set()
-    for c in psutil.Process(d.proc.pid).children():
-        try:
-            if " ".join(x for x in c.cmdline() if x) == SPARE_TITLE:
-                out.add(c.pid)
-        except psutil.NoSuchProcess:
-            continue
-    return out
+    return set(d.titled(SPARE_TITLE))
 
 
 def burst(d: Daemon, n: int, key: str) -> None:

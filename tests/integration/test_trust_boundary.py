@@ -579,24 +579,14 @@ def test_a_module_planted_in_the_daemons_cwd_never_reaches_a_sentinel(daemon: Da
     w = daemon.call("window.create", {"session": s, "argv": ["sh", "-c", "echo hi; exec sleep 60"]})
     assert psutil.Process(w["pid"]).cwd() == str(home)
 
-    def titled(title: str) -> list[int]:
-        found = []
-        for p in psutil.Process(daemon.proc.pid).children():
-            try:
-                if p.cmdline()[:1] == [title]:
-                    found.append(p.pid)
-            except (psutil.Error, OSError):  # one that just ended
-                continue
-        return found
-
     def server() -> int | None:
-        found = titled("venomx-forkserver")
+        found = daemon.titled("venomx-forkserver")
         return found[0] if found else None
 
     old = wait_for(server, 10, "the fork server")
     os.kill(old, signal.SIGKILL)
     new = wait_for(lambda: (pid := server()) not in (None, old) and pid, 10, "a new fork server")
-    for spare in titled("venomx-sentinel (spare)"):  # spares of the old one
+    for spare in daemon.titled("venomx-sentinel (spare)"):  # spares of the old one
         try:
             os.kill(spare, signal.SIGKILL)
         except ProcessLookupError:
