@@ -1525,7 +1525,8 @@ def _wait_text(read: Callable[[], str], text: str, what: str) -> None:
 
 
 def _venomx_history(scrollback: int) -> float:
-    """KiB of sentinel USS added while an idle pane prints 2000 lines of 80 columns."""
+    """KiB of sentinel USS added while an idle pane prints HISTORY_LINES lines of 80
+    columns."""
     d = Daemon(config=f"[vt]\nscrollback = {scrollback}\n")
     try:
         c = d.client()
