@@ -111,15 +111,19 @@ def test_exited_panes_are_counted_and_evicted_only_when_asked(daemon: Daemon) ->
     s = daemon.call("session.create")["session"]
     script = "seq 1 3000"
     panes = []
-    for _ in range(3):
-        w = daemon.call("window.create", {"session": s, "argv": ["sh", "-c", script]})
-        panes.append(w["pane"])
-    r = daemon.call("run", {"key": "kept", "session": s, "shell": script})
-    with_run = r["pane"]
-    daemon.wait_exit(r["run"])
 
     def exited() -> dict[str, Any]:
         return daemon.call("doctor")["exited_panes"]
+
+    # one after another: "oldest" is the order they exited in, which concurrent panes
+    # may not keep
+    for i in range(3):
+        w = daemon.call("window.create", {"session": s, "argv": ["sh", "-c", script]})
+        panes.append(w["pane"])
+        wait_for(lambda n=i + 1: exited()["count"] == n, 10, "the pane exited")
+    r = daemon.call("run", {"key": "kept", "session": s, "shell": script})
+    with_run = r["pane"]
+    daemon.wait_exit(r["run"])
 
     wait_for(lambda: exited()["count"] == 4, 10, "four exited panes")
     held = exited()
