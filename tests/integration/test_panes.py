@@ -173,7 +173,11 @@ def test_bad_spawn_leaves_nothing(
         assert e.code == code, (verb, e.to_dict())
         if data is not None:
             assert e.data == data
-    wait_for(lambda: footprint(daemon) == before, 10, "nothing left behind")
+    seen: list[tuple[int, int, int, int]] = []
+    try:
+        wait_for(lambda: seen.append(footprint(daemon)) or seen[-1] == before, 10, "nothing")
+    except AssertionError:  # say what differs: (children, fds, panes, events)
+        raise AssertionError(f"left behind: {seen[-1:]} after, {before} before") from None
 
 
 def test_unknown_targets_and_exited(daemon: Daemon) -> None:
