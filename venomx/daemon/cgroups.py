@@ -51,8 +51,17 @@ def _unescape(s: str) -> str:
 
 
 def _read(path: str) -> str:
-    with open(path, encoding="utf-8", errors="replace") as f:
-        return f.read()
+    """A whole small kernel file. The descriptor itself, not ``open()``: a pane's exit
+    reads five cgroup files on the reactor, and the text layer's set-up cost twice what
+    the kernel's open and read do (~37 against ~13 µs per file)."""
+    fd = os.open(path, os.O_RDONLY | os.O_CLOEXEC)
+    try:
+        chunks = []
+        while chunk := os.read(fd, 65536):
+            chunks.append(chunk)
+    finally:
+        os.close(fd)
+    return b"".join(chunks).decode("utf-8", "replace")
 
 
 def _write(path: str, text: str) -> None:
@@ -428,9 +437,10 @@ class Cgroups:
         if g is None:
             found = accounted(pane_id, ours)
             return {"verified": False, "escapees": len(found)}, {}
-        alive = [p for p in members(g.directory) if not dying(p)]
+        procs = members(g.directory)
+        alive = [p for p in procs if not dying(p)]
         usage = read_usage(g.directory)
-        if not members(g.directory):
+        if not procs or not members(g.directory):  # the dying may have gone meanwhile
             self.remove(g)
         return {"verified": not alive, "escapees": len(alive)}, usage
 
