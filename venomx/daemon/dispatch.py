@@ -48,6 +48,7 @@ class Caller(Protocol):
     max_frame: int
 
     def send(self, obj: dict[str, Any]) -> None: ...
+    def send_frame(self, frame: bytes) -> None: ...
     def reply(self, rid: int | None, result: dict[str, Any]) -> None: ...
     def reply_error(self, rid: int | None, err: VenomxError) -> None: ...
 
@@ -83,15 +84,15 @@ class Context:
 
     def item(self, obj: dict[str, Any]) -> None:
         """Send one stream item; one that would exceed max_frame fails the request."""
-        frame = {"id": self.rid, "item": obj}
-        size = len(dumps(frame))
+        frame = dumps({"id": self.rid, "item": obj})
+        size = len(frame)
         if size > self.conn.max_frame:
             raise VenomxError(
                 "unsupported.result_size",
                 f"item of {size} bytes exceeds max_frame {self.conn.max_frame}",
                 {"bytes": size},
             )
-        self.conn.send(frame)
+        self.conn.send_frame(frame)
 
     @property
     def max_frame(self) -> int:

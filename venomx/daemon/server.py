@@ -176,9 +176,13 @@ class Connection(asyncio.Protocol):
         return self.peer_uid in (os.getuid(), 0)
 
     def send(self, obj: dict[str, Any]) -> None:
+        self.send_frame(dumps(obj))
+
+    def send_frame(self, frame: bytes) -> None:
+        """Write one frame, already encoded (``dumps``), and its newline."""
         if self.closed or self.transport is None or self.transport.is_closing():
             return
-        self.transport.write(dumps(obj) + b"\n")
+        self.transport.write(frame + b"\n")
         if self.transport.get_write_buffer_size() > max(BACKLOG_MIN, 4 * self.max_frame):
             log.warning("dropping a connection that does not read its replies")
             self.transport.abort()
@@ -196,7 +200,7 @@ class Connection(asyncio.Protocol):
                 ),
             )
             return
-        self.send({"id": rid, "ok": result})
+        self.send_frame(frame)
 
     def reply_error(self, rid: int | None, err: VenomxError) -> None:
         if rid is not None:
