@@ -384,6 +384,45 @@ def test_off_counts_escapees_by_environment_only(off: Daemon, tmp: Path, left: l
     assert completed(off, "true")["cleanup"] == {"verified": False, "escapees": 0}
 
 
+def test_off_exits_that_settle_together_count_their_own_escapees(
+    off: Daemon, tmp: Path, left: list[int]
+) -> None:
+    """The daemon lists its adopted orphans once per reactor turn; a burst's exits settle
+    a few per turn, and each must still find exactly its own pane's escapee. Each escapee
+    is the leader's child until the leader exits (it is re-parented to the daemon then),
+    and the runs exit in two waves: a listing kept from the first wave misses the second."""
+    lines = []
+    for i in range(8):
+        mine = tmp / f"e{i}"
+        stay = f"setsid /bin/sh -c 'echo $$ > {mine}; exec /bin/sleep 300' </dev/null >/dev/null 2>&1 &"
+        ready = f"while [ ! -s {mine} ]; do :; done; " if i % 2 == 0 else ""
+        wave = tmp / f"go{i // 4}"
+        lines.append(
+            (stay if i % 2 == 0 else "") + f"{ready}while [ ! -e {wave} ]; do sleep 0.01; done"
+        )
+    s = off.call("session.create", {})["session"]
+    with off.client() as c:
+        rids = [
+            c.start("run", {"key": f"k{i}", "session": s, "shell": ln})
+            for i, ln in enumerate(lines)
+        ]
+        got: dict[int, str] = {}
+        while len(got) < len(rids):  # answered in any order
+            frame = c.read()
+            if frame.get("id") in rids:
+                got[frame["id"]] = frame["ok"]["run"]
+        runs = [got[r] for r in rids]
+    wait_for(lambda: all((tmp / f"e{i}").exists() for i in range(0, 8, 2)), 20, "escapees")
+    left.extend(pid_in(tmp / f"e{i}") for i in range(0, 8, 2))
+    recs = []
+    for w in range(2):
+        (tmp / f"go{w}").touch()
+        recs += [off.wait_exit(r, 20) for r in runs[4 * w : 4 * w + 4]]
+    assert [r["cleanup"] for r in recs] == [
+        {"verified": False, "escapees": 1 if i % 2 == 0 else 0} for i in range(8)
+    ]
+
+
 # -- as another uid, on a delegated subtree -----------------------------------------------------
 def nobody_python() -> list[str] | None:
     """A Python uid 65534 can execute with this checkout and its packages importable: ours,

@@ -28,6 +28,7 @@ import os
 import re
 import signal as _signal
 import time
+from collections.abc import Callable
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 from typing import Any
@@ -180,13 +181,18 @@ def children(pid: int) -> list[int]:
     return out
 
 
-def accounted(pane_id: str, ours: set[int]) -> list[int]:
+def strangers(ours: set[int]) -> list[int]:
+    """The daemon's children that are none of ``ours``: orphans it adopted as subreaper."""
+    return [p for p in children(os.getpid()) if p not in ours]
+
+
+def accounted(pane_id: str, orphans: list[int]) -> list[int]:
     """Without a cgroup: the pane's processes still alive as the subreaper sees them, the
-    orphans re-parented to the daemon (and their descendants) that carry its VENOMX_PANE
-    and are not already being killed. A process that cleared its environment is missed:
-    only a cgroup proves a pane empty."""
+    ``orphans`` re-parented to the daemon (``strangers``) and their descendants that carry
+    its VENOMX_PANE and are not already being killed. A process that cleared its
+    environment is missed: only a cgroup proves a pane empty."""
     found: list[int] = []
-    todo = [p for p in children(os.getpid()) if p not in ours]
+    todo = list(orphans)
     seen: set[int] = set()
     while todo and len(seen) < 65536:
         pid = todo.pop()
@@ -429,13 +435,16 @@ class Cgroups:
         if g is not None and not _rmdir(g.directory):
             self.groups[pane_id] = g  # something did run: keep it accounted for
 
-    def settle(self, pane_id: str, ours: set[int]) -> tuple[dict[str, Any], dict[str, Any]]:
+    def settle(
+        self, pane_id: str, orphans: Callable[[], list[int]]
+    ) -> tuple[dict[str, Any], dict[str, Any]]:
         """At the pane's exit (its completing turn): ``cleanup`` {verified, escapees} and
         the cgroup's usage {cgroup_cpu_usec, memory_peak_kib, oom}. ``verified`` only when
-        the cgroup proved the pane empty; an empty cgroup is removed at once."""
+        the cgroup proved the pane empty; an empty cgroup is removed at once. ``orphans``
+        (``strangers``) is asked only for a pane without a cgroup."""
         g = self.groups.get(pane_id)
         if g is None:
-            found = accounted(pane_id, ours)
+            found = accounted(pane_id, orphans())
             return {"verified": False, "escapees": len(found)}, {}
         procs = members(g.directory)
         alive = [p for p in procs if not dying(p)]
@@ -490,7 +499,7 @@ class Cgroups:
         def now() -> list[int]:
             if g is not None:
                 return members(g.directory)
-            return accounted(pane_id, ours)
+            return accounted(pane_id, strangers(ours))
 
         seen = set(now())
         if seen:

@@ -18,7 +18,7 @@ import time
 from collections.abc import Callable
 from typing import Any
 
-from venomx.daemon.cgroups import Cgroups
+from venomx.daemon.cgroups import Cgroups, strangers
 from venomx.daemon.config import Config
 from venomx.daemon.events import EventLog
 from venomx.daemon.layout import remove_from_layout
@@ -84,6 +84,7 @@ class Panes:
         self.pacer = Pacer()
         # One cgroup per pane where the host allows it; the daemon sets it up at start.
         self.cgroups = Cgroups("off")
+        self.orphans_now: list[int] | None = None  # this turn's ``orphans``
 
     # -- start -------------------------------------------------------------------------------
     async def spawn(
@@ -245,6 +246,20 @@ class Panes:
         environment is the daemon's, never a pane's)."""
         fs = self.forkserver
         return {fs.pid, *fs.spare_pids, *self.registry.sentinels}
+
+    def orphans(self) -> list[int]:
+        """The daemon's children that are not its own (``cgroups.strangers``), listed once
+        per reactor turn. Listing them walks every sentinel, so a burst of a thousand exits
+        without cgroups, each listing them, cost O(panes) each: 6.0 ms of the daemon's
+        CPU per run against 2.4 with cgroups. The exits of one turn share the listing;
+        an orphan of an exiting pane was re-parented before its sentinel sent EXIT."""
+        if self.orphans_now is None:
+            self.orphans_now = strangers(self.ours())
+            asyncio.get_running_loop().call_soon(self.forget_orphans)
+        return self.orphans_now
+
+    def forget_orphans(self) -> None:
+        self.orphans_now = None
 
     async def cleanup(self, pane_id: str, signame: str, grace_ms: int) -> dict[str, Any]:
         """End every process the exited pane ``pane_id`` left (its cgroup's members, else
@@ -438,9 +453,7 @@ class Panes:
         self.events.emit("pane.exited", res, data, pane.node)
         if pane.run is not None or pane.id in self.cgroups.groups:
             # what the pane left, fixed now: the run's record never changes afterwards
-            # ``ours`` (every sentinel: O(panes)) is read only for a pane without a cgroup
-            ours = set() if pane.id in self.cgroups.groups else self.ours()
-            cleanup, tree = self.cgroups.settle(pane.id, ours)
+            cleanup, tree = self.cgroups.settle(pane.id, self.orphans)
             if pane.run is not None:
                 self.runs.complete(pane.run, pane, usage, cleanup, tree)
         if not link.exited.done():
