@@ -426,6 +426,24 @@ def test_off_exits_that_settle_together_count_their_own_escapees(
     ]
 
 
+def test_off_a_lost_sentinels_pane_counts_its_escapee(
+    off: Daemon, tmp: Path, left: list[int]
+) -> None:
+    """A killed sentinel's leader is reaped by the daemon itself; the escapee the leader
+    leaves is re-parented only then, and the record still counts it."""
+    mine = tmp / "e"
+    stay = f"setsid /bin/sh -c 'echo $$ > {mine}; exec /bin/sleep 300' </dev/null >/dev/null 2>&1 &"
+    r = start_run(off, f"{stay} while [ ! -s {mine} ]; do :; done; sleep 30")
+    wait_for(lambda: mine.exists() and mine.read_text().strip() != "", 20, "the escapee")
+    left.append(pid_in(mine))
+    sentinel = int(Path(f"/proc/{r['pid']}/stat").read_text().rsplit(")", 1)[1].split()[1])
+    os.kill(sentinel, signal.SIGKILL)
+    rec = off.wait_exit(r["run"], 20)
+    assert rec["fault"] == "sentinel_lost", rec
+    assert rec["cleanup"] == {"verified": False, "escapees": 1}
+    assert alive(pid_in(mine))
+
+
 # -- as another uid, on a delegated subtree -----------------------------------------------------
 def nobody_python() -> list[str] | None:
     """A Python uid 65534 can execute with this checkout and its packages importable: ours,

@@ -18,18 +18,20 @@ if TYPE_CHECKING:
     from workers.rows import Snapshot
 
 
-_second: list[Any] = [None, ""]  # the last whole second formatted, and its text
+_second: tuple[int, str] = (-1, "")  # the last whole second formatted, and its text
 
 
 def now_iso() -> str:
     """UTC now to the millisecond, ``2026-12-01T15:51:31.680Z``. A run's start and exit
     stamp it a dozen times with its events; the date and time are formatted once a
     second."""
-    t = time.time()
-    sec = int(t)
-    if _second[0] != sec:
-        _second[:] = [sec, time.strftime("%Y-%m-%dT%H:%M:%S.", time.gmtime(sec))]
-    return f"{_second[1]}{int((t - sec) * 1000):03d}Z"
+    global _second
+    sec, ns = divmod(time.time_ns(), 1_000_000_000)
+    known, text = _second
+    if known != sec:
+        text = time.strftime("%Y-%m-%dT%H:%M:%S.", time.gmtime(sec))
+        _second = (sec, text)
+    return f"{text}{ns // 1_000_000:03d}Z"
 
 
 def token_key(token: str) -> str:
