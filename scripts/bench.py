@@ -34,6 +34,7 @@ import psutil
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 from venomx.client import Client
+from workers.protocol import SENTINEL_TITLE, SPARE_TITLE
 
 ROWS: list[tuple[str, str, str]] = []
 
@@ -1302,33 +1303,36 @@ def answers(c: Client, rids: list[int]) -> list[dict[str, Any]]:
     return [got[r] for r in rids]
 
 
-def venomx_burst(d: Daemon, n: int, secs: float, probe: list[float]) -> float:
+def venomx_burst(d: Daemon, n: int, secs: float, probe: list[float] | None) -> float:
     """n runs of ``sleep secs`` sent at once on one connection; seconds until every
     outcome is known. ``probe`` gets the latency of whoami calls made meanwhile, by a
     process of its own: a thread of this one would also time the GIL it shares with the
-    burst's driver, which parses a thousand answers meanwhile."""
-    prober = subprocess.Popen(
-        [
-            sys.executable,
-            "-c",
-            "import json, select, sys, time\n"
-            f"sys.path.insert(0, {str(Path(__file__).resolve().parent.parent)!r})\n"
-            "from venomx.client import Client\n"
-            f"c = Client({d.sock!r}, '@owner')\n"
-            "print('ready', flush=True)\n"
-            "lat = []\n"
-            "while not select.select([sys.stdin], [], [], 0.01)[0]:\n"
-            "    t0 = time.perf_counter()\n"
-            "    c.call('whoami')\n"
-            "    lat.append(time.perf_counter() - t0)\n"
-            "print(json.dumps(lat), flush=True)\n",
-        ],
-        stdin=subprocess.PIPE,
-        stdout=subprocess.PIPE,
-    )
-    assert prober.stdin and prober.stdout
+    burst's driver, which parses a thousand answers meanwhile. None: no probe."""
+    prober = None
+    if probe is not None:
+        prober = subprocess.Popen(
+            [
+                sys.executable,
+                "-c",
+                "import json, select, sys, time\n"
+                f"sys.path.insert(0, {str(Path(__file__).resolve().parent.parent)!r})\n"
+                "from venomx.client import Client\n"
+                f"c = Client({d.sock!r}, '@owner')\n"
+                "print('ready', flush=True)\n"
+                "lat = []\n"
+                "while not select.select([sys.stdin], [], [], 0.01)[0]:\n"
+                "    t0 = time.perf_counter()\n"
+                "    c.call('whoami')\n"
+                "    lat.append(time.perf_counter() - t0)\n"
+                "print(json.dumps(lat), flush=True)\n",
+            ],
+            stdin=subprocess.PIPE,
+            stdout=subprocess.PIPE,
+        )
+        assert prober.stdin and prober.stdout
     try:
-        assert prober.stdout.readline() == b"ready\n"
+        if prober is not None:
+            assert prober.stdout and prober.stdout.readline() == b"ready\n"
         with d.client() as c:
             s = c.call("session.create")["session"]
             t0 = time.perf_counter()
@@ -1340,15 +1344,54 @@ def venomx_burst(d: Daemon, n: int, secs: float, probe: list[float]) -> float:
             waits = [c.start("run.wait", {"run": r, "output": False}) for r in runs]
             outcomes = [r["outcome"] for r in answers(c, waits)]
             el = time.perf_counter() - t0
-            prober.stdin.write(b"stop\n")
-            prober.stdin.flush()
-            probe += json.loads(prober.stdout.readline())
+            if prober is not None and probe is not None:
+                assert prober.stdin and prober.stdout
+                prober.stdin.write(b"stop\n")
+                prober.stdin.flush()
+                probe += json.loads(prober.stdout.readline())
             assert outcomes == ["succeeded"] * n, outcomes
             c.call("session.remove", {"session": s, "recursive": True})
     finally:
-        prober.kill()
-        prober.wait()
+        if prober is not None:
+            prober.kill()
+            prober.wait()
     return el
+
+
+FORKSERVER = "venomx-forkserver"
+
+
+def _title(p: psutil.Process) -> str:
+    """A process's title as ``ps`` shows it ('' once it is gone)."""
+    try:
+        return " ".join(x for x in p.cmdline() if x).strip()
+    except psutil.Error:
+        return ""
+
+
+def cpu_ms(pid: int) -> tuple[float, float]:
+    """(its own, its reaped children's) user + system CPU of ``pid``, in ms."""
+    f = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
+    tick = os.sysconf("SC_CLK_TCK")
+    return (int(f[11]) + int(f[12])) * 1000 / tick, (int(f[13]) + int(f[14])) * 1000 / tick
+
+
+def venomx_cpu(d: Daemon) -> dict[str, float]:
+    """CPU so far, ms: the daemon's own, its reaped sentinels' (with the leaders they
+    reaped), the fork server's own and its reaped intermediates'."""
+    fs = next(p.pid for p in psutil.Process(d.proc.pid).children() if _title(p) == FORKSERVER)
+    (daemon, sentinels), (server, intermediates) = cpu_ms(d.proc.pid), cpu_ms(fs)
+    return {"daemon": daemon, "sentinels": sentinels, "fork server": server + intermediates}
+
+
+def burst_gone(d: Daemon) -> None:
+    """Wait until every pane sentinel has exited and been reaped (its CPU counted)."""
+    deadline = time.monotonic() + 60
+    while any(
+        _title(p).startswith(SENTINEL_TITLE + "p") for p in psutil.Process(d.proc.pid).children()
+    ):
+        assert time.monotonic() < deadline, "sentinels outlived their panes"
+        time.sleep(0.05)
 
 
 def tmux_burst(t: Tmux, n: int, secs: float) -> float:
@@ -1369,13 +1412,17 @@ def tmux_burst(t: Tmux, n: int, secs: float) -> float:
 
 def bench_burst(quick: bool) -> None:
     """Issue 19 §2: overhead of a burst of starts until every outcome is known, beside
-    tmux control mode starting the same windows, alternating."""
+    tmux control mode starting the same windows, alternating; then the CPU every process
+    took per run (a sentinel's whole life, its leader's, the daemon's and the fork
+    server's), beside the tmux server's and its windows' per window, from one more burst
+    each. Wall-time ratios move with this VM's phases; the CPU ones move far less."""
     sizes = (50,) if quick else (50, 1000)
     for n in sizes:
         secs = 1.0 if n <= 50 else 3.0
         print(f"\n== {n} pipelined runs of sleep {secs:g}: overhead until every outcome ==")
         d = Daemon(config=f"[run]\nmax_active = {n + 16}\nretain_count = {5 * n + 16}\n")
         t = Tmux()
+        server = _quiet_server(t)
         ours: list[float] = []
         theirs: list[float] = []
         probe: list[float] = []
@@ -1384,6 +1431,19 @@ def bench_burst(quick: bool) -> None:
                 _spares(d)  # as many spares as the pool now aims for: a burst's gap
                 ours.append(venomx_burst(d, n, secs, probe) - secs)
                 theirs.append(tmux_burst(t, n, secs) - secs)
+            # CPU, steadier than wall time on a VM whose speed drifts, from one more
+            # burst each without the probe (whose calls the daemon would answer too)
+            _spares(d)
+            burst_gone(d)
+            before = venomx_cpu(d)
+            venomx_burst(d, n, secs, None)
+            burst_gone(d)
+            after = venomx_cpu(d)
+            mine = {k: (after[k] - before[k]) / n for k in after}
+            own, kids = cpu_ms(server)
+            tmux_burst(t, n, secs)
+            own2, kids2 = cpu_ms(server)
+            tm = (own2 - own + kids2 - kids) / n
         finally:
             d.stop()
             t.stop()
@@ -1409,6 +1469,15 @@ def bench_burst(quick: bool) -> None:
             ms(probe),
             f"p99 {pct(probe, 99) * 1000:.1f} ms",
         )
+        # every process a run took (the burst's and its pool's refill), beside the tmux
+        # server and its windows' (sh and sleep)
+        total = sum(mine.values())
+        row(
+            f"CPU per run, {n}-burst: all venomx processes",
+            f"{total:.2f} ms",
+            f"{total / tm:.2f}x tmux; " + ", ".join(f"{k} {v:.2f}" for k, v in mine.items()),
+        )
+        row(f"CPU per window, {n}-burst: tmux server and windows", f"{tm:.2f} ms")
 
 
 def _descendants_uss(root: int, skip: set[int]) -> tuple[int, int]:
@@ -1438,11 +1507,7 @@ def _spares(d: Daemon) -> set[int]:
         while (s := c.call("doctor")["sentinels"])["spares"] != s["spares_target"]:
             assert time.monotonic() < deadline, "the spare pool never filled"
             time.sleep(0.05)
-    return {
-        p.pid
-        for p in psutil.Process(d.proc.pid).children()
-        if " ".join(x for x in p.cmdline() if x) == "venomx-sentinel (spare)"
-    }
+    return {p.pid for p in psutil.Process(d.proc.pid).children() if _title(p) == SPARE_TITLE}
 
 
 def _venomx_idle(n: int) -> tuple[float, float]:
