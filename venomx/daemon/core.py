@@ -110,7 +110,6 @@ class Daemon:
         loop = asyncio.get_running_loop()
         loop.add_signal_handler(_signal.SIGCHLD, self.reaper.reap)
         forkserver = self.panes.forkserver
-        forkserver.configure(self.config["spawn.spares_max"], self.config["spawn.spares_idle_ms"])
         forkserver.nofile = raise_nofile()
         reserve.fill()
         forkserver.start()

@@ -74,7 +74,7 @@ class Panes:
         self.lifecycle = lifecycle
         self.socket_path = socket_path
         self.cwd = os.getcwd()
-        self.forkserver = ForkServer()
+        self.forkserver = ForkServer(config["spawn.spares_max"], config["spawn.spares_idle_ms"])
         self.links: dict[str, Link] = {}
         self.preparing: set[str] = set()  # pane IDs whose spawn has not committed yet
         self.losses = watch.Losses()

@@ -34,8 +34,6 @@ SENTINEL_BOUND = 5.0
 # open); each ``spawn.spares_idle_ms`` without such a start halves the growth and stops
 # the surplus.
 SPARES, LOW_WATER = 6, 3
-SPARES_MAX = 64
-SHRINK_AFTER = 30.0
 # Out of descriptors, the pool (and a fork server that died) is tried again this often,
 # so it recovers on its own once descriptors are free; a start forks on demand meanwhile.
 RETRY = 1.0
@@ -56,23 +54,14 @@ class ForkServer:
     ran), shrunk again after ``shrink_after`` seconds without one.
     """
 
-    def __init__(
-        self,
-        spares: int = SPARES,
-        low: int = LOW_WATER,
-        most: int = SPARES_MAX,
-        shrink_after: float = SHRINK_AFTER,
-    ) -> None:
+    def __init__(self, most: int, idle_ms: int) -> None:
+        """``most`` and ``idle_ms``: ``spawn.spares_max`` and ``spawn.spares_idle_ms``."""
         self.pid = 0
         self.control: socket.socket | None = None
         # The soft RLIMIT_NOFILE every sentinel, and so every pane's leader, starts with
         # (the daemon's own, before it raised it); None: the fork server keeps ours.
         self.nofile: int | None = None
-        self.spares_at_rest = spares
-        self.base = self.size = spares
-        self.base_low = low
-        self.most = max(spares, most)
-        self.shrink_after = shrink_after
+        self.size = SPARES
         self.shrinking: asyncio.TimerHandle | None = None
         self.retired: set[int] = set()  # spares stopped on purpose, until they are reaped
         self.spares: list[Channel] = []
@@ -82,6 +71,7 @@ class ForkServer:
         self.demand: list[asyncio.Future[socket.socket]] = []  # starts waiting for a fork
         self.retries: dict[str, asyncio.TimerHandle] = {}
         self.down: OSError | None = None  # why the fork server could not be restarted
+        self.configure(most, idle_ms)
 
     def start(self) -> None:
         """Start the fork server (raises OSError, e.g. out of descriptors)."""
@@ -164,7 +154,7 @@ class ForkServer:
         spares, or at ``most`` if that is lower (0: every start forks its sentinel), and
         a pool now above ``most`` stops its surplus at once."""
         self.most = most
-        self.base = min(self.spares_at_rest, most)
+        self.base = min(SPARES, most)
         self.shrink_after = idle_ms / 1000
         if self.shrinking is not None:  # the quiet spell now lasts the new time
             self.shrink_later()
@@ -177,7 +167,7 @@ class ForkServer:
     @property
     def low(self) -> int:
         """The count at which a batch refills the pool: half of it (3 of 6 at rest)."""
-        return self.size * self.base_low // self.spares_at_rest if self.spares_at_rest else 0
+        return self.size * LOW_WATER // SPARES
 
     def grow(self) -> None:
         """A start found no spare: the pool holds one more from now on, up to ``most``
