@@ -1371,9 +1371,8 @@ def _title(p: psutil.Process) -> str:
 
 def cpu_ms(pid: int) -> tuple[float, float]:
     """(its own, its reaped children's) user + system CPU of ``pid``, in ms."""
-    f = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
-    tick = os.sysconf("SC_CLK_TCK")
-    return (int(f[11]) + int(f[12])) * 1000 / tick, (int(f[13]) + int(f[14])) * 1000 / tick
+    t = psutil.Process(pid).cpu_times()
+    return (t.user + t.system) * 1000, (t.children_user + t.children_system) * 1000
 
 
 def venomx_cpu(d: Daemon) -> dict[str, float]:
