@@ -94,6 +94,18 @@ class Daemon:
         """The daemon's live children (one that ends while we look is not counted)."""
         return [c for c in child_pids(self.proc.pid) if running(c)]
 
+    def start_runs(self, runs: list[dict[str, Any]]) -> list[str]:
+        """Start ``runs`` (each a ``run`` request's params) at once, pipelined on one
+        connection; their run IDs in the same order (the daemon answers in any order)."""
+        with self.client() as c:
+            rids = [c.start("run", params) for params in runs]
+            got: dict[int, str] = {}
+            while len(got) < len(rids):
+                frame = c.read()
+                assert "ok" in frame, frame
+                got[frame["id"]] = frame["ok"]["run"]
+        return [got[r] for r in rids]
+
     def titled(self, title: str) -> list[int]:
         """The daemon's children whose process title is ``title`` (one that ends while we
         look is not counted)."""

@@ -404,17 +404,9 @@ def test_off_exits_that_settle_together_count_their_own_escapees(
             (stay if i % 2 == 0 else "") + f"{ready}while [ ! -e {wave} ]; do sleep 0.01; done"
         )
     s = off.call("session.create", {})["session"]
-    with off.client() as c:
-        rids = [
-            c.start("run", {"key": f"k{i}", "session": s, "shell": ln})
-            for i, ln in enumerate(lines)
-        ]
-        got: dict[int, str] = {}
-        while len(got) < len(rids):  # answered in any order
-            frame = c.read()
-            if frame.get("id") in rids:
-                got[frame["id"]] = frame["ok"]["run"]
-        runs = [got[r] for r in rids]
+    runs = off.start_runs(
+        [{"key": f"k{i}", "session": s, "shell": ln} for i, ln in enumerate(lines)]
+    )
     wait_for(lambda: all((tmp / f"e{i}").exists() for i in range(0, 8, 2)), 20, "escapees")
     left.extend(pid_in(tmp / f"e{i}") for i in range(0, 8, 2))
     recs = []

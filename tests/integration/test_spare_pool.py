@@ -8,8 +8,7 @@ import pytest
 
 from tests.helpers import Daemon, start_daemon, stop_daemon, wait_for
 from venomx.daemon.panes.sentinels import SPARES
-
-SPARE_TITLE = "venomx-sentinel (spare)"
+from workers.protocol import SPARE_TITLE
 
 
 def pool(d: Daemon) -> tuple[int, int]:
@@ -23,17 +22,8 @@ def spare_pids(d: Daemon) -> set[int]:
 
 def burst(d: Daemon, n: int, key: str) -> None:
     """``n`` runs of ``true`` started at once on one connection; all succeed."""
-    with d.client() as c:
-        s = c.call("session.create")["session"]
-        rids = [
-            c.start("run", {"key": f"{key}{i}", "session": s, "argv": ["true"]}) for i in range(n)
-        ]
-        got: dict[int, str] = {}
-        while len(got) < n:  # answered in any order
-            frame = c.read()
-            assert "ok" in frame, frame
-            got[frame["id"]] = frame["ok"]["run"]
-        runs = [got[r] for r in rids]
+    s = d.call("session.create")["session"]
+    runs = d.start_runs([{"key": f"{key}{i}", "session": s, "argv": ["true"]} for i in range(n)])
     for r in runs:
         assert d.wait_exit(r)["outcome"] == "succeeded"
 
