@@ -133,11 +133,13 @@ def start_daemon(
     config: str | None = None,
     env: dict[str, str] | None = None,
     seams: bool = True,
+    wrap: list[str] | None = None,
 ) -> Daemon:
+    """``wrap``: a command that execs the daemon in place (setpriv, prlimit)."""
     d = tempfile.mkdtemp(prefix="vx", dir="/tmp")
     sock = os.path.join(d, "s.sock")
     log = Path(d) / "daemon.log"
-    args = [PY, "-m", "venomx", "serve", "--socket", sock, "--log-level", "debug"]
+    args = [*(wrap or []), PY, "-m", "venomx", "serve", "--socket", sock, "--log-level", "debug"]
     if seams:
         args.append("--test-seams")
     if config is not None:

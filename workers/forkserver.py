@@ -147,7 +147,9 @@ def main() -> None:
     # session, so sentinels starting by the hundred share one group's CPU share instead
     # of crowding the daemon's (its request latency during a 1000-start burst: p90
     # 40-48 -> 16-23 ms, p99 109-135 -> 43-57 ms). No controlling terminal either.
-    os.setsid()
+    # The daemon spawns us in one already (setsid), before our imports run.
+    if os.getsid(0) != os.getpid():
+        os.setsid()
     prctl.set_undumpable()  # reset by our exec; sentinels inherit it from here
     control = socket.socket(fileno=int(sys.argv[1]))
     os.set_inheritable(control.fileno(), False)

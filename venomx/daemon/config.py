@@ -107,6 +107,8 @@ _KEYS = (
     _int("spawn.spares_idle_ms", 30000, 100, 86400000),
     _int("panes.exited_warn_bytes", 256 * 1024 * 1024, 0, 1 << 40),
     _int("panes.exited_max_bytes", 0, 0, 1 << 40),
+    # the autogroup nice the daemon asks for its own session (venomx.daemon.priority)
+    _int("daemon.nice", -5, -20, 0),
     _int("log.max_bytes", 10 * 1024 * 1024, 0, 1 << 40, _log_bytes, LOG_BYTES),
     _int("log.keep", 3, 0, 100),
     # per-pane cgroups (venomx.daemon.cgroups); read at start, a change applies at the next

@@ -22,6 +22,7 @@ from venomx.daemon.events import EventLog
 from venomx.daemon.fdreserve import reserve
 from venomx.daemon.lifecycle import Lifecycle
 from venomx.daemon.panes import Panes
+from venomx.daemon.priority import Priority
 from venomx.daemon.reaper import Reaper
 from venomx.daemon.registry import Pane, Registry
 from venomx.daemon.runs import RunTable
@@ -64,6 +65,7 @@ class Daemon:
         runs.stop = self.stop_pane
         runs.evicted = lambda: self.panes.exited_panes.enforce(self.panes)
         self.lifecycle.stop_work = self.panes.shutdown
+        self.priority = Priority()
         self.reaper = Reaper(self.panes.is_leader, self.panes.on_child_exit)
         self.connections: set[Any] = set()
         self.doctor = Doctor(
@@ -77,6 +79,7 @@ class Daemon:
             self.reaper,
             socket_path,
             self.connections,
+            self.priority,
         )
         owner = registry.new_principal(
             None, list(auth.OWNER_GRANTS), name="owner", with_token=False
@@ -109,6 +112,8 @@ class Daemon:
         prctl.set_undumpable()  # pane programs share our uid: no ptrace, no pidfd_getfd
         loop = asyncio.get_running_loop()
         loop.add_signal_handler(_signal.SIGCHLD, self.reaper.reap)
+        # before the fork server exists: alone in our session, or not at all
+        self.priority.apply(self.config["daemon.nice"], loop)
         forkserver = self.panes.forkserver
         forkserver.nofile = raise_nofile()
         reserve.fill()
@@ -131,3 +136,5 @@ class Daemon:
         )
         s.runs.enforce()
         self.panes.exited_panes.enforce(self.panes)
+        if "daemon.nice" in paths:
+            self.priority.apply(self.config["daemon.nice"], asyncio.get_running_loop())

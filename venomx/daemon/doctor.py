@@ -26,6 +26,7 @@ from venomx.daemon.events import EventLog
 from venomx.daemon.fdreserve import reserve
 from venomx.daemon.panes import Panes
 from venomx.daemon.panes.termination import KILL_WAIT
+from venomx.daemon.priority import Priority
 from venomx.daemon.reaper import Reaper
 from venomx.daemon.registry import Registry
 from venomx.daemon.runs import RunTable
@@ -52,6 +53,7 @@ class Doctor:
     reaper: Reaper
     socket_path: str
     connections: set[Any]
+    priority: Priority
     socket_ino: int = -1  # the socket file we bound, to notice it being replaced
     subreaper: bool = False
     started: float = field(default_factory=time.monotonic)
@@ -423,6 +425,7 @@ async def report(d: Doctor) -> dict[str, Any]:
         r_check,
         x_check,
         cg.check(),
+        check("priority", "ok", d.priority.detail),  # says what it is, never a fault
     ]
     statuses = {c["status"] for c in checks}
     overall = "fail" if "fail" in statuses else ("warn" if "warn" in statuses else "ok")
@@ -442,4 +445,5 @@ async def report(d: Doctor) -> dict[str, Any]:
         "fds_limit": fds_limit,
         "run": run_section(d, active, stuck),
         "counters": counters(d),
+        "priority": d.priority.report(),
     }

@@ -87,7 +87,9 @@ class ForkServer:
             argv = [sys.executable, "-P", "-m", "workers.forkserver", str(theirs.fileno())]
             if self.nofile is not None:
                 argv.append(str(self.nofile))
-            self.pid = os.posix_spawn(sys.executable, argv, env)
+            # A session of its own from the start, so its imports already run outside the
+            # daemon's autogroup (venomx.daemon.priority) and no terminal reaches it.
+            self.pid = os.posix_spawn(sys.executable, argv, env, setsid=True)
         except BaseException:
             ours.close()
             raise

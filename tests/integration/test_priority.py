@@ -1,0 +1,137 @@
+"""The daemon's CPU priority (``venomx.daemon.priority``): its own session's autogroup at
+``daemon.nice`` where the host permits it, never a pane's, never a shared session's."""
+
+from __future__ import annotations
+
+import os
+import shutil
+import subprocess
+from pathlib import Path
+
+import pytest
+
+from tests.helpers import PY, Daemon, start_daemon, stop_daemon, wait_for, wait_listening
+
+HAS_AUTOGROUP = os.path.exists("/proc/self/autogroup")
+
+
+def autogroup_nice(pid: int) -> int:
+    with open(f"/proc/{pid}/autogroup") as f:
+        return int(f.read().split()[-1])
+
+
+def may_raise(nice: int) -> bool:
+    """Whether a process of ours alone in a new session may set its autogroup to ``nice``
+    (asked of the kernel, in a child: root, CAP_SYS_NICE or RLIMIT_NICE decide)."""
+    pid = os.fork()
+    if pid == 0:
+        code = 1
+        try:
+            os.setsid()
+            with open("/proc/self/autogroup", "w") as f:
+                f.write(str(nice))
+            code = 0
+        finally:
+            os._exit(code)
+    _, status = os.waitpid(pid, 0)
+    return os.waitstatus_to_exitcode(status) == 0
+
+
+def priority(d: Daemon) -> dict[str, object]:
+    doc = d.call("doctor")
+    check = next(c for c in doc["checks"] if c["name"] == "priority")
+    assert check["status"] == "ok"  # it says what it is; it is never a fault
+    assert check["detail"] == doc["priority"]["detail"]
+    return dict(doc["priority"])
+
+
+def pool_full(d: Daemon) -> bool:
+    s = d.call("doctor")["sentinels"]
+    return bool(s["spares"] == s["spares_target"])
+
+
+def forkserver_pid(d: Daemon) -> int:
+    doc = d.call("doctor")
+    check = next(c for c in doc["checks"] if c["name"] == "fork_server")
+    return int(check["detail"].split()[1])
+
+
+@pytest.mark.skipif(not HAS_AUTOGROUP, reason="a kernel without autogroups")
+def test_the_daemon_raises_its_own_session_and_no_pane_inherits_it(daemon: Daemon) -> None:
+    expected = -5 if may_raise(-5) else 0
+    assert autogroup_nice(daemon.proc.pid) == expected
+    p = priority(daemon)
+    assert p["asked"] == -5 and p["autogroup_nice"] == expected
+    if expected:
+        assert p["detail"] == "autogroup nice -5"
+    else:
+        assert str(p["detail"]).startswith("not permitted"), p
+    # Once it serves (its spares have said HELLO) the fork server has its own session.
+    wait_for(lambda: pool_full(daemon), 20, "a full spare pool")
+    assert autogroup_nice(forkserver_pid(daemon)) == 0
+    s = daemon.call("session.create")["session"]
+    w = daemon.call("window.create", {"session": s, "argv": ["sleep", "60"]})
+    leader = w["pid"]
+    assert autogroup_nice(leader) == 0
+    assert autogroup_nice(psutil_parent(leader)) == 0  # its sentinel
+
+
+def psutil_parent(pid: int) -> int:
+    with open(f"/proc/{pid}/stat", "rb") as f:
+        return int(f.read().rsplit(b")", 1)[1].split()[1])
+
+
+@pytest.mark.skipif(not HAS_AUTOGROUP, reason="a kernel without autogroups")
+def test_daemon_nice_applies_at_once_and_zero_puts_it_back() -> None:
+    d = start_daemon(config="[daemon]\nnice = 0\n")
+    try:
+        assert autogroup_nice(d.proc.pid) == 0
+        assert priority(d) == {"asked": 0, "autogroup_nice": 0, "detail": "autogroup nice 0"}
+        permitted = may_raise(-3)
+        d.call("config.set", {"path": "daemon.nice", "value": "-3"})
+        assert autogroup_nice(d.proc.pid) == (-3 if permitted else 0)
+        assert priority(d)["autogroup_nice"] == (-3 if permitted else 0)
+        d.call("config.set", {"path": "daemon.nice", "value": "0"})
+        # Back to 0 once raised; the kernel may ask an unprivileged caller to retry.
+        wait_for(lambda: autogroup_nice(d.proc.pid) == 0, 5, "the autogroup back at 0")
+        assert priority(d)["autogroup_nice"] == 0
+    finally:
+        stop_daemon(d)
+
+
+@pytest.mark.skipif(not HAS_AUTOGROUP, reason="a kernel without autogroups")
+def test_a_daemon_that_shares_its_session_leaves_the_autogroup_alone(tmp: Path) -> None:
+    sock, log = tmp / "s.sock", tmp / "daemon.log"
+    # A session like a shell's: another process in it beside the daemon.
+    script = "sleep 600 & exec " + " ".join([PY, "-m", "venomx", "serve", "--socket", str(sock)])
+    with open(log, "wb") as logf:
+        proc = subprocess.Popen(["sh", "-c", script], stderr=logf, start_new_session=True, cwd=tmp)
+    d = Daemon(str(sock), proc, log)
+    try:
+        wait_listening(proc, str(sock), log)
+        assert autogroup_nice(proc.pid) == 0
+        p = priority(d)
+        assert p["autogroup_nice"] == 0
+        assert "shares its session" in str(p["detail"]), p
+    finally:
+        stop_daemon(d)  # the session's group: the sleep goes with it
+
+
+@pytest.mark.skipif(
+    not HAS_AUTOGROUP or shutil.which("setpriv") is None or os.geteuid() != 0,
+    reason="as root without CAP_SYS_NICE (unprivileged, the first test sees this case)",
+)
+def test_without_the_right_the_daemon_says_so_and_serves(tmp: Path) -> None:
+    setpriv = shutil.which("setpriv")
+    assert setpriv is not None
+    # root with RLIMIT_NICE 0 and no CAP_SYS_NICE: like any unprivileged user here
+    d = start_daemon(wrap=[setpriv, "--bounding-set", "-sys_nice"])
+    try:
+        assert d.call("whoami")["principal"] == "g0"
+        assert autogroup_nice(d.proc.pid) == 0
+        p = priority(d)
+        assert p["autogroup_nice"] == 0 and p["asked"] == -5
+        assert str(p["detail"]).startswith("not permitted"), p
+        assert "daemon priority: not permitted" in d.log.read_text()
+    finally:
+        stop_daemon(d)
