@@ -160,6 +160,7 @@ def main() -> None:
     sentinel.BLANK_TERMINAL = Terminal(
         sentinel.DEFAULT_COLS, sentinel.DEFAULT_ROWS, sentinel.DEFAULT_SCROLLBACK
     )
+    sentinel.BLANK_DECODER = protocol.Decoder()
     gc.collect()
     gc.freeze()
     serve(control)

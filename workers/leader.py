@@ -149,6 +149,19 @@ SYS_WAITID = {
 }.get(platform.machine())
 _libc = ctypes.CDLL(None, use_errno=True)
 SIGINFO_SIZE = 128
+_Siginfo = ctypes.c_char * SIGINFO_SIZE
+# Looked up and typed once, here (in the fork server): CDLL's attribute look-up, the
+# argument wrapping and ``create_string_buffer`` cost each sentinel ~30 page faults.
+_syscall = _libc.syscall
+_syscall.restype = ctypes.c_long
+_syscall.argtypes = (
+    ctypes.c_long,  # the system call's number
+    ctypes.c_long,  # idtype
+    ctypes.c_long,  # id
+    ctypes.c_void_p,  # siginfo_t *
+    ctypes.c_long,  # options
+    ctypes.c_void_p,  # struct rusage *
+)
 
 
 class _Timeval(ctypes.Structure):
@@ -169,14 +182,13 @@ def exit_usage(pid: int) -> dict[str, int] | None:
     not say (an unknown architecture, or ``pid`` is not an exited child)."""
     if SYS_WAITID is None:
         return None
-    info = ctypes.create_string_buffer(SIGINFO_SIZE)
+    info = _Siginfo()
     ru = _Rusage()
     flags = os.WEXITED | os.WNOHANG | os.WNOWAIT
-    args = (ctypes.c_long(os.P_PID), ctypes.c_long(pid), info, ctypes.c_long(flags))
-    if _libc.syscall(ctypes.c_long(SYS_WAITID), *args, ctypes.byref(ru)) != 0:
+    if _syscall(SYS_WAITID, os.P_PID, pid, ctypes.addressof(info), flags, ctypes.addressof(ru)):
         return None
     # si_signo, the first int, is SIGCHLD only when a child was found (and rusage filled)
-    if ctypes.c_int.from_buffer(info).value != signal.SIGCHLD:
+    if struct.unpack_from("i", info)[0] != signal.SIGCHLD:
         return None
     utime = ru.utime.sec * 1_000_000 + ru.utime.usec
     stime = ru.stime.sec * 1_000_000 + ru.stime.usec

@@ -357,10 +357,19 @@ MESSAGES: dict[int, type[Message]] = {
 }
 
 
+# Per class: its kind as a plain int and its field names in declaration order, found once
+# at import (in the fork server) instead of by reflection in every sentinel, where each
+# path run for the first time copies the pages it touches.
+LAYOUT: dict[type[Message], tuple[int, tuple[str, ...]]] = {
+    cls: (int(cls.KIND), tuple(f.name for f in dataclasses.fields(cls)))
+    for cls in MESSAGES.values()
+}
+
+
 def encode(msg: Message) -> bytes:
     """One msgpack array: the kind, then the fields in declaration order."""
-    values = [getattr(msg, f.name) for f in dataclasses.fields(msg)]
-    data: bytes = msgpack.packb([int(msg.KIND), *values], use_bin_type=True)
+    kind, names = LAYOUT[type(msg)]
+    data: bytes = msgpack.packb([kind, *[getattr(msg, n) for n in names]], use_bin_type=True)
     return data
 
 
@@ -442,12 +451,17 @@ def decode(obj: object) -> Message:
     return cls(*values)
 
 
+READ_SIZE = 16 * 1024  # a Decoder's first buffer
+
+
 class Decoder:
     """Incremental frame reader: feed bytes, get whole messages in order."""
 
     def __init__(self, max_buffer: int = 256 * 1024 * 1024) -> None:
+        # The buffer starts small and doubles as frames need it: by default it starts at
+        # min(max_buffer, 1 MiB), one allocation of 1 MiB per channel on both sides.
         self._unpacker = msgpack.Unpacker(
-            raw=False, max_buffer_size=max_buffer, strict_map_key=False
+            raw=False, max_buffer_size=max_buffer, strict_map_key=False, read_size=READ_SIZE
         )
 
     def feed(self, data: bytes) -> list[Message]:

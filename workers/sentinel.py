@@ -35,6 +35,9 @@ DRAIN_MAX = 1.0
 LOSS_GRACE = 2.0
 POLL_WITHOUT_PIDFD = 0.05
 READ_SIZE = 1 << 17
+# A plain int: ``|`` of the socket module's flag enums builds a new enum member in every
+# sentinel (``Flag._missing_``): ~10 page faults of enum machinery for one peek.
+PEEK_NOW = int(socket.MSG_PEEK | socket.MSG_DONTWAIT)
 # The daemon's defaults: the size of a pane that never asked for another.
 DEFAULT_COLS, DEFAULT_ROWS, DEFAULT_SCROLLBACK = 80, 24, 10000
 # Set by the fork server: the nice value a spare returns to once prepared (spares are
@@ -45,6 +48,9 @@ SERVE_NICE: int | None = None
 # pane of each sentinel takes it instead of building its own, because building one
 # writes to (and so copies) hundreds of KiB of shared pages in every pane.
 BLANK_TERMINAL: Terminal | None = None
+# Likewise a decoder for the channel, never fed: building msgpack's Unpacker costs ~20
+# page faults of its set-up code in every pane.
+BLANK_DECODER: P.Decoder | None = None
 
 
 def set_title(pane: str) -> None:
@@ -65,8 +71,10 @@ class Sentinel:
     waits for."""
 
     def __init__(self, sock: socket.socket) -> None:
+        global BLANK_DECODER
         self.sock = sock
-        self.decoder = P.Decoder()
+        decoder, BLANK_DECODER = BLANK_DECODER, None
+        self.decoder = decoder or P.Decoder()
         self.pending: list[P.Message] = []
         self.pane = "?"
         self.master = -1
@@ -142,7 +150,7 @@ class Sentinel:
         anything. After a fork each first write to a page copies it, and in a VM each
         such fault is costly; taking them here keeps them off the start itself."""
         sample = P.Spawn("p0", ["true"], {"PATH": "/"}, "/", 80, 24, 0, True)
-        P.Decoder().feed(P.encode(sample) + P.encode(P.Ready()) + P.encode(P.Started(0)))
+        self.decoder.feed(P.encode(sample) + P.encode(P.Ready()) + P.encode(P.Started(0)))
         title.set_title(P.SPARE_TITLE)  # the title it already has
         resolve("true", sample.env)
         open_fds()
@@ -157,7 +165,7 @@ class Sentinel:
         (~0.45 ms of CPU and ~23 more pages copied: ``prepare`` walks paths a start never
         takes, such as decoding the messages a sentinel only sends)."""
         try:
-            return bool(self.sock.recv(1, socket.MSG_PEEK | socket.MSG_DONTWAIT))
+            return bool(self.sock.recv(1, PEEK_NOW))
         except OSError:  # nothing yet; anything worse, the start itself finds
             return False
 

@@ -288,6 +288,20 @@ def test_decoder_fuzz(data: bytes) -> None:
         pass
 
 
+@pytest.mark.parametrize("piece", [1 << 20, 4096, 7])
+def test_frames_larger_than_the_first_buffer_decode_in_any_pieces(piece: int) -> None:
+    """The decoder's buffer starts at ``READ_SIZE`` and grows: frames of several times
+    that (a full OUTPUT read), back to back with small ones, arrive whole."""
+    big = P.Output(bytes(range(256)) * (8 * P.READ_SIZE // 256 + 3), 10)
+    msgs = [P.Pong(1), big, P.Pong(2), big, P.Ready()]
+    data = b"".join(P.encode(m) for m in msgs)
+    assert len(P.encode(big)) > 8 * P.READ_SIZE
+    d, got = P.Decoder(), []
+    for i in range(0, len(data), piece):
+        got += d.feed(data[i : i + piece])
+    assert got == msgs
+
+
 MSGPACK = st.recursive(
     st.none()
     | st.booleans()
