@@ -60,6 +60,10 @@ def fork_batch(control: socket.socket, fds: list[int], spare: bool = False) -> N
         # Titled as spares before they exist: they become the daemon's children when this
         # process exits, possibly before they run at all, and doctor must know them then.
         title.set_title(protocol.SPARE_TITLE)
+        # Not the fork server's reaping handler: it would reap the sentinels made here
+        # (which must become the daemon's children), and they would inherit it, and reap
+        # their leaders. Once here, not in each sentinel.
+        signal.signal(signal.SIGCHLD, signal.SIG_DFL)
         if spare and sentinel.SERVE_NICE is not None:
             # Spares are made at the lowest priority, so a refill hardly slows a start in
             # progress on the same cores; each returns to SERVE_NICE before HELLO.

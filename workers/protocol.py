@@ -366,10 +366,16 @@ LAYOUT: dict[type[Message], tuple[int, tuple[str, ...]]] = {
 }
 
 
+# One packer per process, made at import: ``msgpack.packb`` builds a Packer, and
+# allocates its 256 KiB buffer, for every message. Not thread-safe; the daemon encodes on
+# its reactor only, and a sentinel has one thread.
+PACKER = msgpack.Packer(use_bin_type=True)
+
+
 def encode(msg: Message) -> bytes:
     """One msgpack array: the kind, then the fields in declaration order."""
     kind, names = LAYOUT[type(msg)]
-    data: bytes = msgpack.packb([kind, *[getattr(msg, n) for n in names]], use_bin_type=True)
+    data: bytes = PACKER.pack([kind, *[getattr(msg, n) for n in names]])
     return data
 
 

@@ -12,7 +12,7 @@ Must not import ``venomx``.
 
 from __future__ import annotations
 
-import _signal  # type: ignore[import-not-found]
+import _socket
 import errno
 import os
 import select
@@ -70,7 +70,7 @@ class Sentinel:
     """One pane's sentinel: its channel to the daemon, the PTY, the VT and the leader it
     waits for."""
 
-    def __init__(self, sock: socket.socket) -> None:
+    def __init__(self, sock: _socket.socket) -> None:
         global BLANK_DECODER
         self.sock = sock
         decoder, BLANK_DECODER = BLANK_DECODER, None
@@ -462,12 +462,12 @@ def main(fd: int) -> NoReturn:
     """Entry point in the freshly forked sentinel; ``fd`` is its channel to the daemon."""
     try:
         # Terminal signals aimed at the daemon's group must not hit us. The signal
-        # dispositions (SIGINT and SIGPIPE ignored) come from the fork server, but not its
-        # SIGCHLD handler, which reaps: our leader must stay unreaped until we reap it.
-        # ``_signal``: the ``signal`` module's wrapper builds enums, in every pane.
-        _signal.signal(_signal.SIGCHLD, _signal.SIG_DFL)
+        # dispositions (SIGINT and SIGPIPE ignored, SIGCHLD at its default: our leader
+        # must stay unreaped until we reap it) come from the intermediate process.
         os.setpgid(0, 0)
-        sock = socket.socket(fileno=fd)
+        # The C socket type with its family and type given: ``socket.socket``'s Python
+        # layer and the three getsockopt calls that find them cost every pane.
+        sock = _socket.socket(_socket.AF_UNIX, _socket.SOCK_STREAM, 0, fd)
         Sentinel(sock).run()
     except BaseException:  # pragma: no cover - last resort: never return into the fork server
         import traceback
