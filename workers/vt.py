@@ -191,7 +191,12 @@ class Terminal:
             text = self.history[n - self.oldest]
             return text if len(text) >= self.cols else text.ljust(self.cols)
         self.materialize()
-        return row_text(self.screen.buffer[n - base], self.cols)
+        # ``get``: the buffer is a defaultdict, and indexing a row never written would
+        # store a new empty line object (a capture of a blank screen made one per row).
+        line = self.screen.buffer.get(n - base)
+        if line is None:
+            return " " * self.cols  # pyte's default character, whatever its attributes
+        return row_text(line, self.cols)
 
     def snapshot(self) -> dict[str, Any]:
         """The whole state as plain data, for EXIT."""

@@ -50,3 +50,22 @@ def test_tab_stops_follow_the_new_width() -> None:
     t.feed(b"\t" * 14 + b"x")  # past column 80: stops every 8 columns to the new edge
     assert t.row(0).index("x") == 112
     assert t.epoch == 1  # a blank terminal has not been resized: no row was renumbered
+
+
+@settings(max_examples=100, deadline=None)
+@given(STREAMS)
+def test_reading_rows_stores_no_row_and_reads_blank_ones_as_before(chunks: list[bytes]) -> None:
+    """Reading the screen (a capture, a snapshot) adds no line to pyte's row store, which
+    creates one for any row it is asked for; a row never written reads as blanks."""
+    t = Terminal(40, 10, 20)
+    for chunk in chunks:
+        t.feed(chunk)
+    t.materialize()
+    stored = dict(t.screen.buffer)
+    base = 0 if t.alternate else t.scrolled
+    lines = [t.row(base + i) for i in range(t.rows)]
+    t.snapshot()
+    assert dict(t.screen.buffer) == stored
+    for i, text in enumerate(lines):
+        if i not in stored:
+            assert text == " " * t.cols
