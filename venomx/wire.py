@@ -124,11 +124,10 @@ def loads(data: bytes | str, max_depth: int = MAX_DEPTH) -> Any:
         text = data.decode("utf-8") if isinstance(data, bytes) else data
     except UnicodeDecodeError:
         raise JsonError("utf8", "not UTF-8") from None
-    too_deep = JsonError("depth", f"nested deeper than {max_depth} arrays and objects")
     try:
         value = json.loads(text, parse_int=parse_int, parse_constant=_reject_constant)
     except RecursionError:
-        raise too_deep from None
+        raise _too_deep(max_depth) from None
     except ValueError as exc:
         raise JsonError("syntax", f"not JSON: {exc}") from None
     # Cheap first: nesting needs at least that many brackets.
@@ -137,8 +136,12 @@ def loads(data: bytes | str, max_depth: int = MAX_DEPTH) -> Any:
         and text.count("[") + text.count("{") > max_depth
         and _deeper_than(value, max_depth)
     ):
-        raise too_deep
+        raise _too_deep(max_depth)
     return value
+
+
+def _too_deep(max_depth: int) -> JsonError:
+    return JsonError("depth", f"nested deeper than {max_depth} arrays and objects")
 
 
 def dumps(obj: Any) -> bytes:

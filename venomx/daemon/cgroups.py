@@ -448,7 +448,7 @@ class Cgroups:
             return {"verified": False, "escapees": len(found)}, {}
         procs = members(g.directory)
         alive = [p for p in procs if not dying(p)]
-        usage = read_usage(g.directory)
+        usage = read_usage(g.directory, "memory" in self.controllers)
         if not procs or not members(g.directory):  # the dying may have gone meanwhile
             self.remove(g)
         return {"verified": not alive, "escapees": len(alive)}, usage
@@ -602,9 +602,11 @@ class _Unusable(Exception):
     """Why this daemon cannot have its subtree."""
 
 
-def read_usage(directory: str) -> dict[str, Any]:
+def read_usage(directory: str, memory: bool = True) -> dict[str, Any]:
     """What the whole cgroup used: CPU from ``cpu.stat``, the memory peak (page cache
-    included) from ``memory.peak``, and whether the OOM killer struck (``memory.events``)."""
+    included) from ``memory.peak``, and whether the OOM killer struck (``memory.events``).
+    ``memory``: whether the memory controller is enabled there (without it, neither file
+    exists: two failed opens per pane exit, on the reactor)."""
     out: dict[str, Any] = {}
     try:
         for line in _read(os.path.join(directory, "cpu.stat")).splitlines():
@@ -613,6 +615,8 @@ def read_usage(directory: str) -> dict[str, Any]:
                 out["cgroup_cpu_usec"] = int(v)
     except (OSError, ValueError):
         pass
+    if not memory:
+        return out
     try:
         out["memory_peak_kib"] = int(_read(os.path.join(directory, "memory.peak"))) // 1024
     except (OSError, ValueError):
