@@ -106,7 +106,7 @@ def lowering_is_reversible() -> int | None:
 
 def reap(_signum: int, _frame: object) -> None:
     """Reap every intermediate that has exited (the fork server has no other children).
-    Sentinels inherit this handler and replace it before they have a child of their own."""
+    Each intermediate puts SIGCHLD back to its default before it forks a sentinel."""
     while True:
         try:
             pid, _ = os.waitpid(-1, os.WNOHANG)

@@ -368,14 +368,19 @@ LAYOUT: dict[type[Message], tuple[int, tuple[str, ...]]] = {
 
 # One packer per process, made at import: ``msgpack.packb`` builds a Packer, and
 # allocates its 256 KiB buffer, for every message. Not thread-safe; the daemon encodes on
-# its reactor only, and a sentinel has one thread.
+# its reactor only, and a sentinel has one thread. A packer's buffer grows to its largest
+# message and never shrinks, so one that packed more than KEEP is replaced.
 PACKER = msgpack.Packer(use_bin_type=True)
+KEEP = 256 * 1024
 
 
 def encode(msg: Message) -> bytes:
     """One msgpack array: the kind, then the fields in declaration order."""
+    global PACKER
     kind, names = LAYOUT[type(msg)]
     data: bytes = PACKER.pack([kind, *[getattr(msg, n) for n in names]])
+    if len(data) > KEEP:
+        PACKER = msgpack.Packer(use_bin_type=True)
     return data
 
 

@@ -135,3 +135,84 @@ def test_without_the_right_the_daemon_says_so_and_serves(tmp: Path) -> None:
         assert "daemon priority: not permitted" in d.log.read_text()
     finally:
         stop_daemon(d)
+
+
+def keep_only_sys_nice_as_nobody() -> None:
+    """In a child of root: become uid 65534 holding CAP_SYS_NICE alone, as a unit's
+    ``AmbientCapabilities=CAP_SYS_NICE`` would leave a daemon (no root, no other right)."""
+    import ctypes
+
+    from workers import prctl
+
+    pr_set_keepcaps, cap_sys_nice, version_3 = 8, 23, 0x20080522
+    prctl._prctl(pr_set_keepcaps, 1)
+    os.setgroups([])
+    os.setgid(65534)
+    os.setuid(65534)
+
+    class Header(ctypes.Structure):
+        _fields_ = [("version", ctypes.c_uint32), ("pid", ctypes.c_int)]
+
+    class Data(ctypes.Structure):
+        _fields_ = [(n, ctypes.c_uint32) for n in ("effective", "permitted", "inheritable")]
+
+    bit = 1 << cap_sys_nice
+    data = (Data * 2)(Data(bit, bit, 0), Data(0, 0, 0))
+    libc = ctypes.CDLL(None, use_errno=True)
+    if libc.capset(ctypes.byref(Header(version_3, 0)), data) != 0:
+        raise OSError(ctypes.get_errno(), "capset")
+    # Changing uid left us undumpable; an exec'd daemon of its own uid starts dumpable.
+    prctl._prctl(prctl.PR_SET_DUMPABLE, 1)
+
+
+def as_unprivileged_user(open_first: bool) -> tuple[int, str]:
+    """In a child: a session of its own, uid 65534 with CAP_SYS_NICE, dumpable as a
+    freshly exec'd daemon is; then ``Priority`` opened before (``open_first``) or after
+    the child makes itself undumpable, as the daemon does, and -5 asked for. Returns (the
+    autogroup's nice, the detail)."""
+    from venomx.daemon.priority import Priority, autogroup_nice
+    from workers import prctl
+
+    r, w = os.pipe()
+    pid = os.fork()
+    if pid == 0:
+        code = 1
+        try:
+            os.close(r)
+            os.setsid()
+            keep_only_sys_nice_as_nobody()
+            p = Priority()
+            if open_first:
+                p.open()
+            prctl.set_undumpable()
+            if not open_first:
+                p.open()
+
+            def done() -> bool:  # another process's change within 100 ms: EAGAIN
+                p.apply(-5)
+                return "EAGAIN" not in p.detail
+
+            wait_for(done, 5, "the kernel to take the change")
+            os.write(w, f"{autogroup_nice()}\n{p.detail}".encode())
+            code = 0
+        finally:
+            os._exit(code)
+    os.close(w)
+    with os.fdopen(r, "rb") as f:
+        out = f.read().decode()
+    _, status = os.waitpid(pid, 0)
+    assert os.waitstatus_to_exitcode(status) == 0, out
+    nice, detail = out.split("\n", 1)
+    return int(nice), detail
+
+
+@pytest.mark.skipif(
+    not HAS_AUTOGROUP or os.geteuid() != 0, reason="needs root to become another uid"
+)
+def test_a_daemon_of_another_uid_with_cap_sys_nice_raises_it_though_undumpable() -> None:
+    # Undumpable, a process's /proc files belong to root: opened first, the autogroup's
+    # file still takes the write, which the kernel checks against the capability.
+    assert as_unprivileged_user(open_first=True) == (-5, "autogroup nice -5")
+    nice, detail = as_unprivileged_user(open_first=False)
+    assert nice == 0
+    assert detail == "cannot open /proc/self/autogroup: EACCES", detail

@@ -109,10 +109,12 @@ class Daemon:
         in its leaf); ``cgroups = "required"`` without one raises ``unsupported.cgroups``."""
         self.panes.cgroups = Cgroups.setup(self.config["cgroups"], self.socket_path, self.source)
         self.doctor.subreaper = prctl.set_child_subreaper()
+        # before the fork server exists (alone in our session, or not at all), and while
+        # our /proc files are still ours
+        self.priority.open()
         prctl.set_undumpable()  # pane programs share our uid: no ptrace, no pidfd_getfd
         loop = asyncio.get_running_loop()
         loop.add_signal_handler(_signal.SIGCHLD, self.reaper.reap)
-        # before the fork server exists: alone in our session, or not at all
         self.priority.apply(self.config["daemon.nice"], loop)
         forkserver = self.panes.forkserver
         forkserver.nofile = raise_nofile()
@@ -123,6 +125,7 @@ class Daemon:
     async def stop(self) -> None:
         """Stop the fork server, then leave our cgroup subtree once its processes are gone."""
         self.panes.forkserver.stop()
+        self.priority.close()
         await self.panes.cgroups.stop()
 
     def on_config_changed(self, paths: list[str]) -> None:

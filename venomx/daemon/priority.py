@@ -9,7 +9,7 @@ the time and never uses more than one core, so the panes lose little.
 
 Raising a priority takes privilege (root, CAP_SYS_NICE, or an RLIMIT_NICE that allows it:
 ``LimitNICE=`` in a unit); without it nothing changes and doctor says why. It is done only
-while the daemon is alone in its session, because an autogroup belongs to the whole
+when the daemon is alone in its session, because an autogroup belongs to the whole
 session: a daemon in the foreground of a shell would raise the shell's priority too.
 Panes never inherit it: the fork server starts a session of its own, whose autogroup
 starts at nice 0, and every leader starts another.
@@ -26,8 +26,9 @@ from dataclasses import dataclass
 log = logging.getLogger(__name__)
 
 AUTOGROUP = "/proc/self/autogroup"
-RETRIES = 5  # the kernel takes one change per 100 ms host-wide from an unprivileged caller
-RETRY_AFTER = 0.11
+# An unprivileged caller gets one autogroup change per 100 ms, host-wide (EAGAIN).
+RETRIES = 10
+RETRY_AFTER = 0.2
 
 
 def autogroup_nice() -> int | None:
@@ -40,16 +41,23 @@ def autogroup_nice() -> int | None:
 
 
 def alone_in_session() -> bool:
-    """Whether no other process shares our session (threads are not listed in /proc)."""
+    """Whether no other live process shares our session (threads are not listed in
+    /proc). Anything unreadable but a process that is gone counts as sharing it."""
     me, sid = os.getpid(), os.getsid(0)
-    for name in os.listdir("/proc"):
+    try:
+        names = os.listdir("/proc")
+    except OSError:
+        return False
+    for name in names:
         if not name.isdigit() or int(name) == me:
             continue
         try:
             with open(f"/proc/{name}/stat", "rb") as f:
                 fields = f.read().rsplit(b")", 1)[1].split()
-        except (OSError, IndexError):
+        except (FileNotFoundError, ProcessLookupError):
             continue  # gone meanwhile
+        except (OSError, IndexError):
+            return False
         # state, ppid, pgrp, session; a zombie (the session leader ``--detach`` leaves
         # behind, until its parent reaps it) no longer runs
         if int(fields[3]) == sid and fields[0] != b"Z":
@@ -65,17 +73,44 @@ class Priority:
     nice: int | None = None
     detail: str = "not asked"
     raised: bool = False  # we changed our autogroup: 0 puts it back
+    fd: int = -1  # our autogroup file, opened by ``open``
+    cannot: str | None = None  # why it could not be opened
+    alone: bool = False
+    retry: asyncio.TimerHandle | None = None
+
+    def open(self) -> None:
+        """Before the daemon makes itself undumpable, which gives its /proc files to root:
+        the file then opens only for root, while the kernel checks each write (the right
+        to raise a priority, the rate limit) all the same. And see once whether we are
+        alone in our session: no process can join it later, and none of ours stays in it."""
+        self.alone = alone_in_session()
+        try:
+            self.fd = os.open(AUTOGROUP, os.O_WRONLY | os.O_CLOEXEC)
+        except OSError as exc:
+            self.cannot = errno.errorcode.get(exc.errno or 0, "EIO")
+
+    def close(self) -> None:
+        if self.retry is not None:
+            self.retry.cancel()
+            self.retry = None
+        if self.fd >= 0:
+            os.close(self.fd)
+            self.fd = -1
 
     def report(self) -> dict[str, object]:
         return {"asked": self.asked, "autogroup_nice": self.nice, "detail": self.detail}
 
     def apply(self, asked: int, loop: asyncio.AbstractEventLoop | None = None) -> None:
         """Ask for ``asked`` (0: leave the autogroup as the session started it, or put
-        back what we changed); ``loop`` retries where the kernel said to try later."""
+        back what we changed); ``loop`` retries while the kernel says to try later."""
         self.asked = asked
+        if self.retry is not None:
+            self.retry.cancel()
+            self.retry = None
         self._try(loop, RETRIES)
 
     def _try(self, loop: asyncio.AbstractEventLoop | None, retries: int) -> None:
+        self.retry = None
         self.nice = autogroup_nice()
         if self.nice is None:
             self.detail = "no autogroups on this host: CPUWeight= in a unit sets the share"
@@ -84,16 +119,18 @@ class Priority:
         if want == self.nice:
             self.detail = f"autogroup nice {self.nice}"
             return
-        if want < self.nice and not alone_in_session():
+        if not (self.raised or self.alone):
             self.detail = "left as it was: the daemon shares its session with other processes"
             return
+        if self.fd < 0:
+            self.detail = f"cannot open {AUTOGROUP}: {self.cannot or 'not opened'}"
+            return
         try:
-            with open(AUTOGROUP, "w") as f:
-                f.write(str(want))
+            os.write(self.fd, str(want).encode())
         except OSError as exc:
             if exc.errno == errno.EAGAIN and loop is not None and retries > 0:
                 self.detail = "asked; the kernel said to try again"
-                loop.call_later(RETRY_AFTER, self._try, loop, retries - 1)
+                self.retry = loop.call_later(RETRY_AFTER, self._try, loop, retries - 1)
                 return
             self.detail = (
                 "not permitted: raising a priority takes root, CAP_SYS_NICE or RLIMIT_NICE"
