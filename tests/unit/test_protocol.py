@@ -359,3 +359,17 @@ def test_spawn_cgroup_paths_are_strings_or_absent() -> None:
     for bad in (1, b"/cg", ["/cg"]):
         with pytest.raises(P.ProtocolError):
             P.decode([*ok[:9], bad, "/cg/daemon"])
+
+
+def test_a_packer_that_grew_past_keep_is_replaced() -> None:
+    """A msgpack packer keeps its largest message's buffer for good: one that packed
+    more than ``KEEP`` is dropped for a new one, and small messages keep the same."""
+    P.encode(P.Pong(1))
+    small = P.PACKER
+    P.encode(P.Output(b"x" * (P.KEEP // 2), 1))
+    assert P.PACKER is small
+    big = P.Output(b"x" * (P.KEEP + 1), 1)
+    data = P.encode(big)
+    assert P.PACKER is not small
+    assert P.Decoder().feed(data) == [big]
+    assert P.Decoder().feed(P.encode(P.Pong(2))) == [P.Pong(2)]
