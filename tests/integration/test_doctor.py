@@ -80,6 +80,38 @@ def test_escapee_counted_until_killed(daemon: Daemon, tmp_path: Path) -> None:
     assert doc["zombies"] == 0
 
 
+def test_an_escapee_titled_as_a_spare_sentinel_is_still_an_escapee(
+    daemon: Daemon, tmp_path: Path
+) -> None:
+    """A pane program's escapee that takes a spare sentinel's title (any program of our
+    uid may) is not taken for one: spares live in the fork server's session, and no
+    process can join a session it did not start."""
+    pidfile = tmp_path / "p"
+    s = daemon.call("session.create")["session"]
+    disguise = "\\$0 = q(venomx-sentinel (spare)); sleep 300"  # perl's $0, not the shell's
+    w = daemon.call(
+        "window.create",
+        {
+            "session": s,
+            "argv": [
+                "sh",
+                "-c",
+                f"setsid sh -c 'echo $$ > {pidfile}; exec perl -e \"{disguise}\"' & "
+                f"while [ ! -s {pidfile} ]; do sleep 0.01; done",
+            ],
+        },
+    )
+    pid = int(wait_for(lambda: pidfile.exists() and pidfile.read_text().strip(), 10, "pid"))
+    try:
+        wait_for(lambda: pid in daemon.titled("venomx-sentinel (spare)"), 10, "the disguise")
+        doc = wait_for(
+            lambda: (d := daemon.call("doctor"))["escapees"]["count"] == 1 and d, 10, "count"
+        )
+        assert doc["escapees"]["pids"] == {w["pane"]: [pid]}
+    finally:
+        os.kill(pid, signal.SIGKILL)
+
+
 def test_killed_sentinel(daemon: Daemon) -> None:
     """Killing a sentinel hangs up its PTY; a leader that ignores SIGHUP lives on, re-parented
     to the daemon, which reports the sentinel missing and reaps the leader itself."""

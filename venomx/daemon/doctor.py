@@ -67,6 +67,7 @@ class ProcFacts:
     """What /proc says about the daemon's children, read in a worker thread."""
 
     children: dict[int, tuple[str, str]] = field(default_factory=dict)  # pid -> (title, status)
+    session: dict[int, int] = field(default_factory=dict)  # child pid -> its session
     pane_env: dict[int, str] = field(default_factory=dict)  # pid -> VENOMX_PANE
     group: dict[int, int] = field(default_factory=dict)  # pid -> pgid
     in_cgroup: dict[int, str] = field(default_factory=dict)  # pid -> pane, from its cgroup
@@ -109,6 +110,7 @@ def read_proc(facts: ProcFacts) -> None:
                     cmd = child.cmdline()
                     title = " ".join(c for c in cmd if c) if cmd else child.name()
                     facts.children[child.pid] = (title, status)
+                    facts.session[child.pid] = os.getsid(child.pid)
                 if status == psutil.STATUS_ZOMBIE:
                     continue
                 facts.group[child.pid] = os.getpgid(child.pid)
@@ -254,9 +256,15 @@ def escapees(d: Doctor, facts: ProcFacts, sentinel_of: dict[int, str]) -> Sectio
     environment says) still in the cgroup of a pane that exited, or in a live pane's
     cgroup but outside its group. Listed by pane, with the run each pane served."""
     reg = d.registry
-    # every sentinel is titled SPARE_TITLE from birth until SPAWN: ours, not escapees
-    spares = {pid for pid, (title, _) in facts.children.items() if title == SPARE_TITLE}
+    # Every sentinel is titled SPARE_TITLE from birth until SPAWN, before we know its pid:
+    # ours, not escapees, if it is in a fork server's session (any program may take the
+    # title; none can join that session).
     fs = d.panes.forkserver
+    spares = {
+        pid
+        for pid, (title, _) in facts.children.items()
+        if title == SPARE_TITLE and facts.session.get(pid) in fs.sessions
+    }
     known = {fs.pid, *fs.spare_pids, *reg.sentinels, *sentinel_of, *spares}
     leaders = {p.pid for p in reg.panes.values() if p.live}
     found = {

@@ -57,6 +57,10 @@ class ForkServer:
     def __init__(self, most: int, idle_ms: int) -> None:
         """``most`` and ``idle_ms``: ``spawn.spares_max`` and ``spawn.spares_idle_ms``."""
         self.pid = 0
+        # Every fork server's session (its pid: each is spawned a session leader), this
+        # one's and those before a restart: its intermediates and sentinels stay in it,
+        # and no other process can join it, which a title cannot prove.
+        self.sessions: set[int] = set()
         self.control: socket.socket | None = None
         # The soft RLIMIT_NOFILE every sentinel, and so every pane's leader, starts with
         # (the daemon's own, before it raised it); None: the fork server keeps ours.
@@ -90,6 +94,7 @@ class ForkServer:
             # A session of its own from the start, so its imports already run outside the
             # daemon's autogroup (venomx.daemon.priority) and no terminal reaches it.
             self.pid = os.posix_spawn(sys.executable, argv, env, setsid=True)
+            self.sessions.add(self.pid)
         except BaseException:
             ours.close()
             raise
