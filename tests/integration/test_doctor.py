@@ -52,8 +52,9 @@ def test_sentinel_title_and_parent(daemon: Daemon) -> None:
     assert " ".join(sentinel.cmdline()).startswith(f"venomx-sentinel {w['pane']}")
 
 
-def test_escapee_counted_until_killed(daemon: Daemon, tmp_path: Path) -> None:
-    pidfile = tmp_path / "p"
+def escapee(daemon: Daemon, pidfile: Path, program: str) -> tuple[dict[str, Any], int]:
+    """A window whose shell starts ``program`` in a session of its own (so it escapes the
+    pane) and exits once it wrote its pid: the window, and that pid."""
     s = daemon.call("session.create")["session"]
     w = daemon.call(
         "window.create",
@@ -62,13 +63,18 @@ def test_escapee_counted_until_killed(daemon: Daemon, tmp_path: Path) -> None:
             "argv": [
                 "sh",
                 "-c",
-                f"setsid sh -c 'echo $$ > {pidfile}; exec sleep 300' & "
+                f"setsid sh -c 'echo $$ > {pidfile}; exec {program}' & "
                 f"while [ ! -s {pidfile} ]; do sleep 0.01; done",
             ],
         },
     )
-    wait_for(lambda: daemon.call("pane.list")["panes"][0]["state"] == "exited", 10, "exit")
     pid = int(wait_for(lambda: pidfile.exists() and pidfile.read_text().strip(), 10, "pid"))
+    return w, pid
+
+
+def test_escapee_counted_until_killed(daemon: Daemon, tmp_path: Path) -> None:
+    w, pid = escapee(daemon, tmp_path / "p", "sleep 300")
+    wait_for(lambda: daemon.call("pane.list")["panes"][0]["state"] == "exited", 10, "exit")
     doc = wait_for(
         lambda: (d := daemon.call("doctor"))["escapees"]["count"] == 1 and d, 10, "count"
     )
@@ -86,22 +92,8 @@ def test_an_escapee_titled_as_a_spare_sentinel_is_still_an_escapee(
     """A pane program's escapee that takes a spare sentinel's title (any program of our
     uid may) is not taken for one: spares live in the fork server's session, and no
     process can join a session it did not start."""
-    pidfile = tmp_path / "p"
-    s = daemon.call("session.create")["session"]
     disguise = "\\$0 = q(venomx-sentinel (spare)); sleep 300"  # perl's $0, not the shell's
-    w = daemon.call(
-        "window.create",
-        {
-            "session": s,
-            "argv": [
-                "sh",
-                "-c",
-                f"setsid sh -c 'echo $$ > {pidfile}; exec perl -e \"{disguise}\"' & "
-                f"while [ ! -s {pidfile} ]; do sleep 0.01; done",
-            ],
-        },
-    )
-    pid = int(wait_for(lambda: pidfile.exists() and pidfile.read_text().strip(), 10, "pid"))
+    w, pid = escapee(daemon, tmp_path / "p", f'perl -e "{disguise}"')
     try:
         wait_for(lambda: pid in daemon.titled("venomx-sentinel (spare)"), 10, "the disguise")
         doc = wait_for(
