@@ -207,6 +207,18 @@ def stop_daemon(d: Daemon) -> None:
         os.unlink(d.socket)
 
 
+def spare_pool(d: Daemon) -> tuple[int, int]:
+    """Doctor's spare sentinels now, and how many the pool aims to hold."""
+    s = d.call("doctor")["sentinels"]
+    return s["spares"], s["spares_target"]
+
+
+def forkserver_pid(doc: dict[str, Any]) -> int:
+    """The fork server's pid as a doctor report names it; 0 when its check fails."""
+    check = next(c for c in doc["checks"] if c["name"] == "fork_server")
+    return int(check["detail"].split()[1]) if check["status"] == "ok" else 0
+
+
 def child_pids(pid: int) -> list[int]:
     import psutil
 

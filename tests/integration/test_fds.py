@@ -18,7 +18,7 @@ from typing import Any
 import psutil
 import pytest
 
-from tests.helpers import PY, Daemon, serves, stop_daemon, wait_for
+from tests.helpers import PY, Daemon, forkserver_pid, serves, stop_daemon, wait_for
 from venomx.client import Client
 from venomx.daemon import doctor
 from venomx.wire import VenomxError
@@ -164,9 +164,8 @@ def test_a_start_out_of_descriptors_fails_emfile_and_leaves_nothing(tmp: Path) -
         assert world(c, d) == before
         # A fork server that dies now cannot be replaced (no socketpair): starts keep
         # failing EMFILE, and it is tried again until descriptors are back.
-        forkserver = int(
-            next(x for x in doc["checks"] if x["name"] == "fork_server")["detail"].split()[1]
-        )
+        forkserver = forkserver_pid(doc)
+        assert forkserver, doc["checks"]
         os.kill(forkserver, signal.SIGKILL)
         wait_for(
             lambda: "cannot restart the fork server" in d.log.read_text(), 15, "the failed restart"
@@ -261,9 +260,8 @@ def test_the_daemon_raises_its_limit_and_every_leader_keeps_the_original(tmp: Pa
 
         def forkserver() -> int:
             doc = c.call("doctor", {})
-            check = next(x for x in doc["checks"] if x["name"] == "fork_server")
             assert doc["fds_limit"] == 4096
-            return int(check["detail"].split()[1]) if check["status"] == "ok" else 0
+            return forkserver_pid(doc)
 
         def limits(key: str) -> list[str]:
             r = c.call(

@@ -7,13 +7,9 @@ from __future__ import annotations
 import pytest
 
 from tests.helpers import Daemon, start_daemon, stop_daemon, wait_for
+from tests.helpers import spare_pool as pool
 from venomx.daemon.panes.sentinels import SPARES
 from workers.protocol import SPARE_TITLE
-
-
-def pool(d: Daemon) -> tuple[int, int]:
-    s = d.call("doctor")["sentinels"]
-    return s["spares"], s["spares_target"]
 
 
 def spare_pids(d: Daemon) -> set[int]:
