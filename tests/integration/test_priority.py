@@ -6,35 +6,58 @@ from __future__ import annotations
 import os
 import shutil
 import subprocess
+from collections.abc import Callable
 from pathlib import Path
 
+import psutil
 import pytest
 
-from tests.helpers import PY, Daemon, start_daemon, stop_daemon, wait_for, wait_listening
+from tests.helpers import (
+    PY,
+    Daemon,
+    forkserver_pid,
+    spare_pool,
+    start_daemon,
+    stop_daemon,
+    wait_for,
+    wait_listening,
+)
+from venomx.daemon.priority import autogroup_nice
 
 HAS_AUTOGROUP = os.path.exists("/proc/self/autogroup")
 
 
-def autogroup_nice(pid: int) -> int:
-    with open(f"/proc/{pid}/autogroup") as f:
-        return int(f.read().split()[-1])
-
-
-def may_raise(nice: int) -> bool:
-    """Whether a process of ours alone in a new session may set its autogroup to ``nice``
-    (asked of the kernel, in a child: root, CAP_SYS_NICE or RLIMIT_NICE decide)."""
+def in_new_session(body: Callable[[], str]) -> str | None:
+    """What ``body`` returns, run in a child in a session (so an autogroup) of its own;
+    None if it raised."""
+    r, w = os.pipe()
     pid = os.fork()
     if pid == 0:
         code = 1
         try:
+            os.close(r)
             os.setsid()
-            with open("/proc/self/autogroup", "w") as f:
-                f.write(str(nice))
+            os.write(w, body().encode())
             code = 0
         finally:
             os._exit(code)
+    os.close(w)
+    with os.fdopen(r, "rb") as f:
+        out = f.read().decode()
     _, status = os.waitpid(pid, 0)
-    return os.waitstatus_to_exitcode(status) == 0
+    return out if os.waitstatus_to_exitcode(status) == 0 else None
+
+
+def may_raise(nice: int) -> bool:
+    """Whether a process of ours alone in a new session may set its autogroup to ``nice``
+    (asked of the kernel: root, CAP_SYS_NICE or RLIMIT_NICE decide)."""
+
+    def ask() -> str:
+        with open("/proc/self/autogroup", "w") as f:
+            f.write(str(nice))
+        return ""
+
+    return in_new_session(ask) is not None
 
 
 def priority(d: Daemon) -> dict[str, object]:
@@ -43,17 +66,6 @@ def priority(d: Daemon) -> dict[str, object]:
     assert check["status"] == "ok"  # it says what it is; it is never a fault
     assert check["detail"] == doc["priority"]["detail"]
     return dict(doc["priority"])
-
-
-def pool_full(d: Daemon) -> bool:
-    s = d.call("doctor")["sentinels"]
-    return bool(s["spares"] == s["spares_target"])
-
-
-def forkserver_pid(d: Daemon) -> int:
-    doc = d.call("doctor")
-    check = next(c for c in doc["checks"] if c["name"] == "fork_server")
-    return int(check["detail"].split()[1])
 
 
 @pytest.mark.skipif(not HAS_AUTOGROUP, reason="a kernel without autogroups")
@@ -67,18 +79,13 @@ def test_the_daemon_raises_its_own_session_and_no_pane_inherits_it(daemon: Daemo
     else:
         assert str(p["detail"]).startswith("not permitted"), p
     # Once it serves (its spares have said HELLO) the fork server has its own session.
-    wait_for(lambda: pool_full(daemon), 20, "a full spare pool")
-    assert autogroup_nice(forkserver_pid(daemon)) == 0
+    wait_for(lambda: (p := spare_pool(daemon))[0] == p[1], 20, "a full spare pool")
+    assert autogroup_nice(forkserver_pid(daemon.call("doctor"))) == 0
     s = daemon.call("session.create")["session"]
     w = daemon.call("window.create", {"session": s, "argv": ["sleep", "60"]})
     leader = w["pid"]
     assert autogroup_nice(leader) == 0
-    assert autogroup_nice(psutil_parent(leader)) == 0  # its sentinel
-
-
-def psutil_parent(pid: int) -> int:
-    with open(f"/proc/{pid}/stat", "rb") as f:
-        return int(f.read().rsplit(b")", 1)[1].split()[1])
+    assert autogroup_nice(psutil.Process(leader).ppid()) == 0  # its sentinel
 
 
 @pytest.mark.skipif(not HAS_AUTOGROUP, reason="a kernel without autogroups")
@@ -170,38 +177,27 @@ def as_unprivileged_user(open_first: bool) -> tuple[int, str]:
     freshly exec'd daemon is; then ``Priority`` opened before (``open_first``) or after
     the child makes itself undumpable, as the daemon does, and -5 asked for. Returns (the
     autogroup's nice, the detail)."""
-    from venomx.daemon.priority import Priority, autogroup_nice
+    from venomx.daemon.priority import Priority
     from workers import prctl
 
-    r, w = os.pipe()
-    pid = os.fork()
-    if pid == 0:
-        code = 1
-        try:
-            os.close(r)
-            os.setsid()
-            keep_only_sys_nice_as_nobody()
-            p = Priority()
-            if open_first:
-                p.open()
-            prctl.set_undumpable()
-            if not open_first:
-                p.open()
+    def child() -> str:
+        keep_only_sys_nice_as_nobody()
+        p = Priority()
+        if open_first:
+            p.open()
+        prctl.set_undumpable()
+        if not open_first:
+            p.open()
 
-            def done() -> bool:  # another process's change within 100 ms: EAGAIN
-                p.apply(-5)
-                return "EAGAIN" not in p.detail
+        def done() -> bool:  # another process's change within 100 ms: EAGAIN
+            p.apply(-5)
+            return "EAGAIN" not in p.detail
 
-            wait_for(done, 5, "the kernel to take the change")
-            os.write(w, f"{autogroup_nice()}\n{p.detail}".encode())
-            code = 0
-        finally:
-            os._exit(code)
-    os.close(w)
-    with os.fdopen(r, "rb") as f:
-        out = f.read().decode()
-    _, status = os.waitpid(pid, 0)
-    assert os.waitstatus_to_exitcode(status) == 0, out
+        wait_for(done, 5, "the kernel to take the change")
+        return f"{autogroup_nice()}\n{p.detail}"
+
+    out = in_new_session(child)
+    assert out is not None, "the child failed"
     nice, detail = out.split("\n", 1)
     return int(nice), detail
 

@@ -31,10 +31,11 @@ RETRIES = 10
 RETRY_AFTER = 0.2
 
 
-def autogroup_nice() -> int | None:
-    """Our autogroup's nice value (``/autogroup-42 nice -5``), or None without one."""
+def autogroup_nice(pid: int | str = "self") -> int | None:
+    """A process's autogroup nice value (``/autogroup-42 nice -5``), ours by default, or
+    None without one."""
     try:
-        with open(AUTOGROUP, "rb") as f:
+        with open(f"/proc/{pid}/autogroup", "rb") as f:
             return int(f.read().split()[-1])
     except (OSError, ValueError, IndexError):
         return None
