@@ -370,7 +370,11 @@ LAYOUT: dict[type[Message], tuple[int, tuple[str, ...]]] = {
 # allocates its 256 KiB buffer, for every message. Not thread-safe; the daemon encodes on
 # its reactor only, and a sentinel has one thread. A packer's buffer grows to its largest
 # message and never shrinks, so one that packed more than KEEP is replaced.
-PACKER = msgpack.Packer(use_bin_type=True)
+def _packer() -> msgpack.Packer:
+    return msgpack.Packer(use_bin_type=True)
+
+
+PACKER = _packer()
 KEEP = 256 * 1024
 
 
@@ -380,7 +384,7 @@ def encode(msg: Message) -> bytes:
     kind, names = LAYOUT[type(msg)]
     data: bytes = PACKER.pack([kind, *[getattr(msg, n) for n in names]])
     if len(data) > KEEP:
-        PACKER = msgpack.Packer(use_bin_type=True)
+        PACKER = _packer()
     return data
 
 
