@@ -69,61 +69,78 @@ class CliApi:
 
 
 class McpApi:
-    """The SDK's own stdio client talking to ``venomx mcp``, as a real MCP host would."""
+    """The SDK's own stdio client talking to ``venomx mcp``, as a real MCP host would.
+
+    ``d`` is the daemon, or only the socket path a daemon will listen on: the adapter
+    reaches its daemon at the first tool call or listing, so it can start (and pay for its
+    imports) before the daemon does; ``wait_ready`` then lists the tools."""
 
     name = "mcp"
 
-    def __init__(self, d: Daemon, token: str | None = "@owner") -> None:
+    def __init__(self, d: Daemon | str, token: str | None = "@owner", wait: bool = True) -> None:
         self.loop = asyncio.new_event_loop()
-        self.requests: asyncio.Queue[Any] | None = None
-        self.ready = threading.Event()
+        self.requests: asyncio.Queue[Any] = asyncio.Queue()
+        self.started = threading.Event()
         self.error: BaseException | None = None
-        self.thread = threading.Thread(target=self._thread, args=(d, token), daemon=True)
+        self.tools: Any = None
+        socket_path = d if isinstance(d, str) else d.socket
+        self.thread = threading.Thread(target=self._thread, args=(socket_path, token), daemon=True)
         self.thread.start()
-        if not self.ready.wait(30) or self.error:
+        if wait:
+            self.wait_ready()
+
+    def wait_ready(self) -> None:
+        """Until the adapter has started, then list its tools (from the daemon)."""
+        if not self.started.wait(30) or self.error:
             raise RuntimeError(f"MCP adapter did not start: {self.error}")
+        if self.tools is None:
+            self.tools = self._submit(lambda session: session.list_tools())
 
-    def _thread(self, d: Daemon, token: str | None) -> None:
+    def _thread(self, socket_path: str, token: str | None) -> None:
         asyncio.set_event_loop(self.loop)
-        self.loop.run_until_complete(self._serve(d, token))
+        self.loop.run_until_complete(self._serve(socket_path, token))
 
-    async def _serve(self, d: Daemon, token: str | None) -> None:
+    async def _serve(self, socket_path: str, token: str | None) -> None:
         from mcp import ClientSession, StdioServerParameters, stdio_client
 
         env = {k: v for k, v in os.environ.items() if not k.startswith("VENOMX_")}
-        env["VENOMX_SOCKET"] = d.socket
+        env["VENOMX_SOCKET"] = socket_path
         if token:
             env["VENOMX_TOKEN"] = token
         params = StdioServerParameters(
             command=sys.executable, args=["-m", "venomx", "mcp"], env=env
         )
-        self.requests = asyncio.Queue()
         try:
             async with stdio_client(params) as (read, write), ClientSession(read, write) as session:
                 await session.initialize()
-                self.tools = await session.list_tools()
-                self.ready.set()
+                self.started.set()
                 while True:
                     item = await self.requests.get()
                     if item is None:
                         return
-                    name, args, fut = item
+                    call, fut = item
                     try:
-                        res = await session.call_tool(name, args)
-                        fut.set_result(res)
+                        fut.set_result(await call(session))
                     except BaseException as exc:  # handed to the caller's thread
                         fut.set_exception(exc)
         except BaseException as exc:
             self.error = exc
-            self.ready.set()
+            self.started.set()
 
-    def call_raw(self, verb: str, params: dict[str, Any]) -> Any:
+    def _submit(self, call: Any) -> Any:
+        """Run ``call(session)`` on the adapter's loop; its result, within 60 s."""
         import concurrent.futures
 
         fut: concurrent.futures.Future[Any] = concurrent.futures.Future()
-        assert self.requests is not None
-        self.loop.call_soon_threadsafe(self.requests.put_nowait, (mcp_name(verb), params, fut))
+        self.loop.call_soon_threadsafe(self.requests.put_nowait, (call, fut))
         return fut.result(60)
+
+    def call_tool(self, name: str, args: dict[str, Any]) -> Any:
+        """The tool result for ``name``, any name, as the SDK gives it."""
+        return self._submit(lambda session: session.call_tool(name, args))
+
+    def call_raw(self, verb: str, params: dict[str, Any]) -> Any:
+        return self.call_tool(mcp_name(verb), params)
 
     def call(
         self, verb: str, params: dict[str, Any] | None = None, token: str | None = None
@@ -139,9 +156,15 @@ class McpApi:
         code = int(ok.get(v.exit_field, 0)) if v and v.exit_field else 0
         return Outcome(ok, None, code)
 
-    def close(self) -> None:
-        if self.requests is not None:
-            self.loop.call_soon_threadsafe(self.requests.put_nowait, None)
+    def close(self, wait: bool = True) -> None:
+        """End the session, which stops the adapter; ``wait=False`` leaves ``join`` to
+        wait for it (an adapter takes ~0.4 s to exit)."""
+        self.started.wait(30)
+        self.loop.call_soon_threadsafe(self.requests.put_nowait, None)
+        if wait:
+            self.join()
+
+    def join(self) -> None:
         self.thread.join(15)
         if not self.thread.is_alive():
             self.loop.close()

@@ -134,9 +134,11 @@ def start_daemon(
     env: dict[str, str] | None = None,
     seams: bool = True,
     wrap: list[str] | None = None,
+    directory: str | None = None,
 ) -> Daemon:
-    """``wrap``: a command that execs the daemon in place (setpriv, prlimit)."""
-    d = tempfile.mkdtemp(prefix="vx", dir="/tmp")
+    """``wrap``: a command that execs the daemon in place (setpriv, prlimit); ``directory``:
+    an empty one of ours for its socket and log (else a new one)."""
+    d = directory or tempfile.mkdtemp(prefix="vx", dir="/tmp")
     sock = os.path.join(d, "s.sock")
     log = Path(d) / "daemon.log"
     args = [*(wrap or []), PY, "-m", "venomx", "serve", "--socket", sock, "--log-level", "debug"]

@@ -1,21 +1,107 @@
 from __future__ import annotations
 
+import os
+import shutil
+import tempfile
 from collections.abc import Iterator
 from typing import Any
 
 import pytest
 
 from tests.adapters import CliApi, McpApi
-from tests.helpers import Daemon, wait_for
+from tests.helpers import Daemon, start_daemon, stop_daemon, wait_for
+
+
+class WarmAdapters:
+    """The next MCP row's adapter, started while the row before it runs. An adapter only
+    reaches its daemon at its first listing or call, so it can be started for a daemon
+    that does not exist yet; its SDK import (1-1.5 s, most of an MCP row's set-up) then
+    overlaps the previous row instead of adding to this one. Each adapter still serves
+    one row, and each row still has a daemon of its own."""
+
+    def __init__(self) -> None:
+        self.spare: tuple[str, McpApi] | None = None
+        self.taken: dict[str, McpApi] = {}
+        self.closing: list[McpApi] = []
+
+    def refill(self) -> None:
+        if self.spare is None:
+            directory = tempfile.mkdtemp(prefix="vx", dir="/tmp")
+            self.spare = directory, McpApi(os.path.join(directory, "s.sock"), wait=False)
+
+    def take_directory(self) -> str:
+        """A directory for the row's daemon, whose adapter ``take`` then hands out."""
+        self.refill()
+        assert self.spare is not None
+        directory, adapter = self.spare
+        self.spare = None
+        self.taken[directory] = adapter
+        return directory
+
+    def retire(self, adapter: McpApi) -> None:
+        """Stop a row's adapter without waiting for it to exit; the next ``take`` waits."""
+        adapter.close(wait=False)
+        self.closing.append(adapter)
+
+    def take(self, d: Daemon) -> McpApi:
+        while self.closing:
+            self.closing.pop().join()
+        adapter = self.taken.pop(os.path.dirname(d.socket))
+        adapter.wait_ready()
+        return adapter
+
+    def close(self) -> None:
+        """Stop the spare, and any adapter whose row failed before it took it."""
+        while self.closing:
+            self.closing.pop().join()
+        for adapter in self.taken.values():
+            adapter.close()
+        if self.spare is not None:
+            directory, adapter = self.spare
+            adapter.close()
+            shutil.rmtree(directory, ignore_errors=True)
+
+
+@pytest.fixture(scope="session")
+def warm() -> Iterator[WarmAdapters]:
+    w = WarmAdapters()
+    try:
+        yield w
+    finally:
+        w.close()
+
+
+def wants_mcp(request: pytest.FixtureRequest) -> bool:
+    callspec = getattr(request.node, "callspec", None)
+    return callspec is not None and callspec.params.get("api") == "mcp"
+
+
+@pytest.fixture
+def daemon(request: pytest.FixtureRequest, warm: WarmAdapters) -> Iterator[Daemon]:
+    """The row's own daemon; an MCP row's, in the directory its warm adapter expects."""
+    d = start_daemon(directory=warm.take_directory() if wants_mcp(request) else None)
+    try:
+        yield d
+    finally:
+        stop_daemon(d)
 
 
 @pytest.fixture(params=["cli", "mcp"])
-def api(request: pytest.FixtureRequest, daemon: Daemon) -> Iterator[CliApi | McpApi]:
-    a: CliApi | McpApi = CliApi(daemon) if request.param == "cli" else McpApi(daemon)
+def api(
+    request: pytest.FixtureRequest, daemon: Daemon, warm: WarmAdapters
+) -> Iterator[CliApi | McpApi]:
+    if request.param == "cli":
+        a: CliApi | McpApi = CliApi(daemon)
+    else:
+        a = warm.take(daemon)
+        warm.refill()  # for the next MCP row, while this one runs
     try:
         yield a
     finally:
-        a.close()
+        if isinstance(a, McpApi):
+            warm.retire(a)
+        else:
+            a.close()
 
 
 def world(d: Daemon) -> dict[str, Any]:
