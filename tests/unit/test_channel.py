@@ -35,7 +35,8 @@ def test_without_an_owner_a_malformed_frame_closes_the_channel() -> None:
     async def scenario() -> bool:
         ours, theirs = socket.socketpair()
         chan = await Channel.open(ours)
-        theirs.sendall(b"\x93\x01\x02\x03")  # [1, 2, 3]: a SPAWN with wrong fields
+        body = b"\x93\x01\x02\x03"  # [1, 2, 3]: a SPAWN with wrong fields
+        theirs.sendall(len(body).to_bytes(P.HEADER, "big") + body)
         await asyncio.wait_for(chan.closed, 5)
         theirs.close()
         return chan.broken

@@ -51,9 +51,14 @@ BY_CLASS = {type(m): m for m in SAMPLES}
 
 
 def frame(msg: P.Message) -> list[Any]:
-    """The frame as the peer's unpacker hands it to decode."""
-    out: list[Any] = msgpack.unpackb(P.encode(msg), raw=False, strict_map_key=False)
+    """The frame's body as the peer's unpacker hands it to decode."""
+    out: list[Any] = msgpack.unpackb(P.encode(msg)[P.HEADER :], raw=False, strict_map_key=False)
     return out
+
+
+def framed(body: bytes) -> bytes:
+    """Any body, framed as ``encode`` frames a message's."""
+    return len(body).to_bytes(P.HEADER, "big") + body
 
 
 def test_every_kind_has_a_sample() -> None:
@@ -165,7 +170,7 @@ def test_wrong_field_type_is_protocol_error(cls: type[P.Message], name: str, val
         P.decode(values)
     # through the byte-level reader too (msgpack turns the NaN and ext into their own types)
     with pytest.raises(P.ProtocolError):
-        P.Decoder().feed(msgpack.packb(values, use_bin_type=True))
+        P.Decoder().feed(framed(msgpack.packb(values, use_bin_type=True)))
 
 
 def bad_states() -> list[Any]:
@@ -238,7 +243,9 @@ def test_forged_exit_usage_is_protocol_error(bad: object) -> None:
     with pytest.raises(P.ProtocolError, match=r"Exit\.usage is not a resource usage"):
         P.decode([int(P.Kind.EXIT), 0, state(), bad])
     with pytest.raises(P.ProtocolError):
-        P.Decoder().feed(msgpack.packb([int(P.Kind.EXIT), 0, state(), bad], use_bin_type=True))
+        P.Decoder().feed(
+            framed(msgpack.packb([int(P.Kind.EXIT), 0, state(), bad], use_bin_type=True))
+        )
 
 
 def test_usage_from_a_wait_is_in_bounds() -> None:
@@ -289,17 +296,43 @@ def test_decoder_fuzz(data: bytes) -> None:
 
 
 @pytest.mark.parametrize("piece", [1 << 20, 4096, 7])
-def test_frames_larger_than_the_first_buffer_decode_in_any_pieces(piece: int) -> None:
-    """The decoder's buffer starts at ``READ_SIZE`` and grows: frames of several times
-    that (a full OUTPUT read), back to back with small ones, arrive whole."""
-    big = P.Output(bytes(range(256)) * (8 * P.READ_SIZE // 256 + 3), 10)
+def test_large_frames_decode_in_any_pieces(piece: int) -> None:
+    """Frames of MiBs (a full OUTPUT read, an EXIT with its history), back to back with
+    small ones and split anywhere, arrive whole and in order."""
+    big = P.Output(bytes(range(256)) * (3 * 4096 + 3), 10)
     msgs = [P.Pong(1), big, P.Pong(2), big, P.Ready()]
     data = b"".join(P.encode(m) for m in msgs)
-    assert len(P.encode(big)) > 8 * P.READ_SIZE
     d, got = P.Decoder(), []
     for i in range(0, len(data), piece):
         got += d.feed(data[i : i + piece])
     assert got == msgs
+
+
+def test_a_frame_longer_than_the_limit_fails_at_its_header() -> None:
+    """At the limit a frame is waited for; one byte over, its length alone is an error,
+    before any of its body arrives."""
+    at = framed(msgpack.packb([int(P.Kind.OUTPUT), b"x" * 100, 1], use_bin_type=True))
+    limit = len(at) - P.HEADER
+    assert P.Decoder(limit).feed(at) == [P.Output(b"x" * 100, 1)]
+    d = P.Decoder(limit)
+    assert d.feed(at[:-1]) == []
+    assert d.feed(at[-1:]) == [P.Output(b"x" * 100, 1)]
+    with pytest.raises(P.ProtocolError, match="over"):
+        P.Decoder(limit - 1).feed(at[: P.HEADER])
+
+
+@pytest.mark.parametrize(
+    "body",
+    [
+        b"",  # no msgpack value at all
+        msgpack.packb([int(P.Kind.PONG), 1]) + msgpack.packb([int(P.Kind.PONG), 2]),  # two
+        msgpack.packb([int(P.Kind.PONG), 1])[:-1],  # cut short
+    ],
+    ids=["empty", "two values", "short"],
+)
+def test_a_body_that_is_not_exactly_one_value_is_protocol_error(body: bytes) -> None:
+    with pytest.raises(P.ProtocolError):
+        P.Decoder().feed(framed(body) + P.encode(P.Pong(3)))
 
 
 MSGPACK = st.recursive(
