@@ -469,6 +469,7 @@ def decode(obj: object) -> Message:
 
 
 MAX_FRAME = 256 * 1024 * 1024  # the largest body a Decoder accepts by default
+Buffer = bytes | bytearray | memoryview
 
 
 class Decoder:
@@ -484,7 +485,9 @@ class Decoder:
         self._held = bytearray()
         self._max = max_frame
 
-    def feed(self, data: bytes) -> list[Message]:
+    def feed(self, data: Buffer) -> list[Message]:
+        """The messages completed by ``data``, which is not kept: what remains of an
+        unfinished frame is copied."""
         held = self._held
         if held:
             held += data
@@ -495,7 +498,7 @@ class Decoder:
             held += memoryview(data)[used:]
         return out
 
-    def _frames(self, buf: bytes | bytearray) -> tuple[list[Message], int]:
+    def _frames(self, buf: Buffer) -> tuple[list[Message], int]:
         """The whole frames at the start of ``buf``, and the bytes they took."""
         out: list[Message] = []
         pos, end = 0, len(buf)

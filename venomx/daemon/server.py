@@ -24,6 +24,7 @@ from typing import TYPE_CHECKING, Any
 
 from venomx import PROTOCOL, __version__
 from venomx.daemon.dispatch import Context, dispatch
+from venomx.daemon.readbuf import READ_BUFFER
 from venomx.daemon.registry import Principal, token_key
 from venomx.manifest.schema import validate
 from venomx.manifest.verbs import verb_by_name
@@ -135,7 +136,7 @@ class Listener:
             task.cancel()
 
 
-class Connection(asyncio.Protocol):
+class Connection(asyncio.BufferedProtocol):
     """One client's conversation: framing, hello, cancel, one task per request, and the
     peer's credentials."""
 
@@ -208,6 +209,12 @@ class Connection(asyncio.Protocol):
         self.send({"id": rid, "error": err.to_dict()})
 
     # -- framing ------------------------------------------------------------------------------
+    def get_buffer(self, sizehint: int) -> memoryview:
+        return READ_BUFFER
+
+    def buffer_updated(self, nbytes: int) -> None:
+        self.data_received(bytes(READ_BUFFER[:nbytes]))
+
     def data_received(self, data: bytes) -> None:
         if self.discarding:
             nl = data.find(b"\n")

@@ -18,6 +18,7 @@ import sys
 from collections.abc import Callable
 from typing import TYPE_CHECKING
 
+from venomx.daemon.readbuf import READ_BUFFER
 from workers import protocol as P
 
 if TYPE_CHECKING:
@@ -386,7 +387,7 @@ class ForkServer:
             self.control = None
 
 
-class Channel(asyncio.Protocol):
+class Channel(asyncio.BufferedProtocol):
     """One sentinel's channel; ``handler`` receives messages once the pane exists."""
 
     def __init__(self) -> None:
@@ -418,7 +419,13 @@ class Channel(asyncio.Protocol):
         assert isinstance(transport, asyncio.Transport)
         self.transport = transport
 
-    def data_received(self, data: bytes) -> None:
+    def get_buffer(self, sizehint: int) -> memoryview:
+        return READ_BUFFER
+
+    def buffer_updated(self, nbytes: int) -> None:
+        self.data_received(READ_BUFFER[:nbytes])
+
+    def data_received(self, data: P.Buffer) -> None:
         try:
             msgs = self.decoder.feed(data)
         except P.ProtocolError as exc:
