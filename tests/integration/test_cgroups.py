@@ -167,6 +167,24 @@ def test_a_clean_run_is_verified_and_its_cgroup_goes(daemon: Daemon) -> None:
 
 
 @needs_cgroups
+def test_cgroups_of_many_panes_ending_together_all_go(daemon: Daemon) -> None:
+    """Removals queue in the remover's one thread, off the reactor: every one goes."""
+    s = daemon.call("session.create")["session"]
+    runs = [
+        daemon.call("run", {"key": f"k{i}", "session": s, "argv": ["true"]})["run"]
+        for i in range(40)
+    ]
+    panes = []
+    for r in runs:
+        rec = daemon.wait_exit(r)
+        assert rec["cleanup"] == {"verified": True, "escapees": 0}
+        panes.append(rec["pane"])
+    wait_for(lambda: daemon.call("doctor")["cgroups"]["kept"] == 0, 10, "every cgroup removed")
+    left = os.listdir(daemon.call("doctor")["cgroups"]["cgroup"])
+    assert not [name for name in left for p in panes if name.endswith("." + p)], left
+
+
+@needs_cgroups
 def test_sigkill_survivor_counts_and_unkillable_grace_escalates(
     daemon: Daemon, tmp: Path, left: list[int]
 ) -> None:
