@@ -476,26 +476,36 @@ class Decoder:
     """Incremental frame reader: feed bytes, get whole messages in order.
 
     Frames carry their length, so a channel holds only its unfinished frame and each body
-    is unpacked on its own. A msgpack ``Unpacker`` per channel instead allocated and
-    zeroed ~56 KiB, which the daemon paid for every pane (a thousand panes: 56 MiB)."""
+    is unpacked on its own. A msgpack ``Unpacker`` per channel instead allocated ~56 KiB
+    and zeroed the ~40 KiB of its parse stack, which the daemon paid for every pane.
+    After a ``ProtocolError`` the stream has no trustworthy frame boundary left: every
+    later ``feed`` raises it again."""
 
-    __slots__ = ("_held", "_max")
+    __slots__ = ("_broken", "_held", "_max")
 
     def __init__(self, max_frame: int = MAX_FRAME) -> None:
         self._held = bytearray()
         self._max = max_frame
+        self._broken = ""  # why, once the stream is broken
 
     def feed(self, data: Buffer) -> list[Message]:
         """The messages completed by ``data``, which is not kept: what remains of an
-        unfinished frame is copied."""
+        unfinished frame is copied. Raises only ``ProtocolError``."""
+        if self._broken:
+            raise ProtocolError(self._broken)
         held = self._held
-        if held:
-            held += data
-            out, used = self._frames(held)
-            del held[:used]
-        else:
-            out, used = self._frames(data)
-            held += memoryview(data)[used:]
+        try:
+            if held:
+                held += data
+                out, used = self._frames(held)
+                del held[:used]
+            else:
+                out, used = self._frames(data)
+                held += memoryview(data)[used:]
+        except ProtocolError as exc:
+            self._broken = f"after an earlier bad frame ({exc})"
+            held.clear()
+            raise
         return out
 
     def _frames(self, buf: Buffer) -> tuple[list[Message], int]:
@@ -514,8 +524,10 @@ class Decoder:
                     obj = msgpack.unpackb(
                         view[pos + HEADER : stop], raw=False, strict_map_key=False
                     )
+                    out.append(decode(obj))
+                except ProtocolError:
+                    raise
                 except Exception as exc:  # msgpack raises several unrelated types
                     raise ProtocolError(f"undecodable frame: {exc.__class__.__name__}") from None
-                out.append(decode(obj))
                 pos = stop
         return out, pos

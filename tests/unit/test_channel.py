@@ -6,6 +6,7 @@ import asyncio
 import socket
 
 from venomx.daemon.panes.sentinels import Channel
+from venomx.daemon.readbuf import READ_BUFFER
 from workers import protocol as P
 
 
@@ -42,3 +43,23 @@ def test_without_an_owner_a_malformed_frame_closes_the_channel() -> None:
         return chan.broken
 
     assert asyncio.run(scenario())
+
+
+def test_a_frame_split_across_reads_survives_the_shared_buffer_being_reused() -> None:
+    """Every socket is read into one buffer: the part of a frame one read brought must be
+    kept by the channel, not viewed, since the next read (of any socket) overwrites it."""
+
+    async def scenario() -> list[P.Message]:
+        chan = Channel()
+        got: list[P.Message] = []
+        chan.handler = got.append
+        frame = P.encode(P.Output(b"abc" * 1000, 7)) + P.encode(P.Pong(9))
+        cut = len(frame) // 2
+        READ_BUFFER[:cut] = frame[:cut]
+        chan.buffer_updated(cut)
+        READ_BUFFER[: len(frame)] = b"\xc1" * len(frame)  # another socket's read
+        READ_BUFFER[: len(frame) - cut] = frame[cut:]
+        chan.buffer_updated(len(frame) - cut)
+        return got
+
+    assert asyncio.run(scenario()) == [P.Output(b"abc" * 1000, 7), P.Pong(9)]

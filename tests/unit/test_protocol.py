@@ -321,6 +321,17 @@ def test_a_frame_longer_than_the_limit_fails_at_its_header() -> None:
         P.Decoder(limit - 1).feed(at[: P.HEADER])
 
 
+def test_after_a_bad_frame_the_decoder_refuses_everything() -> None:
+    """A bad frame leaves no frame boundary to trust: good frames after it, in the same
+    read or a later one, are never taken as messages."""
+    d = P.Decoder()
+    with pytest.raises(P.ProtocolError):
+        d.feed(P.encode(P.Pong(1)) + framed(b"\xc1") + P.encode(P.Pong(2)))
+    for _ in range(3):
+        with pytest.raises(P.ProtocolError, match="earlier bad frame"):
+            d.feed(P.encode(P.Pong(3)))
+
+
 @pytest.mark.parametrize(
     "body",
     [
