@@ -24,7 +24,7 @@ from typing import TYPE_CHECKING, Any
 
 from venomx import PROTOCOL, __version__
 from venomx.daemon.dispatch import Context, dispatch
-from venomx.daemon.readbuf import READ_BUFFER
+from venomx.daemon.readbuf import ReadsShared
 from venomx.daemon.registry import Principal, token_key
 from venomx.manifest.schema import validate
 from venomx.manifest.verbs import verb_by_name
@@ -136,7 +136,7 @@ class Listener:
             task.cancel()
 
 
-class Connection(asyncio.BufferedProtocol):
+class Connection(ReadsShared):
     """One client's conversation: framing, hello, cancel, one task per request, and the
     peer's credentials."""
 
@@ -209,20 +209,15 @@ class Connection(asyncio.BufferedProtocol):
         self.send({"id": rid, "error": err.to_dict()})
 
     # -- framing ------------------------------------------------------------------------------
-    def get_buffer(self, sizehint: int) -> memoryview:
-        return READ_BUFFER
-
-    def buffer_updated(self, nbytes: int) -> None:
-        self.data_received(bytes(READ_BUFFER[:nbytes]))
-
-    def data_received(self, data: bytes) -> None:
-        if self.discarding:
-            nl = data.find(b"\n")
-            if nl < 0:
-                return
-            data = data[nl + 1 :]
-            self.discarding = False
+    def data_received(self, data: bytes | memoryview) -> None:
         self.buf += data
+        if self.discarding:  # buf held nothing else: drop the rest of an over-long frame
+            nl = self.buf.find(b"\n")
+            if nl < 0:
+                self.buf.clear()
+                return
+            del self.buf[: nl + 1]
+            self.discarding = False
         if not self.draining:
             self.drain()
 

@@ -18,7 +18,7 @@ import sys
 from collections.abc import Callable
 from typing import TYPE_CHECKING
 
-from venomx.daemon.readbuf import READ_BUFFER
+from venomx.daemon.readbuf import ReadsShared
 from workers import protocol as P
 
 if TYPE_CHECKING:
@@ -387,7 +387,7 @@ class ForkServer:
             self.control = None
 
 
-class Channel(asyncio.BufferedProtocol):
+class Channel(ReadsShared):
     """One sentinel's channel; ``handler`` receives messages once the pane exists."""
 
     def __init__(self) -> None:
@@ -418,12 +418,6 @@ class Channel(asyncio.BufferedProtocol):
     def connection_made(self, transport: asyncio.BaseTransport) -> None:
         assert isinstance(transport, asyncio.Transport)
         self.transport = transport
-
-    def get_buffer(self, sizehint: int) -> memoryview:
-        return READ_BUFFER
-
-    def buffer_updated(self, nbytes: int) -> None:
-        self.data_received(READ_BUFFER[:nbytes])
 
     def data_received(self, data: P.Buffer) -> None:
         try:
