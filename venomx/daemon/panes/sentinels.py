@@ -208,18 +208,23 @@ class ForkServer:
             self.retire(self.spares.pop())
 
     def retire(self, chan: Channel) -> None:
-        """Stop a spare on purpose: it exits when its channel closes, before any SPAWN,
-        and its reap is then known for what it is. Only a pid that is still our unreaped
-        child is noted: one already reaped may be reused by any process."""
+        """Stop a spare on purpose (or let one go that died): it exits when its channel
+        closes, before any SPAWN, and its reap is then known for what it is. Only a pid
+        that is still our unreaped child, running or a zombie, is noted: one already
+        reaped may be reused by any process."""
         pid = chan.sentinel_pid
         chan.close()
+        if not pid:
+            return
         try:
-            if pid and os.waitid(os.P_PID, pid, os.WEXITED | os.WNOHANG | os.WNOWAIT) is None:
-                self.retired.add(pid)
+            # None: still running; a result: exited, its reap still to come. Either way
+            # the pid stays ours until that reap.
+            os.waitid(os.P_PID, pid, os.WEXITED | os.WNOHANG | os.WNOWAIT)
         except ChildProcessError:
-            pass  # reaped already (then counted as whatever it was taken for)
+            return  # reaped already (then counted as whatever it was taken for)
         except OSError:
-            self.retired.add(pid)
+            pass
+        self.retired.add(pid)
 
     def was_retired(self, pid: int) -> bool:
         """Whether ``pid``, just reaped, was a spare stopped on purpose (``retire``)."""

@@ -187,7 +187,9 @@ async def spawn(
             try:
                 ready = await chan.expect(P.Ready)
             except ConnectionError:  # the spare died unnoticed; nothing has started yet
-                chan.close()
+                # Its reap is a spare's: neither this pane's sentinel lost nor an escapee.
+                reg.sentinels.pop(chan.sentinel_pid, None)
+                owner.forkserver.retire(chan)
                 chan = None
         if chan is None:
             owner.forkserver.used()  # the pool is empty
