@@ -245,6 +245,19 @@ def test_shutdown_ends_every_pane_cgroup(tmp: Path, left: list[int]) -> None:
     assert not os.path.exists(os.path.join(HERE.directory or "", socket_key(d.socket)))
 
 
+@needs_cgroups
+def test_shutdown_while_spares_are_made_leaves_no_subtree() -> None:
+    # The pool's first batch is still being made right after start-up: the spares
+    # under way must not outlive the daemon's own exit (they kept its subtree).
+    for _ in range(3):
+        d = start_daemon()
+        stop_daemon(d)
+        assert d.proc.returncode == 0
+        assert not os.path.exists(os.path.join(HERE.directory or "", socket_key(d.socket)))
+        errors = [ln for ln in d.log.read_text().splitlines() if "level=error" in ln]
+        assert errors == []  # a fork server that exits because we stop is no error
+
+
 def test_limits_fail_where_the_controller_is_missing(daemon: Daemon, off: Daemon) -> None:
     for d in (daemon, off):
         info = d.call("doctor")["cgroups"]

@@ -380,18 +380,28 @@ class Cgroups:
         if self.remover is not None:
             self.remover.shutdown(wait=False)
             self.remover = None
-        for g in list(self.groups.values()):
-            if _rmdir(g.directory):
-                del self.groups[g.pane]
+        self._remove_groups()
         try:
             _write(os.path.join(self.parent, "cgroup.procs"), "0")
         except OSError:
             return  # e.g. the parent hands controllers down: systemd removes it all
         deadline = time.monotonic() + KILL_WAIT
-        while not _rmdir(self.leaf) and time.monotonic() < deadline:
-            await asyncio.sleep(POLL)  # the fork server and the last sentinels are exiting
+        # The fork server and the last sentinels are exiting; so may the last processes of
+        # a pane's cgroup be, if ``end_all`` stopped waiting for them.
+        while True:
+            leaf_gone = _rmdir(self.leaf)
+            if (self._remove_groups() and leaf_gone) or time.monotonic() >= deadline:
+                break
+            await asyncio.sleep(POLL)
         if not _rmdir(self.base):
             log.debug("cgroup %s left: %s", self.leaf, members(self.leaf))
+
+    def _remove_groups(self) -> bool:
+        """Remove every pane cgroup that can be now; True once none is left."""
+        for g in list(self.groups.values()):
+            if _rmdir(g.directory):
+                del self.groups[g.pane]
+        return not self.groups
 
     # -- a pane's cgroup ---------------------------------------------------------------------
     def check_limits(self, memory_max: int | None, pids_max: int | None) -> None:

@@ -282,8 +282,10 @@ class Panes:
         self.forget_orphans()  # the daemon's children changed: a reaped leader's re-parented
         reg = self.registry
         if pid == self.forkserver.pid:
-            log.error("fork server exited (status %d); restarting it", status)
-            if not self.lifecycle.shutting_down:
+            if self.lifecycle.shutting_down:  # we closed its socket: its expected exit
+                log.debug("fork server exited (status %d)", status)
+            else:
+                log.error("fork server exited (status %d); restarting it", status)
                 self.forkserver.restart()
             return True
         if self.forkserver.lost(pid):

@@ -270,6 +270,15 @@ class ForkServer:
                     for sock in socks[len(chans) :]:
                         sock.close()
                     got = [exc]
+                except BaseException:
+                    # Cancelled: the pool stops (shutdown). None of these is a spare yet;
+                    # each exits once its channel closes, which would otherwise wait for
+                    # the daemon's own exit (and keep our cgroup subtree until then).
+                    for chan in chans:
+                        self.retire(chan)
+                    for sock in socks[len(chans) :]:
+                        sock.close()
+                    raise
                 failed = [g for g in got if not isinstance(g, Channel)]
                 for chan in chans:
                     if chan in got and self.control is not None and len(self.spares) < self.size:
