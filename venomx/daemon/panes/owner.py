@@ -282,8 +282,10 @@ class Panes:
         self.forget_orphans()  # the daemon's children changed: a reaped leader's re-parented
         reg = self.registry
         if pid == self.forkserver.pid:
-            if self.lifecycle.shutting_down:  # we closed its socket: its expected exit
+            if self.forkserver.control is None:  # we closed its socket: its expected exit
                 log.debug("fork server exited (status %d)", status)
+            elif self.lifecycle.shutting_down:
+                log.error("fork server exited (status %d) during shutdown", status)
             else:
                 log.error("fork server exited (status %d); restarting it", status)
                 self.forkserver.restart()

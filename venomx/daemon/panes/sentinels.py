@@ -270,8 +270,8 @@ class ForkServer:
                     for sock in socks[len(chans) :]:
                         sock.close()
                     got = [exc]
-                except BaseException:
-                    # Cancelled: the pool stops (shutdown). None of these is a spare yet;
+                except asyncio.CancelledError:
+                    # The pool stops (shutdown). None of these is a spare yet;
                     # each exits once its channel closes, which would otherwise wait for
                     # the daemon's own exit (and keep our cgroup subtree until then).
                     for chan in chans:
@@ -325,10 +325,16 @@ class ForkServer:
         HELLO again and is a spare like any other (no process is replaced)."""
 
         async def back() -> None:
+            # Whatever keeps it from the pool (it died, failed, the pool is full or
+            # stopping), it is retired: it exits, and its reap is a spare's.
             try:
                 hello = await chan.expect(P.Hello)
             except ConnectionError:
+                self.retire(chan)
                 return
+            except asyncio.CancelledError:
+                self.retire(chan)
+                raise
             if (
                 isinstance(hello, P.Hello)
                 and self.control is not None
@@ -337,11 +343,10 @@ class ForkServer:
                 chan.sentinel_pid = hello.pid
                 self.retired.discard(hello.pid)
                 self.spares.append(chan)
-            elif isinstance(hello, P.Hello):  # the pool is full: this one is surplus
+                return
+            if isinstance(hello, P.Hello):  # the pool is full: this one is surplus
                 chan.sentinel_pid = hello.pid
-                self.retire(chan)
-            else:
-                chan.close()
+            self.retire(chan)
 
         task = asyncio.ensure_future(back())
         self.recycling.add(task)
@@ -392,7 +397,7 @@ class ForkServer:
         for task in self.recycling:
             task.cancel()
         for chan in self.spares:
-            chan.close()
+            self.retire(chan)
         self.spares.clear()
         if self.filling is not None:
             self.filling.cancel()

@@ -188,7 +188,8 @@ async def spawn(
                 ready = await chan.expect(P.Ready)
             except ConnectionError:  # the spare died unnoticed; nothing has started yet
                 # Its reap is a spare's: neither this pane's sentinel lost nor an escapee.
-                reg.sentinels.pop(chan.sentinel_pid, None)
+                if reg.sentinels.get(chan.sentinel_pid) == pane_id:
+                    del reg.sentinels[chan.sentinel_pid]
                 owner.forkserver.retire(chan)
                 chan = None
         if chan is None:
