@@ -72,6 +72,11 @@ def finished(pid: int) -> None:
     wait_for(lambda: not alive(pid), 5, f"process {pid} to finish exiting")
 
 
+def subtree(d: Daemon) -> str:
+    """The cgroup subtree the daemon ``d`` makes for itself under ours."""
+    return os.path.join(HERE.directory or "", socket_key(d.socket))
+
+
 def kill_quietly(pids: list[int]) -> None:
     for pid in pids:
         try:
@@ -128,7 +133,7 @@ def test_leader_is_in_its_pane_cgroup_and_the_sentinel_is_not(daemon: Daemon) ->
     sentinel = int(Path(f"/proc/{leader}/stat").read_text().rsplit(")", 1)[1].split()[1])
     assert cgroup_of(sentinel).endswith(f"{socket_key(daemon.socket)}/{DAEMON_LEAF}")
     assert cgroup_of(daemon.proc.pid) == cgroup_of(sentinel)
-    base = os.path.join(HERE.directory or "", socket_key(daemon.socket))
+    base = subtree(daemon)
     assert members(os.path.join(base, pane_cg.rsplit("/", 1)[1])) == [leader]
 
 
@@ -251,7 +256,7 @@ def test_shutdown_ends_every_pane_cgroup(tmp: Path, left: list[int]) -> None:
         stop_daemon(d)
     assert d.proc.returncode == 0
     wait_for(lambda: not alive(pid), 5, "the escapee to end at shutdown")
-    assert not os.path.exists(os.path.join(HERE.directory or "", socket_key(d.socket)))
+    assert not os.path.exists(subtree(d))
 
 
 @needs_cgroups
@@ -265,7 +270,7 @@ def test_shutdown_while_spares_are_made_leaves_no_subtree() -> None:
         met += spares < target  # this shutdown meets the batch under way
         stop_daemon(d)
         assert d.proc.returncode == 0
-        assert not os.path.exists(os.path.join(HERE.directory or "", socket_key(d.socket)))
+        assert not os.path.exists(subtree(d))
         errors = [ln for ln in d.log.read_text().splitlines() if "level=error" in ln]
         assert errors == []  # a fork server that exits because we stop is no error
     assert met  # the case this is about happened at least once
