@@ -16,6 +16,7 @@ from typing import Any
 from venomx.daemon import auth
 from venomx.daemon.auth import AuditLog
 from venomx.daemon.cgroups import Cgroups
+from venomx.daemon.collector import Collector
 from venomx.daemon.config import Config
 from venomx.daemon.doctor import Doctor
 from venomx.daemon.events import EventLog
@@ -84,6 +85,7 @@ class Daemon:
         owner = registry.new_principal(
             None, list(auth.OWNER_GRANTS), name="owner", with_token=False
         )
+        self.collector = Collector()
         self.services = Services(
             self.source,
             registry,
@@ -97,6 +99,7 @@ class Daemon:
             self.lifecycle,
             owner,
             self.connections,
+            self.collector,
         )
         config.listeners.append(self.on_config_changed)
 
@@ -121,9 +124,11 @@ class Daemon:
         reserve.fill()
         forkserver.start()
         forkserver.refill()
+        self.collector.start(loop)
 
     async def stop(self) -> None:
         """Stop the fork server, then leave our cgroup subtree once its processes are gone."""
+        self.collector.stop()
         self.panes.forkserver.stop()
         self.priority.close()
         await self.panes.cgroups.stop()

@@ -332,6 +332,7 @@ class Connection(ReadsShared):
                 rid, VenomxError("invalid_request.id", f"id {rid} is already in flight", {})
             )
             return
+        self.services.collector.requests += 1
         ctx = Context(self.services, self, verb, rid)
         task = asyncio.get_running_loop().create_task(dispatch(ctx, params))
         self.tasks[rid] = task

@@ -9,6 +9,7 @@ from typing import Any
 
 from venomx.daemon import auth
 from venomx.daemon.auth import AuditLog
+from venomx.daemon.collector import Collector
 from venomx.daemon.config import Config
 from venomx.daemon.doctor import Doctor
 from venomx.daemon.events import EventLog
@@ -35,6 +36,7 @@ class Services:
     lifecycle: Lifecycle
     owner: Principal  # the daemon user's principal (@owner)
     connections: set[Any]
+    collector: Collector  # counts requests, to collect garbage once they pause
 
     def anonymous(self) -> Principal:
         """A caller without a token: the configured default grants, read rights only."""
