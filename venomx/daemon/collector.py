@@ -20,7 +20,7 @@ from __future__ import annotations
 import asyncio
 import gc
 
-TICK = 0.5  # seconds between looks
+TICK = 1.0  # seconds between looks
 MAX_DEFER = 10.0  # seconds of unbroken requests before a collection runs regardless
 
 
