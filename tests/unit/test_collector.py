@@ -88,3 +88,53 @@ def test_a_quiet_daemon_with_nothing_allocated_does_not_collect() -> None:
             c.stop()
 
     assert asyncio.run(run()) == 0
+
+
+def _looks(c: Collector, busy: list[bool]) -> list[int]:
+    """Drive ``c``'s looks by hand (its own timer is an hour away), a request before
+    each busy one, 50 ms apart; the generations collected meanwhile, from CPython's
+    own callbacks."""
+    gens: list[int] = []
+
+    def seen(phase: str, info: dict[str, int]) -> None:
+        if phase == "start":
+            gens.append(info["generation"])
+
+    async def run() -> None:
+        gc.collect()  # counts at zero: the generations chosen do not hang on earlier tests
+        c.start(asyncio.get_running_loop())
+        gc.callbacks.append(seen)
+        try:
+            for b in busy:
+                if b:
+                    c.requests += 1
+                c.look()
+                await asyncio.sleep(0.05)
+        finally:
+            gc.callbacks.remove(seen)
+            c.stop()
+
+    asyncio.run(run())
+    return gens
+
+
+def test_a_collection_made_under_load_leaves_the_next_quiet_one_owed() -> None:
+    # What a collection under load promoted is still garbage-to-be: the first quiet look
+    # after it must collect, though no request came since.
+    c = Collector(tick=3600, max_defer=0.0, full_every=3600)
+    gens = _looks(c, [True, False])
+    assert len(gens) == 2
+    assert c.collections == 2
+
+
+def test_load_that_never_pauses_still_gets_a_full_collection() -> None:
+    c = Collector(tick=3600, max_defer=0.0, full_every=0.2)
+    gens = _looks(c, [True] * 12)  # 0.6 s of looks, every one busy
+    assert 0 in gens  # young ones in between
+    assert gens.count(2) >= 2  # and a full one every 0.2 s
+
+
+def test_a_quiet_look_after_a_quiet_collection_owes_nothing() -> None:
+    c = Collector(tick=3600, max_defer=3600, full_every=3600)
+    gens = _looks(c, [True, False, False, False])
+    assert gens == [0]  # busy: deferred; quiet: collected once; then nothing owed
