@@ -21,10 +21,16 @@ PY = sys.executable
 ROOT = Path(__file__).resolve().parent.parent
 
 
-def wait_for(cond: Callable[[], Any], timeout: float = 10.0, what: str = "condition") -> Any:
-    """Poll ``cond`` until truthy or the deadline passes (never a bare sleep)."""
+def wait_for(
+    cond: Callable[[], Any],
+    timeout: float = 10.0,
+    what: str = "condition",
+    every: float | None = None,
+) -> Any:
+    """Poll ``cond`` until truthy or the deadline passes (never a bare sleep); ``every``
+    spaces the polls, for a condition that asking too often would itself prevent."""
     deadline = time.monotonic() + timeout
-    delay = 0.005
+    delay = 0.005 if every is None else every
     while True:
         value = cond()
         if value:
@@ -32,7 +38,8 @@ def wait_for(cond: Callable[[], Any], timeout: float = 10.0, what: str = "condit
         if time.monotonic() > deadline:
             raise AssertionError(f"timed out waiting for {what}")
         time.sleep(delay)
-        delay = min(delay * 2, 0.05)
+        if every is None:
+            delay = min(delay * 2, 0.05)
 
 
 @dataclass

@@ -184,3 +184,21 @@ def test_dropped_vt_sequences_reach_doctor(daemon: Daemon) -> None:
         "ok",
     ]
     assert daemon.call("doctor")["counters"]["vt_dropped"] == 1
+
+
+def test_the_daemon_collects_garbage_once_requests_pause(daemon: Daemon) -> None:
+    # Automatic collection is off in the daemon; it counts the requests it dispatches
+    # and collects when a look (every second) finds none since the last, well before
+    # the 10 s after which requests that never pause get one anyway.
+    first = daemon.call("doctor")["collector"]
+    assert first["automatic"] is False
+    s = daemon.call("session.create")["session"]
+    daemon.call("window.create", {"session": s, "argv": ["true"]})
+    second = daemon.call("doctor")["collector"]
+    assert second["requests"] >= first["requests"] + 3
+    wait_for(
+        lambda: daemon.call("doctor")["collector"]["collections"] > second["collections"],
+        7,
+        "a collection once requests paused",
+        every=2.5,  # two looks between asks: a poll every 50 ms would keep it busy
+    )

@@ -20,6 +20,7 @@ from __future__ import annotations
 
 import asyncio
 import gc
+from typing import Any
 
 TICK = 1.0  # seconds between looks
 MAX_DEFER = 10.0  # seconds of unbroken requests before a collection runs regardless
@@ -42,6 +43,7 @@ class Collector:
         self.last = 0.0  # loop time of the last collection
         self.last_full = 0.0
         self.collections = 0
+        self.full = 0
         self.loop: asyncio.AbstractEventLoop | None = None
         self.timer: asyncio.TimerHandle | None = None
         self.was_enabled = True
@@ -61,6 +63,16 @@ class Collector:
             self.timer = None
         if self.was_enabled:
             gc.enable()
+
+    def report(self) -> dict[str, Any]:
+        """Doctor's ``collector`` section: whether CPython's own collector is on, the
+        requests counted, and the collections made here (all, and full ones)."""
+        return {
+            "automatic": gc.isenabled(),
+            "requests": self.requests,
+            "collections": self.collections,
+            "full": self.full,
+        }
 
     def look(self) -> None:
         """A quiet look collects if a request came since the last quiet collection (one
@@ -96,5 +108,6 @@ class Collector:
         self.last = self.loop.time()
         if gen == 2:
             self.last_full = self.last
+            self.full += 1
         self.collections += 1
         return gen

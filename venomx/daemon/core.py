@@ -69,6 +69,7 @@ class Daemon:
         self.priority = Priority()
         self.reaper = Reaper(self.panes.is_leader, self.panes.on_child_exit)
         self.connections: set[Any] = set()
+        self.collector = Collector()
         self.doctor = Doctor(
             self.source,
             registry,
@@ -81,11 +82,11 @@ class Daemon:
             socket_path,
             self.connections,
             self.priority,
+            self.collector,
         )
         owner = registry.new_principal(
             None, list(auth.OWNER_GRANTS), name="owner", with_token=False
         )
-        self.collector = Collector()
         self.services = Services(
             self.source,
             registry,

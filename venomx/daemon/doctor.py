@@ -21,6 +21,7 @@ import psutil
 from venomx import __version__
 from venomx.daemon.auth import AuditLog
 from venomx.daemon.cgroups import dying, members
+from venomx.daemon.collector import Collector
 from venomx.daemon.config import Config
 from venomx.daemon.events import EventLog
 from venomx.daemon.fdreserve import reserve
@@ -54,6 +55,7 @@ class Doctor:
     socket_path: str
     connections: set[Any]
     priority: Priority
+    collector: Collector
     socket_ino: int = -1  # the socket file we bound, to notice it being replaced
     subreaper: bool = False
     started: float = field(default_factory=time.monotonic)
@@ -454,4 +456,5 @@ async def report(d: Doctor) -> dict[str, Any]:
         "run": run_section(d, active, stuck),
         "counters": counters(d),
         "priority": d.priority.report(),
+        "collector": d.collector.report(),
     }
