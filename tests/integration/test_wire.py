@@ -352,3 +352,29 @@ def test_id_number() -> None:
     assert id_number("r" + "9" * (ID_DIGITS + 1), "r") == id_number(LONG_RUN, "r") == ID_BEYOND
     for bad in ("r", "r01", "r-1", "r+1", "r 1", "r1 ", "r²", "r١", "R1", "p1", "", "r1.0"):
         assert id_number(bad, "r") is None, bad
+
+
+def test_a_read_is_answered_in_the_turn_that_reads_it(shared_daemon: Daemon) -> None:
+    # run.wait of a completed run answers in its task's first step, one reactor turn
+    # after the read; whoami, whose handler never waits, answers during the read. Sent
+    # in one write, whoami's answer comes first. (The protocol allows answers in any
+    # order; this checks that a read does not wait a turn behind the reactor's work.)
+    s = shared_daemon.call("session.create")["session"]
+    run = shared_daemon.call("run", {"key": "turn", "session": s, "argv": ["true"]})["run"]
+    shared_daemon.call("run.wait", {"run": run, "output": False})
+    r = Raw(shared_daemon.socket)
+    try:
+        r.hello()
+        frames = [
+            {"id": 1, "verb": "run.wait", "params": {"run": run, "output": False}},
+            {"id": 2, "verb": "whoami"},
+            {"id": 3, "verb": "run.get", "params": {"run": "r999999"}},  # an error, also now
+        ]
+        r.send(b"".join(json.dumps(f).encode() + b"\n" for f in frames))
+        got = [r.frame() for _ in frames]
+    finally:
+        r.close()
+    assert [f["id"] for f in got] == [2, 3, 1]
+    assert got[0]["ok"]["principal"] == "g0"
+    assert got[1]["error"]["code"] == "not_found.run"
+    assert got[2]["ok"]["outcome"] == "succeeded"

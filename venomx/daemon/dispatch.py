@@ -5,13 +5,19 @@ the verb's right at all), the manifest's resource check before lookup, then the 
 declared steps (``Verb.order``: source, shutdown, delegation, value rules, cwd, target
 lookup and state, ...), then the handler with the resolved target. Every request gets
 exactly one reply; denials and admin actions are audited here.
+
+A verb whose handler never waits (a plain function) is answered in the reactor turn that
+read it; the others run as the request's task, from the next turn on. Under a burst of
+starts a turn can take milliseconds, so a ``whoami`` or ``run.get`` that waited for the
+next one took a turn longer to answer than it needed.
 """
 
 from __future__ import annotations
 
 import asyncio
+import inspect
 import logging
-from collections.abc import Awaitable, Callable
+from collections.abc import Awaitable, Callable, Coroutine
 from typing import TYPE_CHECKING, Any, Protocol
 
 from venomx.daemon import auth, states
@@ -25,8 +31,9 @@ if TYPE_CHECKING:
     from venomx.daemon.services import Services
 
 log = logging.getLogger(__name__)
-Handler = Callable[..., Awaitable[dict[str, Any]]]
+Handler = Callable[..., Awaitable[dict[str, Any]] | dict[str, Any]]
 HANDLERS: dict[str, Handler] = {}
+ANSWERED_NOW: set[str] = set()  # verbs whose handler is a plain function
 
 
 def handler(name: str) -> Callable[[Handler], Handler]:
@@ -36,6 +43,8 @@ def handler(name: str) -> Callable[[Handler], Handler]:
         if name in HANDLERS:
             raise RuntimeError(f"two handlers for {name}")
         HANDLERS[name] = fn
+        if not inspect.iscoroutinefunction(fn):
+            ANSWERED_NOW.add(name)
         return fn
 
     return register
@@ -73,6 +82,7 @@ class Context:
         self.verb = verb
         self.rid = rid
         self.params: dict[str, Any] = {}
+        self.resource: str | None = None  # what the resource check checked, for the audit
 
     @property
     def principal(self) -> Principal:
@@ -224,32 +234,64 @@ def perform(ctx: Context, step: str, params: dict[str, Any]) -> None:
         raise AssertionError(f"{ctx.verb.name}: unknown step {step}")
 
 
-async def dispatch(ctx: Context, raw_params: Any) -> None:
-    verb, conn = ctx.verb, ctx.conn
-    resource: str | None = None
+def dispatch(ctx: Context, raw_params: Any) -> Coroutine[Any, Any, None] | None:
+    """Answer a request now if its handler never waits (None), else return the coroutine
+    that will, for the server to run as the request's task."""
+    if ctx.verb.name not in ANSWERED_NOW:
+        return handled(ctx, raw_params)
     try:
-        params = validate(verb, raw_params)
-        p = ctx.principal
-        if p.revoked:
-            raise VenomxError("denied.token", "token revoked", {})
-        if verb.dispatch is not None and not auth.has_right(p, verb.dispatch):
-            raise denied(verb.dispatch, None)
-        resource = resource_check(ctx, params)
-        ctx.params = dict(params)  # as given, for a target the handler resolves itself
-        for step in verb.order:
-            perform(ctx, step, params)
-        result = await HANDLERS[verb.name](ctx, **params)
-        conn.reply(ctx.rid, result)
-        if verb.dispatch == "admin":
-            ctx.audit.append(p.id, verb.name, "ok", resource)
-    except VenomxError as exc:
+        params = admitted(ctx, raw_params)
+        result = HANDLERS[ctx.verb.name](ctx, **params)
+        assert isinstance(result, dict)
+        answer(ctx, result)
+    except Exception as exc:
+        refuse(ctx, exc)
+    return None
+
+
+async def handled(ctx: Context, raw_params: Any) -> None:
+    try:
+        params = admitted(ctx, raw_params)
+        result = HANDLERS[ctx.verb.name](ctx, **params)
+        assert not isinstance(result, dict)
+        answer(ctx, await result)
+    except (Exception, asyncio.CancelledError) as exc:
+        refuse(ctx, exc)
+
+
+def admitted(ctx: Context, raw_params: Any) -> dict[str, Any]:
+    """The request's parameters, validated, authorized and resolved by the verb's steps."""
+    verb = ctx.verb
+    params = validate(verb, raw_params)
+    p = ctx.principal
+    if p.revoked:
+        raise VenomxError("denied.token", "token revoked", {})
+    if verb.dispatch is not None and not auth.has_right(p, verb.dispatch):
+        raise denied(verb.dispatch, None)
+    ctx.resource = resource_check(ctx, params)
+    ctx.params = dict(params)  # as given, for a target the handler resolves itself
+    for step in verb.order:
+        perform(ctx, step, params)
+    return params
+
+
+def answer(ctx: Context, result: dict[str, Any]) -> None:
+    ctx.conn.reply(ctx.rid, result)
+    if ctx.verb.dispatch == "admin":
+        ctx.audit.append(ctx.principal.id, ctx.verb.name, "ok", ctx.resource)
+
+
+def refuse(ctx: Context, exc: BaseException) -> None:
+    """The one error reply, audited when it is a denial or concerns an admin verb."""
+    verb, conn = ctx.verb, ctx.conn
+    if isinstance(exc, VenomxError):
         if exc.code.startswith("denied.") or verb.dispatch == "admin":
-            resource = getattr(exc, "resource", resource)
+            resource = getattr(exc, "resource", ctx.resource)
             principal = conn.principal.id if conn.principal else None
             ctx.audit.append(principal, verb.name, exc.code, resource)
         conn.reply_error(ctx.rid, exc)
-    except asyncio.CancelledError:
+    elif isinstance(exc, asyncio.CancelledError):
         conn.reply_error(ctx.rid, VenomxError("cancelled", "request cancelled", {}))
-    except Exception:
-        log.exception("internal error in verb=%s", verb.name)
+    else:
+        log.error("internal error in verb=%s", verb.name, exc_info=exc)
         conn.reply_error(ctx.rid, VenomxError("internal", "internal error", {}))

@@ -333,8 +333,10 @@ class Connection(ReadsShared):
             )
             return
         self.services.collector.requests += 1
-        ctx = Context(self.services, self, verb, rid)
-        task = asyncio.get_running_loop().create_task(dispatch(ctx, params))
+        pending = dispatch(Context(self.services, self, verb, rid), params)
+        if pending is None:  # answered already
+            return
+        task = asyncio.get_running_loop().create_task(pending)
         self.tasks[rid] = task
         task.add_done_callback(functools.partial(self.request_done, rid))
 

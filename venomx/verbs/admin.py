@@ -12,7 +12,7 @@ from venomx.wire import VALUE_MAX_DEPTH, JsonError, VenomxError, loads
 
 
 @handler("whoami")
-async def whoami(ctx: Context) -> dict[str, Any]:
+def whoami(ctx: Context) -> dict[str, Any]:
     p = ctx.principal
     return {
         "principal": None if p.anonymous else p.id,
@@ -22,25 +22,23 @@ async def whoami(ctx: Context) -> dict[str, Any]:
 
 
 @handler("principal.create")
-async def principal_create(
-    ctx: Context, grants: list[Grant], name: str | None = None
-) -> dict[str, Any]:
+def principal_create(ctx: Context, grants: list[Grant], name: str | None = None) -> dict[str, Any]:
     p = ctx.registry.new_principal(ctx.principal.id, grants, name=name)
     return {"principal": p.id, "token": p.token, "grants": [g.to_dict() for g in grants]}
 
 
 @handler("principal.revoke")
-async def principal_revoke(ctx: Context, principal: Principal) -> dict[str, Any]:
+def principal_revoke(ctx: Context, principal: Principal) -> dict[str, Any]:
     return {"principal": principal.id, "revoked": ctx.registry.revoke(principal.id)}
 
 
 @handler("config.get")
-async def config_get(ctx: Context, path: str | None = None) -> dict[str, Any]:
+def config_get(ctx: Context, path: str | None = None) -> dict[str, Any]:
     return {"config": ctx.config.get(path)}
 
 
 @handler("config.set")
-async def config_set(ctx: Context, path: str, value: str) -> dict[str, Any]:
+def config_set(ctx: Context, path: str, value: str) -> dict[str, Any]:
     """Parse ``value`` with the wire's bounded loader (a value the daemon keeps must fit
     in a reply frame), validate it for ``path`` and apply it at once."""
     try:
@@ -54,13 +52,13 @@ async def config_set(ctx: Context, path: str, value: str) -> dict[str, Any]:
 
 
 @handler("config.reload")
-async def config_reload(ctx: Context) -> dict[str, Any]:
+def config_reload(ctx: Context) -> dict[str, Any]:
     changed = ctx.config.reload()
     return {"config": ctx.config.get(None), "changed": changed}
 
 
 @handler("audit.list")
-async def audit_list(ctx: Context, limit: int, after: int | None = None) -> dict[str, Any]:
+def audit_list(ctx: Context, limit: int, after: int | None = None) -> dict[str, Any]:
     records, nxt = ctx.audit.list(after, limit)
     return {"records": records, "next": nxt}
 
@@ -71,13 +69,13 @@ async def doctor(ctx: Context) -> dict[str, Any]:
 
 
 @handler("shutdown")
-async def shutdown(ctx: Context) -> dict[str, Any]:
+def shutdown(ctx: Context) -> dict[str, Any]:
     asyncio.get_running_loop().call_soon(ctx.lifecycle.begin_shutdown)
     return {"shutdown": True}
 
 
 @handler("seam.set")
-async def seam_set(ctx: Context, name: str, state: str) -> dict[str, Any]:
+def seam_set(ctx: Context, name: str, state: str) -> dict[str, Any]:
     ctx.seams.set(name, state == "hold")
     return {"name": name, "state": state}
 

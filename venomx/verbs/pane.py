@@ -48,7 +48,7 @@ async def split(
 
 
 @handler("pane.list")
-async def pane_list(
+def pane_list(
     ctx: Context, session: Session | None = None, window: Window | None = None
 ) -> dict[str, Any]:
     out = []
@@ -102,7 +102,7 @@ async def kill(ctx: Context, pane: Pane, signal: str, grace_ms: int) -> dict[str
 
 
 @handler("pane.remove")
-async def remove(ctx: Context, pane: Pane) -> dict[str, Any]:
+def remove(ctx: Context, pane: Pane) -> dict[str, Any]:
     return {"pane": pane.id, "removed": ctx.panes.remove(pane)}
 
 

@@ -162,7 +162,7 @@ async def wait(
 
 
 @handler("run.get")
-async def get(ctx: Context, run: Run, output: bool) -> dict[str, Any]:
+def get(ctx: Context, run: Run, output: bool) -> dict[str, Any]:
     return run.record(ctx.source, output)
 
 
@@ -172,7 +172,7 @@ def _num(run_id: str) -> int:
 
 
 @handler("run.list")
-async def run_list(
+def run_list(
     ctx: Context,
     limit: int,
     pane: str | None = None,

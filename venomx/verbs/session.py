@@ -14,7 +14,7 @@ from venomx.verbs.common import start_pane, window_view
 
 
 @handler("session.create")
-async def session_create(ctx: Context, reuse: bool, name: str | None = None) -> dict[str, Any]:
+def session_create(ctx: Context, reuse: bool, name: str | None = None) -> dict[str, Any]:
     """With ``reuse`` and a name, the lookup and the creation are one reactor turn, so
     concurrent callers asking for the same name end up in one session."""
     reg = ctx.registry
@@ -35,7 +35,7 @@ async def session_create(ctx: Context, reuse: bool, name: str | None = None) -> 
 
 
 @handler("session.list")
-async def session_list(ctx: Context) -> dict[str, Any]:
+def session_list(ctx: Context) -> dict[str, Any]:
     out = []
     for s in ctx.registry.sessions.values():
         if ctx.can("read", f"session:{s.id}", s.node):
@@ -49,7 +49,7 @@ async def session_list(ctx: Context) -> dict[str, Any]:
 
 
 @handler("session.get")
-async def session_get(ctx: Context, session: Session) -> dict[str, Any]:
+def session_get(ctx: Context, session: Session) -> dict[str, Any]:
     out: dict[str, Any] = {"session": session.id}
     if session.name is not None:
         out["name"] = session.name
@@ -89,7 +89,7 @@ async def window_create(
 
 
 @handler("window.get")
-async def window_get(ctx: Context, window: Window) -> dict[str, Any]:
+def window_get(ctx: Context, window: Window) -> dict[str, Any]:
     return window_view(ctx, window)
 
 
