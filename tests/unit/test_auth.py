@@ -3,8 +3,11 @@
 from __future__ import annotations
 
 import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
 from venomx.daemon import auth
+from venomx.daemon.auth import AuditLog
 from venomx.daemon.registry import AuthNode, Grant, Principal, Registry
 from venomx.wire import VenomxError
 
@@ -161,3 +164,22 @@ def test_audit_record_keeps_a_bounded_resource() -> None:
     assert log.append("g1", "run.get", "denied.read", edge).resource == edge
     rec = log.append("g1", "run.get", "denied.read", edge + "9" * 1_000_000)
     assert rec.resource is not None and len(rec.resource) == RESOURCE_MAX + 1
+
+
+@settings(max_examples=200, deadline=None)
+@given(
+    st.integers(1, 20),  # retained
+    st.integers(0, 40),  # appended
+    st.one_of(st.none(), st.integers(-3, 45)),  # after
+    st.integers(1, 25),  # limit
+)
+def test_audit_list_pages_as_a_filter_over_the_retained_records_would(
+    retain: int, appended: int, after: int | None, limit: int
+) -> None:
+    log = AuditLog(retain)
+    for i in range(appended):
+        log.append("g0", "config.set", "ok", f"config:{i}")
+    want = [r.to_dict() for r in log.records if after is None or r.seq > after][:limit]
+    got, nxt = log.list(after, limit)
+    assert got == want
+    assert nxt == (want[-1]["seq"] if want else (after or 0))

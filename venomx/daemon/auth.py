@@ -12,6 +12,7 @@ import logging
 import re
 from collections import deque
 from dataclasses import dataclass
+from itertools import islice
 from typing import Any
 
 from venomx.daemon.registry import AuthNode, Grant, Principal, Registry, now_iso
@@ -193,5 +194,9 @@ class AuditLog:
         return rec
 
     def list(self, after: int | None, limit: int) -> tuple[list[dict[str, Any]], int]:
-        out = [r.to_dict() for r in self.records if after is None or r.seq > after][:limit]
+        """Up to ``limit`` records after seq ``after``. Seqs are consecutive in the log, so
+        the first is found by arithmetic, and only the records returned are converted."""
+        recs = self.records
+        skip = 0 if after is None or not recs else min(max(0, after - recs[0].seq + 1), len(recs))
+        out = [r.to_dict() for r in islice(recs, skip, skip + limit)]
         return out, (out[-1]["seq"] if out else (after or 0))
