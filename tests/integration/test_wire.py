@@ -354,27 +354,63 @@ def test_id_number() -> None:
         assert id_number(bad, "r") is None, bad
 
 
-def test_a_read_is_answered_in_the_turn_that_reads_it(shared_daemon: Daemon) -> None:
-    # run.wait of a completed run answers in its task's first step, one reactor turn
-    # after the read; whoami, whose handler never waits, answers during the read. Sent
-    # in one write, whoami's answer comes first. (The protocol allows answers in any
-    # order; this checks that a read does not wait a turn behind the reactor's work.)
-    s = shared_daemon.call("session.create")["session"]
-    run = shared_daemon.call("run", {"key": "turn", "session": s, "argv": ["true"]})["run"]
-    shared_daemon.call("run.wait", {"run": run, "output": False})
+def _pipelined(d: Daemon, frames: list[dict[str, Any]], n: int) -> list[dict[str, Any]]:
+    """Send ``frames`` in one write on a new connection; the first ``n`` frames back."""
+    r = Raw(d.socket)
+    try:
+        r.hello()
+        r.send(b"".join(json.dumps(f).encode() + b"\n" for f in frames))
+        return [r.frame() for _ in range(n)]
+    finally:
+        r.close()
+
+
+def test_a_read_is_answered_as_it_is_read(shared_daemon: Daemon) -> None:
+    # whoami's handler never waits: it is answered while its frame is read, so it is no
+    # longer in flight when the next frame, with the same id, is read.
+    got = _pipelined(shared_daemon, [{"id": 1, "verb": "whoami"}] * 2, 2)
+    assert [f["ok"]["principal"] for f in got] == ["g0", "g0"]
+
+
+def test_requests_on_one_connection_start_in_the_order_sent(daemon: Daemon) -> None:
+    # run.wait becomes a task (its first step runs a turn later); the config.set behind
+    # it in the same read, though its handler never waits, must not overtake it and
+    # evict the run first.
+    s = daemon.call("session.create")["session"]
+    run = daemon.call("run", {"key": "order", "session": s, "argv": ["true"]})["run"]
+    daemon.call("run.wait", {"run": run, "output": False})
+    frames = [
+        {"id": 1, "verb": "run.wait", "params": {"run": run, "output": False}},
+        {"id": 2, "verb": "config.set", "params": {"path": "run.retain_count", "value": "0"}},
+    ]
+    got = {f["id"]: f for f in _pipelined(daemon, frames, 2)}
+    assert got[1]["ok"]["outcome"] == "succeeded", got
+    assert "ok" in got[2], got
+    assert daemon.error("run.get", {"run": run}).code == "not_found.run"
+
+
+def test_a_refused_frame_leaves_the_request_in_flight_under_its_id(
+    shared_daemon: Daemon,
+) -> None:
     r = Raw(shared_daemon.socket)
     try:
         r.hello()
         frames = [
-            {"id": 1, "verb": "run.wait", "params": {"run": run, "output": False}},
-            {"id": 2, "verb": "whoami"},
-            {"id": 3, "verb": "run.get", "params": {"run": "r999999"}},  # an error, also now
+            {"id": 5, "verb": "events.subscribe", "params": {}},  # in flight until cancelled
+            {"id": 5, "verb": "whoami"},  # refused: id 5 is in flight
+            {"id": 6, "verb": "cancel", "params": {"id": 5}},
         ]
         r.send(b"".join(json.dumps(f).encode() + b"\n" for f in frames))
-        got = [r.frame() for _ in frames]
+        answers: list[tuple[int, str]] = []
+        cancel: dict[str, Any] = {}
+        while len(answers) < 3:  # the refusal, the cancel's answer, the subscription's end
+            f = r.frame()
+            if "item" in f:
+                continue
+            answers.append((f["id"], "ok" if "ok" in f else f["error"]["code"]))
+            if f["id"] == 6:
+                cancel = f["ok"]
     finally:
         r.close()
-    assert [f["id"] for f in got] == [2, 3, 1]
-    assert got[0]["ok"]["principal"] == "g0"
-    assert got[1]["error"]["code"] == "not_found.run"
-    assert got[2]["ok"]["outcome"] == "succeeded"
+    assert sorted(answers) == [(5, "cancelled"), (5, "invalid_request.id"), (6, "ok")]
+    assert cancel == {"cancelled": True}

@@ -11,7 +11,7 @@ from hypothesis import strategies as st
 
 import venomx.verbs  # noqa: F401  (registers handlers)
 from tests.helpers import ROOT
-from venomx.daemon.dispatch import HANDLERS
+from venomx.daemon.dispatch import ANSWERED_NOW, HANDLERS
 from venomx.manifest.generate import input_schema, output_schema, skill_md, verbs_md
 from venomx.manifest.schema import validate
 from venomx.manifest.verbs import VERBS, verb_by_name
@@ -23,6 +23,30 @@ PROTOCOL_VERBS = {"hello", "cancel"}
 def test_every_verb_has_a_handler_and_every_handler_a_verb() -> None:
     names = {v.name for v in VERBS} - PROTOCOL_VERBS
     assert names == set(HANDLERS)
+
+
+def test_the_verbs_answered_as_they_are_read_are_the_documented_ones() -> None:
+    # A plain handler runs inside a connection's read and cannot be cancelled: adding one
+    # is a decision (docs/decisions.md, "A request that never waits ..."), not a slip.
+    assert ANSWERED_NOW == {
+        "whoami",
+        "principal.create",
+        "principal.revoke",
+        "config.get",
+        "config.set",
+        "config.reload",
+        "audit.list",
+        "shutdown",
+        "seam.set",
+        "pane.list",
+        "pane.remove",
+        "run.get",
+        "run.list",
+        "session.create",
+        "session.list",
+        "session.get",
+        "window.get",
+    }
 
 
 def test_generated_docs_are_fresh() -> None:

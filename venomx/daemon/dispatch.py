@@ -9,7 +9,9 @@ exactly one reply; denials and admin actions are audited here.
 A verb whose handler never waits (a plain function) is answered in the reactor turn that
 read it; the others run as the request's task, from the next turn on. Under a burst of
 starts a turn can take milliseconds, so a ``whoami`` or ``run.get`` that waited for the
-next one took a turn longer to answer than it needed.
+next one took a turn longer to answer than it needed. Requests on one connection still
+start in the order sent: one read behind a request that became a task becomes a task
+too.
 """
 
 from __future__ import annotations
@@ -234,27 +236,30 @@ def perform(ctx: Context, step: str, params: dict[str, Any]) -> None:
         raise AssertionError(f"{ctx.verb.name}: unknown step {step}")
 
 
-def dispatch(ctx: Context, raw_params: Any) -> Coroutine[Any, Any, None] | None:
-    """Answer a request now if its handler never waits (None), else return the coroutine
-    that will, for the server to run as the request's task."""
-    if ctx.verb.name not in ANSWERED_NOW:
+def dispatch(ctx: Context, raw_params: Any, now: bool) -> Coroutine[Any, Any, None] | None:
+    """Answer a request here if its handler never waits and ``now`` allows it (None),
+    else return the coroutine that will, for the server to run as the request's task.
+    The server passes ``now`` false behind a request of the same read that became a
+    task: requests on one connection start in the order they were sent."""
+    if not now or ctx.verb.name not in ANSWERED_NOW:
         return handled(ctx, raw_params)
     try:
-        params = admitted(ctx, raw_params)
-        result = HANDLERS[ctx.verb.name](ctx, **params)
-        assert isinstance(result, dict)
+        result = HANDLERS[ctx.verb.name](ctx, **admitted(ctx, raw_params))
+        if inspect.isawaitable(result):  # a handler registered as plain that is not
+            close = getattr(result, "close", None)
+            if close is not None:
+                close()
+            raise TypeError(f"{ctx.verb.name}: a plain handler returned an awaitable")
         answer(ctx, result)
-    except Exception as exc:
+    except (Exception, asyncio.CancelledError) as exc:
         refuse(ctx, exc)
     return None
 
 
 async def handled(ctx: Context, raw_params: Any) -> None:
     try:
-        params = admitted(ctx, raw_params)
-        result = HANDLERS[ctx.verb.name](ctx, **params)
-        assert not isinstance(result, dict)
-        answer(ctx, await result)
+        result = HANDLERS[ctx.verb.name](ctx, **admitted(ctx, raw_params))
+        answer(ctx, await result if inspect.isawaitable(result) else result)
     except (Exception, asyncio.CancelledError) as exc:
         refuse(ctx, exc)
 

@@ -2,8 +2,9 @@
 
 Each connection is an ``asyncio.Protocol``: frames are split on newlines with max_frame
 enforced while reading (an oversized frame is answered and discarded up to its newline),
-bad frames are answered and survived, each request runs as its own task so ``cancel``
-and disconnect can end it, and a client that does not read its replies is dropped
+bad frames are answered and survived, a request that waits runs as its own task so
+``cancel`` and disconnect can end it (one that never waits is answered as it is read,
+``dispatch``), and a client that does not read its replies is dropped
 before its backlog can grow without bound. ``Listener`` accepts, and backs off while the
 daemon is out of descriptors.
 """
@@ -34,7 +35,7 @@ if TYPE_CHECKING:
     from venomx.daemon.services import Services
 
 log = logging.getLogger(__name__)
-FRAMES_PER_TURN = 16  # requests one connection may start in one reactor turn
+FRAMES_PER_TURN = 16  # frames of one connection handled in one reactor turn
 MAX_ANCESTRY = 256  # deeper process trees than this are treated as a pane's
 TOKEN = re.compile(r"[0-9a-f]{64}")
 BACKLOG_MIN = 8 * 1024 * 1024
@@ -137,8 +138,8 @@ class Listener:
 
 
 class Connection(ReadsShared):
-    """One client's conversation: framing, hello, cancel, one task per request, and the
-    peer's credentials."""
+    """One client's conversation: framing, hello, cancel, a task per request that waits,
+    and the peer's credentials."""
 
     def __init__(self, services: Services) -> None:
         self.services = services
@@ -153,6 +154,7 @@ class Connection(ReadsShared):
         self.closed = False
         self.draining = False  # a drain of the buffered frames is scheduled
         self.paused = False  # reading paused while buffered frames wait
+        self.deferring = False  # this drain made a task: later requests wait their turn too
 
     # -- transport ---------------------------------------------------------------------------
     def connection_made(self, transport: asyncio.BaseTransport) -> None:
@@ -208,6 +210,11 @@ class Connection(ReadsShared):
             self.tasks.pop(rid, None)
         self.send({"id": rid, "error": err.to_dict()})
 
+    def refuse_frame(self, rid: int | None, err: VenomxError) -> None:
+        """Answer a frame that is no request of its own (a bad one, a duplicate id, hello,
+        cancel) without touching a request in flight under the same id."""
+        self.send({"id": rid, "error": err.to_dict()})
+
     # -- framing ------------------------------------------------------------------------------
     def data_received(self, data: bytes | memoryview) -> None:
         self.buf += data
@@ -226,8 +233,9 @@ class Connection(ReadsShared):
         turn: a client that pipelines a thousand starts must not hold up every other
         connection for the whole batch. Reading pauses while a backlog is left."""
         self.draining = False
+        self.deferring = False
         handled = 0
-        while not self.closed:
+        while not self.closed and not (self.transport is None or self.transport.is_closing()):
             nl = self.buf.find(b"\n")
             if nl < 0:
                 if len(self.buf) > self.max_frame:
@@ -311,7 +319,7 @@ class Connection(ReadsShared):
         verb = verb_by_name(name) if isinstance(name, str) else None
         if verb is None:
             shown = name[:64] if isinstance(name, str) else None
-            self.reply_error(
+            self.refuse_frame(
                 rid, VenomxError("invalid_request.verb", f"unknown verb {shown}", {"verb": shown})
             )
             return
@@ -320,7 +328,7 @@ class Connection(ReadsShared):
             self.hello(rid, params)
             return
         if self.principal is None:
-            self.reply_error(
+            self.refuse_frame(
                 rid, VenomxError("invalid_request.hello", "hello must be the first request", {})
             )
             return
@@ -328,14 +336,15 @@ class Connection(ReadsShared):
             self.cancel(rid, params)
             return
         if rid in self.tasks:
-            self.reply_error(
+            self.refuse_frame(
                 rid, VenomxError("invalid_request.id", f"id {rid} is already in flight", {})
             )
             return
         self.services.collector.requests += 1
-        pending = dispatch(Context(self.services, self, verb, rid), params)
+        pending = dispatch(Context(self.services, self, verb, rid), params, not self.deferring)
         if pending is None:  # answered already
             return
+        self.deferring = True
         task = asyncio.get_running_loop().create_task(pending)
         self.tasks[rid] = task
         task.add_done_callback(functools.partial(self.request_done, rid))
@@ -343,7 +352,7 @@ class Connection(ReadsShared):
     def request_done(self, rid: int, task: asyncio.Task[None]) -> None:
         if self.tasks.get(rid) is task:
             del self.tasks[rid]
-        if task.cancelled():  # cancelled before its first step: dispatch never ran
+        if task.cancelled():  # cancelled before its first step: ``handled`` never ran
             self.reply_error(rid, VenomxError("cancelled", "request cancelled", {}))
 
     # -- hello and cancel -----------------------------------------------------------------------
@@ -351,7 +360,7 @@ class Connection(ReadsShared):
         verb = verb_by_name("hello")
         assert verb is not None
         if self.principal is not None:
-            self.reply_error(
+            self.refuse_frame(
                 rid, VenomxError("invalid_request.hello", "hello was already sent", {})
             )
             return
@@ -361,20 +370,22 @@ class Connection(ReadsShared):
         except VenomxError as exc:
             if exc.code.startswith("denied."):
                 self.services.audit.append(None, "hello", exc.code, None)
-            self.reply_error(rid, exc)
+            self.refuse_frame(rid, exc)
             return
         want = params.get("max_frame", DEFAULT_MAX_FRAME)
         self.max_frame = min(want, self.services.config["protocol.max_frame"])
         self.principal = principal
-        self.reply(
-            rid,
+        self.send(
             {
-                "protocol": PROTOCOL,
-                "server": f"venomx/{__version__}",
-                "source": self.services.source,
-                "principal": None if principal.anonymous else principal.id,
-                "max_frame": self.max_frame,
-            },
+                "id": rid,
+                "ok": {
+                    "protocol": PROTOCOL,
+                    "server": f"venomx/{__version__}",
+                    "source": self.services.source,
+                    "principal": None if principal.anonymous else principal.id,
+                    "max_frame": self.max_frame,
+                },
+            }
         )
 
     def identify(self, token: str | None) -> Principal:
@@ -405,11 +416,11 @@ class Connection(ReadsShared):
         try:
             params = validate(verb, raw)
         except VenomxError as exc:
-            self.reply_error(rid, exc)
+            self.refuse_frame(rid, exc)
             return
         task = self.tasks.get(params["id"])
         if task is not None and not task.done():
             task.cancel()
-            self.reply(rid, {"cancelled": True})
+            self.send({"id": rid, "ok": {"cancelled": True}})
         else:
-            self.reply(rid, {"cancelled": False})
+            self.send({"id": rid, "ok": {"cancelled": False}})
