@@ -1604,7 +1604,8 @@ def _tmux_idle(n: int) -> float:
                 break
             assert time.monotonic() < deadline, "tmux panes never showed their line"
             time.sleep(0.05)
-        return (psutil.Process(server).memory_full_info().uss - base) / n / 1024
+        uss: int = psutil.Process(server).memory_full_info().uss
+        return float(uss - base) / n / 1024
     finally:
         t.stop()
 
@@ -1639,7 +1640,8 @@ def _venomx_history(scrollback: int) -> float:
         before = sentinel.memory_full_info().uss
         c.call("pane.send", {"pane": w["pane"], "keys": ["Enter"]})
         _wait_text(screen, LAST_LINE, "the last line")
-        return (sentinel.memory_full_info().uss - before) / 1024
+        after: int = sentinel.memory_full_info().uss
+        return float(after - before) / 1024
     finally:
         d.stop()
 
@@ -1663,7 +1665,8 @@ def _tmux_history(limit: int) -> float:
         before = psutil.Process(server).memory_full_info().uss
         t.command("send-keys -t h Enter")
         _wait_text(screen, LAST_LINE, "the last line")
-        return (psutil.Process(server).memory_full_info().uss - before) / 1024
+        after_uss: int = psutil.Process(server).memory_full_info().uss
+        return float(after_uss - before) / 1024
     finally:
         t.stop()
 

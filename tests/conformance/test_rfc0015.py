@@ -402,7 +402,7 @@ def test_row19_command_and_target_rules(api: Api, daemon: Daemon) -> None:
     s = session(daemon)
     pane = daemon.call("window.create", {"session": s, "argv": ["sleep", "100"]})["pane"]
     before = world(daemon)
-    cases = [
+    cases: list[tuple[dict[str, Any], str, str]] = [
         ({"session": s}, "invalid_params.command", "missing"),
         ({"session": s, "argv": ["true"], "shell": "true"}, "invalid_params.command", "exclusive"),
         ({"argv": ["true"]}, "invalid_params.target", "missing"),
@@ -458,7 +458,7 @@ def test_row20_spawn_denied_identically(api: Api, daemon: Daemon) -> None:
     audit = daemon.call("audit.list", {"limit": 10000})["records"][len(audit_before) :]
     # one record per denial (RFC-0005 §10), after audit.list's own record for `audit_before`;
     # the resource is recorded only where the resource check ran (the caller holds spawn)
-    denied = [
+    denied: list[tuple[str, str, str, str | None]] = [
         (p, "run", "denied.spawn", None)
         for p in ("anonymous", reader["principal"])
         for _ in range(4)

@@ -125,7 +125,7 @@ def test_readonly_attach_from_a_pipe_follows_the_pane_until_it_exits(
         assert proc.stdout is not None
         seen = b""
         while b"before" not in seen:
-            chunk = proc.stdout.read1(4096)
+            chunk = os.read(proc.stdout.fileno(), 4096)
             assert chunk, seen
             seen += chunk
         assert proc.poll() is None  # still attached although stdin is at end of file

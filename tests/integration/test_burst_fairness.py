@@ -4,6 +4,7 @@ reactor turn, and a pipelined burst of runs still ends with every outcome right.
 from __future__ import annotations
 
 import asyncio
+import functools
 from collections import Counter
 
 import pytest
@@ -40,8 +41,12 @@ def test_a_queued_burst_runs_at_most_per_turn_steps_each_turn_in_order() -> None
         tasks = [asyncio.ensure_future(start(f"new{i}", False)) for i in range(30)]
         await asyncio.sleep(0)  # every start is queued now
         tasks += [asyncio.ensure_future(start(f"ahead{i}", True)) for i in range(10)]
+
+        def exit_step(i: int) -> None:
+            ran.append((f"exit{i}", clock.turn))
+
         for i in range(10):
-            pacer.call(lambda i=i: ran.append((f"exit{i}", clock.turn)))
+            pacer.call(functools.partial(exit_step, i))
         await asyncio.gather(*tasks)
         clock.running = False
         return ran, pacer.queued()
@@ -139,7 +144,7 @@ def test_a_client_sees_its_burst_answered_even_when_it_reads_late(daemon: Daemon
     with Client(daemon.socket, "@owner") as c:
         s = c.call("session.create")["session"]
         rids = [c.start("run", {"key": f"x{i}", "session": s, "argv": ["true"]}) for i in range(30)]
-        seen = set()
+        seen: set[int] = set()
         while len(seen) < len(rids):
             frame = c.read()
             assert "ok" in frame, frame

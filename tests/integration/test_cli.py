@@ -36,10 +36,10 @@ def test_exit_codes_per_error_class(shared_daemon: Daemon) -> None:
         assert human.code == code and human.err.startswith(f"venomx: {err}: ")
     assert d.cli("config", "get", "--json", token=None).code == 4
     sock = d.socket + ".missing"
-    r = subprocess.run(
+    p = subprocess.run(
         [PY, "-m", "venomx", "whoami", "--json", "--socket", sock], capture_output=True, text=True
     )
-    assert r.returncode == 9 and json.loads(r.stdout)["error"]["code"] == "transport"
+    assert p.returncode == 9 and json.loads(p.stdout)["error"]["code"] == "transport"
     r = d.cli("run", "get", "--run", "r1", "--json", env={})
     assert r.code in (3, 0)
     big = d.cli("window", "create", "--session", s, "--cols", "9" * 5000, "--json")

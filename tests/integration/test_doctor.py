@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import functools
 import json
 import os
 import signal
@@ -137,14 +138,18 @@ def test_exited_panes_are_counted_and_evicted_only_when_asked(daemon: Daemon) ->
     panes = []
 
     def exited() -> dict[str, Any]:
-        return daemon.call("doctor")["exited_panes"]
+        doc: dict[str, Any] = daemon.call("doctor")["exited_panes"]
+        return doc
+
+    def exited_count_is(n: int) -> bool:
+        return bool(exited()["count"] == n)
 
     # one after another: "oldest" is the order they exited in, which concurrent panes
     # may not keep
     for i in range(3):
         w = daemon.call("window.create", {"session": s, "argv": ["sh", "-c", script]})
         panes.append(w["pane"])
-        wait_for(lambda n=i + 1: exited()["count"] == n, 10, "the pane exited")
+        wait_for(functools.partial(exited_count_is, i + 1), 10, "the pane exited")
     r = daemon.call("run", {"key": "kept", "session": s, "shell": script})
     with_run = r["pane"]
     daemon.wait_exit(r["run"])

@@ -10,6 +10,7 @@ import signal
 import subprocess
 import threading
 from pathlib import Path
+from typing import Any
 
 import pytest
 
@@ -166,7 +167,8 @@ def test_caller_cwd_and_environment(daemon: Daemon, tmp: Path) -> None:
 
 
 def test_refused_names_are_noted_not_passed(daemon: Daemon) -> None:
-    p = exec_cli(daemon, "--", "env", **{"BASH_FUNC_f%%": "() { echo; }"})
+    refused: dict[str, Any] = {"BASH_FUNC_f%%": "() { echo; }"}  # a name, not a keyword
+    p = exec_cli(daemon, "--", "env", **refused)
     assert p.returncode == 0, p.stderr
     assert b"not passed to the command: BASH_FUNC_f%%" in p.stderr
     assert b"BASH_FUNC" not in p.stdout

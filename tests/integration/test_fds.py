@@ -5,6 +5,7 @@ soft limit while every pane's leader keeps the one the daemon was started with."
 
 from __future__ import annotations
 
+import functools
 import os
 import re
 import resource
@@ -88,6 +89,10 @@ def world(c: Client, d: Daemon) -> dict[str, Any]:
     }
 
 
+def holds_more_than(d: Daemon, n: int) -> bool:
+    return d.fds() > n
+
+
 def fill(d: Daemon, upto: int, held: list[socket.socket]) -> None:
     """Connect idle clients, one accepted at a time, until the daemon holds ``upto``
     descriptors (on a settled daemon: nothing else opens or closes one meanwhile)."""
@@ -95,7 +100,7 @@ def fill(d: Daemon, upto: int, held: list[socket.socket]) -> None:
         s = socket.socket(socket.AF_UNIX)
         s.connect(d.socket)
         held.append(s)
-        wait_for(lambda n=n: d.fds() > n, 5, "the daemon to accept")
+        wait_for(functools.partial(holds_more_than, d, n), 5, "the daemon to accept")
 
 
 def attempt(c: Client, params: dict[str, Any]) -> dict[str, Any] | None:

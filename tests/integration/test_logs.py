@@ -4,6 +4,7 @@ out of descriptors writes at most one line per second."""
 
 from __future__ import annotations
 
+import functools
 import io
 import logging
 import os
@@ -54,16 +55,16 @@ def test_sighup_reopens_the_log_and_the_daemon_keeps_its_runs(tmp: Path) -> None
         stop_daemon(d)
 
 
+def reopens_refused(daemon: Daemon, n: int) -> bool:
+    return daemon.log.read_text().count("no log file to reopen") == n
+
+
 def test_sighup_while_logging_to_stderr_stops_nothing(daemon: Daemon) -> None:
     s = daemon.call("session.create")["session"]
     run = daemon.call("run", {"key": "hup", "session": s, "argv": ["sleep", "60"]})["run"]
     for n in range(1, 4):
         os.kill(daemon.proc.pid, signal.SIGHUP)
-        wait_for(
-            lambda n=n: daemon.log.read_text().count("no log file to reopen") == n,
-            10,
-            f"HUP {n} handled",
-        )
+        wait_for(functools.partial(reopens_refused, daemon, n), 10, f"HUP {n} handled")
     assert daemon.proc.poll() is None and os.path.exists(daemon.socket)
     assert daemon.call("run.get", {"run": run})["state"] == "running"
 

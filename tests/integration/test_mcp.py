@@ -8,6 +8,7 @@ import shutil
 import subprocess
 import sys
 from pathlib import Path
+from typing import Any
 
 import pytest
 
@@ -180,16 +181,16 @@ def test_mcp_inspector_interoperates(daemon: Daemon) -> None:
         "mcp",
     ]
 
-    def inspect(*args: str) -> dict[str, object]:
+    def inspect(*args: str) -> dict[str, Any]:
         r = subprocess.run(
             [binary, "--cli", *server, *args], capture_output=True, text=True, env=env, timeout=120
         )
         assert r.returncode == 0, r.stderr
-        out: dict[str, object] = json.loads(r.stdout)
+        out: dict[str, Any] = json.loads(r.stdout)
         return out
 
     tools = inspect("--method", "tools/list")
-    names = {t["name"] for t in tools["tools"]}  # type: ignore[union-attr, index]
+    names = {t["name"] for t in tools["tools"]}
     assert {"run", "run_dwait"} <= names
     started = inspect(
         "--method",

@@ -4,6 +4,7 @@ daemon."""
 
 from __future__ import annotations
 
+import functools
 import json
 import os
 import re
@@ -15,7 +16,7 @@ from typing import Any
 import anyio
 import pytest
 from mcp import ClientSession, StdioServerParameters, stdio_client
-from mcp.types import InitializeResult
+from mcp.types import CallToolResult, InitializeResult, TextContent, ToolAnnotations
 
 from tests.helpers import Daemon, start_daemon, stop_daemon, wait_for
 from venomx.manifest.generate import instructions, mcp_name
@@ -26,6 +27,13 @@ from venomx.wire import exit_code_for
 ALL = {mcp_name(v.name) for v in VERBS if not v.internal and not v.streams}
 SEAM_TOOLS = {"seam_dset", "seam_dwait"}
 ADMIN_TOOLS = {"config_dget", "config_dset", "config_dreload", "audit_dlist", "shutdown"}
+
+
+def text_of(res: CallToolResult) -> str:
+    """The text of a tool result's first content block (venomx answers with text)."""
+    block = res.content[0]
+    assert isinstance(block, TextContent), block
+    return block.text
 
 
 @asynccontextmanager
@@ -80,7 +88,7 @@ def test_run_wait_reports_progress(daemon: Daemon) -> None:
                 "run_dwait", {"run": run, "timeout_ms": 12000}, progress_callback=on_progress
             )
             assert res.is_error
-            assert json.loads(res.content[0].text)["error"]["code"] == "timeout.wait"
+            assert json.loads(text_of(res))["error"]["code"] == "timeout.wait"
 
     run_async(scenario)
     assert len(seen) >= 2, seen
@@ -195,9 +203,9 @@ def test_hidden_tool_answers_as_the_daemon(daemon: Daemon) -> None:
             for tool, cli in (("shutdown", ["shutdown"]), ("config_dget", ["config", "get"])):
                 res = await session.call_tool(tool, {})
                 assert res.is_error and res.structured_content is None
-                err = json.loads(res.content[0].text)["error"]
+                err = json.loads(text_of(res))["error"]
                 out = await anyio.to_thread.run_sync(
-                    lambda cli=cli: daemon.cli(*cli, "--json", token=token)
+                    functools.partial(daemon.cli, *cli, "--json", token=token)
                 )
                 assert json.loads(out.out)["error"] == err
                 assert err["code"] == "denied.admin" and out.code == exit_code_for(err["code"])
@@ -218,7 +226,7 @@ def test_seam_tools_only_with_test_seams(daemon: Daemon) -> None:
                 res = await session.call_tool(
                     "seam_dwait", {"name": "run.before_barrier", "timeout_ms": 0}
                 )
-                err = json.loads(res.content[0].text)["error"]
+                err = json.loads(text_of(res))["error"]
                 assert res.is_error and err["code"] == "unsupported.seams"
 
         run_async(scenario)
@@ -258,8 +266,8 @@ def test_annotations_and_instructions(daemon: Daemon) -> None:
                 assert t.annotations.title == t.title
                 for p, schema in t.input_schema["properties"].items():
                     assert schema.get("description"), f"{name}.{p}"
-                a = t.annotations
-                assert a.idempotent_hint == a.read_only_hint, name  # idempotent: reads only
+                a: ToolAnnotations | None = t.annotations
+                assert a is not None and a.idempotent_hint == a.read_only_hint, name  # reads only
             for name in (
                 "run_dwait",
                 "run_dget",

@@ -56,7 +56,8 @@ def footprint(d: Daemon) -> tuple[int, int, int, int]:
         seen, last[0] = last[0], now
         return now if now is not None and now == seen else None
 
-    return wait_for(steady, 10, "settled daemon")
+    settled_at: tuple[int, int, int, int] = wait_for(steady, 10, "settled daemon")
+    return settled_at
 
 
 def test_window_create_split_and_layout(daemon: Daemon) -> None:
@@ -112,7 +113,7 @@ def test_environment_and_cwd(daemon: Daemon, tmp_path: Path) -> None:
     assert out.read_text().splitlines()[-1] == str(tmp_path)
 
 
-BAD: list[tuple[dict[str, Any], str, dict[str, Any]]] = [
+BAD: list[tuple[dict[str, Any], str, dict[str, Any] | None]] = [
     ({"argv": []}, "invalid_params.argv", {"param": "argv", "reason": "empty"}),
     ({"argv": [""]}, "invalid_params.argv", {"param": "argv", "reason": "empty"}),
     ({"argv": ["a\0b"]}, "invalid_params.argv", {"param": "argv", "reason": "nul"}),
@@ -183,8 +184,13 @@ def test_bad_spawn_leaves_nothing(
         if data is not None:
             assert e.data == data
     seen: list[tuple[int, int, int, int]] = []
+
+    def as_before() -> bool:
+        seen.append(footprint(daemon))
+        return seen[-1] == before
+
     try:
-        wait_for(lambda: seen.append(footprint(daemon)) or seen[-1] == before, 10, "nothing")
+        wait_for(as_before, 10, "nothing")
     except AssertionError:  # say what differs: (children, fds, panes, events)
         raise AssertionError(f"left behind: {seen[-1:]} after, {before} before") from None
 

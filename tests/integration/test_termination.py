@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import functools
 import os
 import threading
 from pathlib import Path
@@ -41,6 +42,10 @@ def group_alive(pgid: int) -> list[int]:
 def no_leftovers(d: Daemon, pgid: int) -> None:
     wait_for(lambda: not group_alive(pgid), 10, "group gone")
     wait_for(lambda: d.call("doctor")["zombies"] == 0, 10, "no zombies")
+
+
+def gone(pid: int) -> bool:
+    return not running(pid)
 
 
 @pytest.mark.parametrize(
@@ -207,7 +212,7 @@ def test_shutdown_with_live_panes_and_a_waiter(daemon: Daemon) -> None:
     assert (rec["outcome"], rec["cause"], rec["signal"]) == ("terminated", "shutdown", "SIGHUP")
     assert daemon.proc.wait(2 + 1 + 1 + 2) == 0
     for pid in pids:
-        wait_for(lambda pid=pid: not running(pid), 5, "pane gone")
+        wait_for(functools.partial(gone, pid), 5, "pane gone")
 
 
 def test_seams_need_the_flag() -> None:

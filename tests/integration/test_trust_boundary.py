@@ -146,7 +146,7 @@ def test_forged_exit_frame_changes_nothing(daemon: Daemon) -> None:
 
 
 def sentinel_of(leader: int) -> int:
-    return psutil.Process(leader).ppid()
+    return int(psutil.Process(leader).ppid())
 
 
 def events_of(d: Daemon, pane: str) -> list[str]:

@@ -217,9 +217,9 @@ def test_random_frames(shared_daemon: Daemon, frames: list[bytes]) -> None:
         r.send(f.replace(b"\n", b" ") + b"\n")
     r.send(b'{"id":424242,"verb":"whoami"}\n')
     while True:
-        f = r.frame()
-        if f.get("id") == 424242:
-            assert f["ok"]["principal"] == "g0"
+        answer = r.frame()
+        if answer.get("id") == 424242:
+            assert answer["ok"]["principal"] == "g0"
             break
     r.close()
 

@@ -2,11 +2,13 @@
 
 from __future__ import annotations
 
+from typing import Any
+
 from venomx.daemon.layout import remove_from_layout, split_layout
 
 
 def test_split_then_remove_round_trips() -> None:
-    tree = {"pane": "p0"}
+    tree: Any = {"pane": "p0"}
     tree = split_layout(tree, "p0", "p1", "cols")
     assert tree == {"axis": "cols", "children": [{"pane": "p0"}, {"pane": "p1"}]}
     tree = split_layout(tree, "p0", "p2", "cols")  # same axis: a sibling, right after p0

@@ -20,10 +20,12 @@ from workers.vt import Terminal
 
 def plain(cols: int, rows: int, scrollback: int = 50) -> Terminal:
     t = Terminal(cols, rows, scrollback)
-    t.feed = lambda data: (
-        setattr(t, "offset", t.offset + len(data)),  # type: ignore[method-assign]
-        t.stream.feed(data),
-    )
+
+    def feed(data: bytes) -> None:
+        t.offset += len(data)
+        t.stream.feed(data)
+
+    t.feed = feed  # type: ignore[method-assign]
     return t
 
 
