@@ -168,17 +168,19 @@ def test_audit_record_keeps_a_bounded_resource() -> None:
 
 @settings(max_examples=200, deadline=None)
 @given(
-    st.integers(1, 20),  # retained
-    st.integers(0, 40),  # appended
-    st.one_of(st.none(), st.integers(-3, 45)),  # after
+    st.lists(st.tuples(st.integers(0, 15), st.integers(1, 20)), min_size=1, max_size=4),
+    st.one_of(st.none(), st.integers(-3, 70)),  # after
     st.integers(1, 25),  # limit
 )
 def test_audit_list_pages_as_a_filter_over_the_retained_records_would(
-    retain: int, appended: int, after: int | None, limit: int
+    rounds: list[tuple[int, int]], after: int | None, limit: int
 ) -> None:
-    log = AuditLog(retain)
-    for i in range(appended):
-        log.append("g0", "config.set", "ok", f"config:{i}")
+    # rounds of appends, each followed by a resize (config set audit.retain_count)
+    log = AuditLog(rounds[0][1])
+    for appended, retain in rounds:
+        for i in range(appended):
+            log.append("g0", "config.set", "ok", f"config:{i}")
+        log.resize(retain)
     want = [r.to_dict() for r in log.records if after is None or r.seq > after][:limit]
     got, nxt = log.list(after, limit)
     assert got == want

@@ -244,13 +244,7 @@ def dispatch(ctx: Context, raw_params: Any, now: bool) -> Coroutine[Any, Any, No
     if not now or ctx.verb.name not in ANSWERED_NOW:
         return handled(ctx, raw_params)
     try:
-        result = HANDLERS[ctx.verb.name](ctx, **admitted(ctx, raw_params))
-        if inspect.isawaitable(result):  # a handler registered as plain that is not
-            close = getattr(result, "close", None)
-            if close is not None:
-                close()
-            raise TypeError(f"{ctx.verb.name}: a plain handler returned an awaitable")
-        answer(ctx, result)
+        answer(ctx, plain(ctx, HANDLERS[ctx.verb.name](ctx, **admitted(ctx, raw_params))))
     except (Exception, asyncio.CancelledError) as exc:
         refuse(ctx, exc)
     return None
@@ -259,9 +253,21 @@ def dispatch(ctx: Context, raw_params: Any, now: bool) -> Coroutine[Any, Any, No
 async def handled(ctx: Context, raw_params: Any) -> None:
     try:
         result = HANDLERS[ctx.verb.name](ctx, **admitted(ctx, raw_params))
+        if ctx.verb.name in ANSWERED_NOW:
+            result = plain(ctx, result)
         answer(ctx, await result if inspect.isawaitable(result) else result)
     except (Exception, asyncio.CancelledError) as exc:
         refuse(ctx, exc)
+
+
+def plain(ctx: Context, result: Awaitable[dict[str, Any]] | dict[str, Any]) -> dict[str, Any]:
+    """A plain handler's result: one that returned an awaitable is a bug, on either path."""
+    if inspect.isawaitable(result):
+        close = getattr(result, "close", None)
+        if close is not None:
+            close()
+        raise TypeError(f"{ctx.verb.name}: a plain handler returned an awaitable")
+    return result
 
 
 def admitted(ctx: Context, raw_params: Any) -> dict[str, Any]:

@@ -211,8 +211,9 @@ class Connection(ReadsShared):
         self.send({"id": rid, "error": err.to_dict()})
 
     def refuse_frame(self, rid: int | None, err: VenomxError) -> None:
-        """Answer a frame that is no request of its own (a bad one, a duplicate id, hello,
-        cancel) without touching a request in flight under the same id."""
+        """Answer without touching the table of requests in flight: a frame that is no
+        request of its own (a bad one, a duplicate id, hello, cancel), whose id may be
+        an in-flight request's, or a request already taken out of the table."""
         self.send({"id": rid, "error": err.to_dict()})
 
     # -- framing ------------------------------------------------------------------------------
@@ -353,7 +354,7 @@ class Connection(ReadsShared):
         if self.tasks.get(rid) is task:
             del self.tasks[rid]
         if task.cancelled():  # cancelled before its first step: ``handled`` never ran
-            self.reply_error(rid, VenomxError("cancelled", "request cancelled", {}))
+            self.refuse_frame(rid, VenomxError("cancelled", "request cancelled", {}))
 
     # -- hello and cancel -----------------------------------------------------------------------
     def hello(self, rid: int, raw: Any) -> None:
