@@ -9,7 +9,7 @@ daemon's garbage is nearly all freed by reference counting (the collections of a
 here automatic collection is off, and a timer collects once a look finds that no request
 arrived since the previous one. Under requests that never pause it collects anyway
 ``max_defer`` seconds after its last collection, so no garbage waits longer than that
-in the young generation, nor longer than ``full_every`` (plus a look) in any. The price
+in the young generation, nor longer than ``full_every`` plus ``max_defer`` in any. The price
 is one longer collection when a burst ends, of what the burst left alive, at the moment
 the daemon is quiet.
 
