@@ -90,10 +90,10 @@ class Collector:
         elif self.loop.time() - self.last >= self.max_defer:
             self.collect()
 
-    def collect(self) -> int:
+    def collect(self) -> None:
         """CPython's own choice of generation from its counts and thresholds (without
         its rule that a full collection waits for a quarter more long-lived objects),
-        and a full one ``full_every`` after the last. Returns the generation."""
+        and a full one ``full_every`` after the last."""
         assert self.loop is not None
         _, young_runs, middle_runs = gc.get_count()
         _, t1, t2 = gc.get_threshold()
@@ -110,4 +110,3 @@ class Collector:
             self.last_full = self.last
             self.full += 1
         self.collections += 1
-        return gen
