@@ -208,7 +208,7 @@ class Connection(ReadsShared):
     def reply_error(self, rid: int | None, err: VenomxError) -> None:
         if rid is not None:
             self.tasks.pop(rid, None)
-        self.send({"id": rid, "error": err.to_dict()})
+        self.refuse_frame(rid, err)
 
     def refuse_frame(self, rid: int | None, err: VenomxError) -> None:
         """Answer without touching the table of requests in flight: a frame that is no
