@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 import socket
+from collections.abc import Callable
 from typing import Any
 
 import pytest
@@ -32,6 +33,10 @@ class Raw:
 
     def send(self, data: bytes) -> None:
         self.sock.sendall(data)
+
+    def send_frames(self, frames: list[dict[str, Any]]) -> None:
+        """Several requests in one write, so the daemon reads them together."""
+        self.send(b"".join(json.dumps(f).encode() + b"\n" for f in frames))
 
     def frame(self) -> dict[str, Any]:
         while b"\n" not in self.buf:
@@ -360,7 +365,7 @@ def _pipelined(d: Daemon, frames: list[dict[str, Any]], n: int) -> list[dict[str
     r = Raw(d.socket)
     try:
         r.hello()
-        r.send(b"".join(json.dumps(f).encode() + b"\n" for f in frames))
+        r.send_frames(frames)
         return [r.frame() for _ in range(n)]
     finally:
         r.close()
@@ -410,19 +415,19 @@ def test_a_refused_frame_leaves_the_request_in_flight_under_its_id(
             refused,
             {"id": 6, "verb": "cancel", "params": {"id": 5}},
         ]
-        r.send(b"".join(json.dumps(f).encode() + b"\n" for f in frames))
+        r.send_frames(frames)
         answers: list[dict[str, Any]] = []
-        while not any(f["id"] == 6 for f in answers):
-            f = r.frame()
-            if "item" not in f:
-                answers.append(f)
+
+        def read_until(done: Callable[[dict[str, Any]], bool]) -> None:
+            """Answers (not stream items) until one is ``done``."""
+            while not any(map(done, answers)):
+                f = r.frame()
+                if "item" not in f:
+                    answers.append(f)
+
+        read_until(lambda f: f["id"] == 6)
         assert answers[-1]["ok"] == {"cancelled": True}  # id 5 was still in the table
-        while not any(
-            f["id"] == 5 and f.get("error", {}).get("code") == "cancelled" for f in answers
-        ):
-            f = r.frame()
-            if "item" not in f:
-                answers.append(f)
+        read_until(lambda f: f["id"] == 5 and f.get("error", {}).get("code") == "cancelled")
     finally:
         r.close()
     assert len([f for f in answers if f["id"] == 5]) == 2  # the refusal, and the end
