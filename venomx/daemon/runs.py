@@ -9,6 +9,7 @@ a binding lives exactly as long as the run's record.
 from __future__ import annotations
 
 import asyncio
+import bisect
 import hashlib
 import hmac
 import json
@@ -69,6 +70,10 @@ class Run:
     done: asyncio.Future[None] = field(
         default_factory=lambda: asyncio.get_running_loop().create_future()
     )
+    number: int = field(init=False)
+
+    def __post_init__(self) -> None:
+        self.number = id_number(self.id, "r") or 0
 
     def result(self, source: str, reused: bool) -> dict[str, Any]:
         return {
@@ -127,6 +132,11 @@ class Run:
         return e
 
 
+def run_number(run: Run) -> int:
+    """The run's place in ID order (``r12`` -> 12)."""
+    return run.number
+
+
 @dataclass
 class Pending:
     """A start still preparing: later identical requests join its future."""
@@ -161,6 +171,10 @@ class RunTable:
         self.stop: Callable[[Pane, str], None] = lambda pane, cause: None
         self.evicted: Callable[[], None] = lambda: None
         self.runs: dict[str, Run] = {}
+        # The same records in ID order, and by pane (a run is its pane's only run): run.list
+        # pages through tens of thousands of them inside one reactor turn.
+        self.ordered: list[Run] = []
+        self.by_pane: dict[str, Run] = {}
         self.bindings: dict[tuple[str, str], Run] = {}
         self.pending: dict[tuple[str, str], Pending] = {}
         self.completed_order: list[str] = []
@@ -212,6 +226,8 @@ class RunTable:
         run.started_at = now_iso()
         run.started_mono = monotonic_ms()
         self.runs[run.id] = run
+        bisect.insort(self.ordered, run, key=run_number)
+        self.by_pane[run.pane] = run
         self.registry.runs[run.id] = run.node
         self.bindings[(run.owner, run.key)] = run
         self.events.emit("run.started", f"run:{run.id}", {"run": run.id, "pane": pane.id}, run.node)
@@ -336,6 +352,8 @@ class RunTable:
     def evict(self, run: Run, why: str) -> None:
         self.completed_order.remove(run.id)
         del self.runs[run.id]
+        del self.ordered[bisect.bisect_left(self.ordered, run.number, key=run_number)]
+        del self.by_pane[run.pane]
         self.registry.runs.pop(run.id, None)
         self.retained_bytes -= run.output_size
         if self.bindings.get((run.owner, run.key)) is run:

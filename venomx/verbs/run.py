@@ -9,12 +9,14 @@ then is the target resolved and its state checked (8, ``ctx.resolve``).
 from __future__ import annotations
 
 import asyncio
+import bisect
+from collections.abc import Iterable
 from typing import Any
 
 from venomx.daemon.dispatch import Context, handler, not_found
 from venomx.daemon.panes.spawn import CancelledAfter, SpawnRequest
 from venomx.daemon.registry import Grant
-from venomx.daemon.runs import Pending, Run
+from venomx.daemon.runs import Pending, Run, run_number
 from venomx.daemon.states import check_cwd
 from venomx.wire import VenomxError, id_number
 
@@ -179,19 +181,30 @@ def run_list(
     key: str | None = None,
     after: str | None = None,
 ) -> dict[str, Any]:
-    """``pane`` filters: it names a pane that exists or that a retained run ran in."""
-    runs = ctx.runs.runs
-    if (
-        pane is not None
-        and pane not in ctx.registry.panes
-        and not any(r.pane == pane for r in runs.values())
-    ):
+    """``pane`` filters: it names a pane that exists or that a retained run ran in.
+
+    A key or a pane names at most one retained run, and a page starts where ``after``
+    falls in ID order: no call sorts or walks the records a page does not reach.
+    """
+    runs = ctx.runs
+    if pane is not None and pane not in ctx.registry.panes and pane not in runs.by_pane:
         raise not_found("pane", pane)
     floor = _num(after) if after is not None else -1
+    candidates: Iterable[Run]
+    if key is not None:
+        one = runs.bindings.get((ctx.principal.id, key))
+        candidates = [] if one is None else [one]
+    elif pane is not None:
+        one = runs.by_pane.get(pane)
+        candidates = [] if one is None else [one]
+    else:
+        ordered = runs.ordered
+        start = bisect.bisect_right(ordered, floor, key=run_number)
+        candidates = (ordered[i] for i in range(start, len(ordered)))
     picked: list[Run] = []
     more = False
-    for r in sorted(runs.values(), key=lambda r: _num(r.id)):
-        if _num(r.id) <= floor or (pane is not None and r.pane != pane):
+    for r in candidates:
+        if r.number <= floor or (pane is not None and r.pane != pane):
             continue
         if key is not None and (r.owner != ctx.principal.id or r.key != key):
             continue
