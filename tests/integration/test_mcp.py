@@ -12,7 +12,7 @@ from typing import Any
 
 import pytest
 
-from tests.adapters import McpApi
+from tests.adapters import CliApi, McpApi
 from tests.helpers import ROOT, Daemon, start_daemon, stop_daemon, wait_for
 from venomx.manifest.verbs import VERBS
 
@@ -78,7 +78,9 @@ def test_oversized_result_tells_the_agent_what_to_do(daemon: Daemon) -> None:
     try:
         o = api.call("run.get", {"run": r["run"]})
         assert o.err_code == "unsupported.result_size" and o.error is not None
-        assert "output=false" in o.error["message"] and "pane_dcapture_rows" in o.error["message"]
+        assert "output=false" in o.error["message"] and "pane.capture_rows" in o.error["message"]
+        # RFC-0015 §13: identical error objects through the CLI and MCP
+        assert CliApi(daemon).call("run.get", {"run": r["run"]}).error == o.error
         assert api.call("run.get", {"run": r["run"], "output": False}).ok is not None
     finally:
         api.close()

@@ -174,6 +174,15 @@ def test_frame_size_limit_both_ways(shared_daemon: Daemon) -> None:
     )
     f = r.frame()
     assert f["error"]["code"] == "unsupported.result_size" and f["error"]["data"]["bytes"] > 4096
+    # The same request under a longer id: the same error object, id aside.
+    r.send(
+        json.dumps(
+            {"id": 123456789, "verb": "pane.capture_rows", "params": {"pane": pane}}
+        ).encode()
+        + b"\n"
+    )
+    g = r.frame()
+    assert g["id"] == 123456789 and g["error"] == f["error"]
     r.close()
 
 

@@ -194,12 +194,17 @@ class Connection(ReadsShared):
         self.tasks.pop(rid, None) if rid is not None else None
         frame = dumps({"id": rid, "ok": result})
         if len(frame) > self.max_frame:
+            # Counted as if the id were 0, so one request gets one error object whichever
+            # client's id sequence sent it (RFC-0015 §13 compares the CLI's and MCP's).
+            size = max(len(frame) - len(str(rid)) + 1, self.max_frame + 1)
             self.reply_error(
                 rid,
                 VenomxError(
                     "unsupported.result_size",
-                    f"reply of {len(frame)} bytes exceeds max_frame {self.max_frame}",
-                    {"bytes": len(frame)},
+                    f"reply of {size} bytes exceeds max_frame {self.max_frame}; ask "
+                    "for less: output=false for a run's record (then read its rows with "
+                    "pane.capture_rows), a smaller limit for a list",
+                    {"bytes": size},
                 ),
             )
             return

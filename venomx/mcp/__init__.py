@@ -122,10 +122,6 @@ class Adapter:
             else:
                 result = await self.client.call(verb.name, args)
         except VenomxError as err:
-            if err.code == "unsupported.result_size":
-                err.message += (
-                    "; call again with output=false and read rows with pane_dcapture_rows"
-                )
             return error_result(err)
         text = json.dumps(result, separators=(",", ":"), ensure_ascii=False)
         return types.CallToolResult(
