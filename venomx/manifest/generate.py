@@ -152,7 +152,10 @@ def input_schema(verb: Verb) -> dict[str, Any]:
 def output_schema(verb: Verb) -> dict[str, Any]:
     props: dict[str, Any] = {}
     for f in verb.result:
-        props[f.name] = {} if f.kind == "any" else {"type": f.kind}
+        if f.kind == "any":
+            props[f.name] = {}
+        else:
+            props[f.name] = {"type": [f.kind, "null"] if f.nullable else f.kind}
     return {
         "type": "object",
         "properties": props,
@@ -240,7 +243,10 @@ def verbs_md() -> str:
                     f"{default} | {rng} | {p.summary} |"
                 )
         if v.result:
-            fields = ", ".join(f"`{f.name}`" + ("" if f.required else "?") for f in v.result)
+            fields = ", ".join(
+                f"`{f.name}`" + ("" if f.required else "?") + (" (or null)" if f.nullable else "")
+                for f in v.result
+            )
             out += ["", f"Result: {fields}"]
         if v.errors:
             out += ["", "Errors: " + ", ".join(f"`{e}`" for e in v.errors)]

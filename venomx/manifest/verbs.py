@@ -118,6 +118,7 @@ class Field(NamedTuple):
     kind: str
     required: bool = True
     summary: str = ""
+    nullable: bool = False  # always present, null when unset (a session's name)
 
 
 class Check(NamedTuple):
@@ -238,6 +239,11 @@ def B(name: str, summary: str = "", **kw: Any) -> Param:
 
 def F(name: str, kind: str = "string", required: bool = True) -> Field:
     return Field(name, kind, required)
+
+
+# A session's or window's name: in every result that shows one, null when it has none
+# (foundation §6 gives ``{session,name}``, as the ``*.created`` events carry it).
+NAME_FIELD = Field("name", "string", nullable=True)
 
 
 def name_param(summary: str) -> Param:
@@ -453,7 +459,7 @@ VERBS: tuple[Verb, ...] = (
                 default=False,
             ),
         ),
-        (F("session"), F("name", "string", False), F("created", "boolean", False)),
+        (F("session"), NAME_FIELD, F("created", "boolean", False)),
         "spawn",
         Check("spawn", scope="session:*"),
         errors=("invalid_params.name", "denied.spawn", "unavailable.shutdown"),
@@ -475,7 +481,7 @@ VERBS: tuple[Verb, ...] = (
         "session.get",
         "Show a session and its windows.",
         (S("session", required=True),),
-        (F("session"), F("name", "string", False), F("windows", "array")),
+        (F("session"), NAME_FIELD, F("windows", "array")),
         "read",
         Check("read", ("session",)),
         errors=("not_found.session", "denied.read"),
@@ -529,7 +535,7 @@ VERBS: tuple[Verb, ...] = (
         (
             F("window"),
             F("session"),
-            F("name", "string", False),
+            NAME_FIELD,
             F("layout", "object"),
             F("panes", "array"),
         ),

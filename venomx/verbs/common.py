@@ -11,9 +11,7 @@ from venomx.daemon.registry import Grant, Pane, Window
 
 def window_view(ctx: Context, w: Window) -> dict[str, Any]:
     reg = ctx.registry
-    out: dict[str, Any] = {"window": w.id, "session": w.session}
-    if w.name is not None:
-        out["name"] = w.name
+    out: dict[str, Any] = {"window": w.id, "session": w.session, "name": w.name}
     out["layout"] = w.layout
     out["panes"] = [reg.panes[p].record() for p in w.panes if p in reg.panes]
     return out

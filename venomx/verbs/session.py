@@ -26,9 +26,7 @@ def session_create(ctx: Context, reuse: bool, name: str | None = None) -> dict[s
     s = Session(sid, name, AuthNode(f"session:{sid}", ctx.principal.id))
     reg.sessions[sid] = s
     ctx.events.emit("session.created", f"session:{sid}", {"session": sid, "name": name}, s.node)
-    out: dict[str, Any] = {"session": sid}
-    if name is not None:
-        out["name"] = name
+    out: dict[str, Any] = {"session": sid, "name": name}
     if reuse:
         out["created"] = True
     return out
@@ -39,9 +37,7 @@ def session_list(ctx: Context) -> dict[str, Any]:
     out = []
     for s in ctx.registry.sessions.values():
         if ctx.can("read", f"session:{s.id}", s.node):
-            item: dict[str, Any] = {"session": s.id}
-            if s.name is not None:
-                item["name"] = s.name
+            item: dict[str, Any] = {"session": s.id, "name": s.name}
             item["windows"] = list(s.windows)
             item["created_at"] = s.created_at
             out.append(item)
@@ -50,9 +46,7 @@ def session_list(ctx: Context) -> dict[str, Any]:
 
 @handler("session.get")
 def session_get(ctx: Context, session: Session) -> dict[str, Any]:
-    out: dict[str, Any] = {"session": session.id}
-    if session.name is not None:
-        out["name"] = session.name
+    out: dict[str, Any] = {"session": session.id, "name": session.name}
     out["windows"] = [window_view(ctx, ctx.registry.windows[w]) for w in session.windows]
     return out
 
