@@ -58,6 +58,17 @@ def test_unknown_tool(daemon: Daemon) -> None:
         api.close()
 
 
+def test_a_null_name_passes_the_tools_output_schema(daemon: Daemon) -> None:
+    api = McpApi(daemon)
+    try:
+        s = api.call("session.create", {})
+        assert s.ok is not None and s.ok["name"] is None
+        got = api.call("session.get", {"session": s.ok["session"]})
+        assert got.ok == {"session": s.ok["session"], "name": None, "windows": []}
+    finally:
+        api.close()
+
+
 def test_oversized_result_tells_the_agent_what_to_do(daemon: Daemon) -> None:
     s = daemon.call("session.create")["session"]
     r = daemon.call(

@@ -91,6 +91,24 @@ def test_window_create_split_and_layout(daemon: Daemon) -> None:
     assert e.code == "conflict.pane_exited"
 
 
+def test_an_unnamed_session_or_window_shows_name_null(daemon: Daemon) -> None:
+    """foundation §6: ``{session,name}``, as the ``*.created`` events give it."""
+    s = daemon.call("session.create")
+    assert s == {"session": s["session"], "name": None}
+    w = daemon.call("window.create", {"session": s["session"], "argv": ["sleep", "100"]})
+    got = daemon.call("session.get", {"session": s["session"]})
+    assert got["name"] is None and got["windows"][0]["name"] is None
+    assert daemon.call("window.get", {"window": w["window"]})["name"] is None
+    listed = daemon.call("session.list")["sessions"]
+    assert [x["name"] for x in listed if x["session"] == s["session"]] == [None]
+    created = [
+        e["data"]
+        for e in daemon.call("events.read", {"limit": 1024})["events"]
+        if e["type"] in ("session.created", "window.created")
+    ]
+    assert [d["name"] for d in created] == [None, None]
+
+
 def test_environment_and_cwd(daemon: Daemon, tmp_path: Path) -> None:
     out = tmp_path / "env"
     s = daemon.call("session.create")["session"]
