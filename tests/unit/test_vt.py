@@ -123,6 +123,19 @@ def test_tail_rules() -> None:
     assert full["complete"] is True and full["start"] == 0
 
 
+def test_tail_on_the_alternate_screen_follows_the_rule_as_written() -> None:
+    """RFC-0015 §4: complete exactly when the epoch never changed, oldest is 0 and start
+    is 0. Entering the alternate screen changes no epoch (foundation §7), and its rows
+    are all the rows capture_rows can read while it is active."""
+    t = Terminal(5, 2)
+    t.feed(b"main\r\n\x1b[?1049h\x1b[HALT")
+    out = tail(t, 100, 1000)
+    assert out["screen"] == "alternate" and out["epoch"] == 1 and out["start"] == 0
+    assert out["complete"] is True and out["lines"] == ["ALT  "]
+    t.feed(b"\x1b[3J")  # ED 3: a new epoch, so not complete on any screen
+    assert tail(t, 100, 1000)["complete"] is False
+
+
 # -- fast path --------------------------------------------------------------------------
 
 
