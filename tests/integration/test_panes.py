@@ -135,7 +135,7 @@ BAD: list[tuple[dict[str, Any], str, dict[str, Any] | None]] = [
     ({"argv": []}, "invalid_params.argv", {"param": "argv", "reason": "empty"}),
     ({"argv": [""]}, "invalid_params.argv", {"param": "argv", "reason": "empty"}),
     ({"argv": ["a\0b"]}, "invalid_params.argv", {"param": "argv", "reason": "nul"}),
-    ({"argv": ["x" * 262144]}, "invalid_params.argv", {"param": "argv", "reason": "size"}),
+    ({"argv": ["x" * 262145]}, "invalid_params.argv", {"param": "argv", "reason": "size"}),
     ({"argv": ["\ud800"]}, "invalid_params.argv", {"param": "argv", "reason": "encoding"}),
     ({"cols": 0}, "invalid_params.range", {"param": "cols", "min": 1, "max": 65535}),
     ({"rows": 65536}, "invalid_params.range", {"param": "rows", "min": 1, "max": 65535}),

@@ -80,7 +80,7 @@ def error(name: str, params: dict[str, Any]) -> tuple[str, dict[str, Any]]:
         ),
         ({"argv": ["a", "\ud800"]}, "invalid_params.argv", {"param": "argv", "reason": "encoding"}),
         (
-            {"argv": ["x" * (MAX_ARGV // 2), "y" * (MAX_ARGV // 2 - 1)]},
+            {"argv": ["x" * (MAX_ARGV // 2), "y" * (MAX_ARGV // 2 - 1), "€"]},
             "invalid_params.argv",
             {"param": "argv", "reason": "size"},
         ),
@@ -121,7 +121,7 @@ def test_run_rules(change: dict[str, Any], code: str, data: dict[str, Any]) -> N
     [
         {"key": "k" * 128, "name": "n" * 64},
         {"argv": None, "shell": "x" * MAX_SHELL},
-        {"argv": ["x" * (MAX_ARGV // 2 - 1), "y" * (MAX_ARGV // 2 - 1)]},
+        {"argv": ["x" * (MAX_ARGV // 2 - 1), "y" * (MAX_ARGV // 2 - 2), "€"]},
         {"cols": 1024, "rows": 1024},
         {"env": {"_A1": "x" * MAX_ENV_VALUE}, "env_unset": ["B"], "cwd": "/"},
         {"session": None, "pane": "p0", "axis": "cols"},

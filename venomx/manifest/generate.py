@@ -49,7 +49,7 @@ def rule_text(p: Param) -> str:
         hi = hi if lo else f"at most {hi}"
         out.append(
             {
-                "array": f"{hi} bytes in all (each with its NUL)",
+                "array": f"{hi} bytes in all",
                 "object": f"values of {hi} UTF-8 bytes",
             }.get(p.kind, f"{hi} UTF-8 bytes")
         )

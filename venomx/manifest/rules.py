@@ -100,7 +100,7 @@ def check_array(p: Param, value: list[Any]) -> None:
     if p.text:
         _text(p, value, [None] * len(value))
     if p.max_length is not None:
-        _length(p, sum(nbytes(a) + 1 for a in value))
+        _length(p, sum(map(nbytes, value)))
 
 
 def check_object(p: Param, value: dict[str, Any]) -> None:

@@ -42,7 +42,7 @@ GRANT_SCOPE_PATTERN = r"\*|self|(?:session|window|pane|run):(?:\*|[A-Za-z0-9._-]
 ENV_NAME_PATTERN = r"[A-Za-z_][A-Za-z0-9_]*"
 ABSOLUTE_PATTERN = r"/[^\x00]*"
 BASE64_PATTERN = r"(?:[A-Za-z0-9+/]{4})*(?:[A-Za-z0-9+/]{2}==|[A-Za-z0-9+/]{3}=)?"
-MAX_ARGV = 262144  # bytes of argv as exec passes it: each argument and its NUL
+MAX_ARGV = 262144  # bytes of argv in all: the UTF-8 of its items (foundation §6 "total")
 MAX_ENV_VALUE = 32768
 MAX_SHELL = 65536
 MAX_CELLS = 1048576
