@@ -153,10 +153,10 @@ def test_spawn_failure_names_the_program(shared_daemon: Daemon) -> None:
     d = shared_daemon
     s = d.call("session.create")["session"]
     r = d.cli("run", "--key", "enoent", "--session", s, "--", "/nonexistent/prog", "-x")
-    assert r.code == 6 and r.err.splitlines()[0] == (
-        "venomx: unavailable.spawn: cannot start '/nonexistent/prog': ENOENT "
-        "(No such file or directory)"
-    ), r.err
+    assert r.code == 6 and r.err.splitlines() == [
+        "venomx: unavailable.spawn: cannot start the program: ENOENT",
+        "hint: cannot start '/nonexistent/prog': ENOENT (No such file or directory)",
+    ], r.err
     r = d.cli("window", "create", "--session", s, "--argv", '["/nonexistent/win"]')
     assert r.code == 6 and "cannot start '/nonexistent/win': ENOENT" in r.err, r.err
     j = d.cli("run", "--key", "enoent2", "--session", s, "--json", "--", "/nonexistent/prog")

@@ -81,10 +81,11 @@ def hints(err: VenomxError, asked: Asked) -> list[str]:
 
 
 def human(err: VenomxError, asked: Asked) -> str:
-    message = err.message
+    """``venomx: <code>: <message>`` exactly as foundation §4 has it, then ``hint:`` lines:
+    the program a failed start named, or what to do."""
+    lines = [f"venomx: {err.code}: {err.message}"]
     if err.code == "unavailable.spawn" and asked.program is not None:
-        message = spawn_message(err, asked.program)
-    lines = [f"venomx: {err.code}: {message}"]
+        lines.append(f"hint: {spawn_message(err, asked.program)}")
     lines += [f"hint: {h}" for h in hints(err, asked)]
     return "\n".join(lines)
 
