@@ -22,7 +22,8 @@ def test_healthy_report_and_exit_codes(daemon: Daemon) -> None:
     assert {k: v for k, v in doc["sentinels"].items() if not k.startswith("spares")} == {
         "expected": 1,
         "alive": 1,
-        "missing": [],
+        "missing": 0,
+        "missing_panes": [],
         "orphaned": 0,
         "orphaned_pids": [],
         "stopped": [],
@@ -121,7 +122,8 @@ def test_killed_sentinel(daemon: Daemon) -> None:
     assert sentinel is not None
     sentinel.kill()
     doc = wait_for(lambda: (d := daemon.call("doctor"))["status"] == "fail" and d, 10, "missing")
-    assert doc["sentinels"]["missing"] == [r["pane"]]
+    assert doc["sentinels"]["missing"] == 1
+    assert doc["sentinels"]["missing_panes"] == [r["pane"]]
     assert daemon.cli("doctor").code == 1
     # the leader is now the daemon's child (subreaper): its real wait status ends the pane
     assert psutil.Process(r["pid"]).ppid() == daemon.proc.pid

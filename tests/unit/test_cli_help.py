@@ -128,7 +128,8 @@ def test_doctor_names_pids_when_the_report_carries_them() -> None:
             {"name": "escapees", "status": "warn", "detail": "d"},
         ],
         "sentinels": {
-            "missing": [],
+            "missing": 1,
+            "missing_panes": ["p0"],
             "stopped": [],
             "unresponsive": [],
             "orphaned": 1,
@@ -151,7 +152,7 @@ def test_doctor_names_pids_when_the_report_carries_them() -> None:
     text = render_doctor(report, lambda: panes)
     assert text.splitlines()[0] == "venomx doctor: warn (daemon pid 7, up 7m 11s, version 0.1.0)"
     notes = [ln.strip() for ln in text.splitlines()]
-    assert "orphaned: pid 41" in notes
+    assert "orphaned: pid 41" in notes and "missing: pane p0 (run r0)" in notes
     assert "lost T: pane p2 (run r1), sentinel pid 40, channel closed" in notes
     assert "pane p0 (run r0): pid 11, 12" in notes and "outside any pane: 1 process" in notes
     assert any("3 processes left their pane's process group" in ln for ln in notes)

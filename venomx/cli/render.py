@@ -236,11 +236,15 @@ def doctor_notes(name: str, result: dict[str, Any], panes: Panes) -> tuple[str |
 
 def sentinel_notes(s: dict[str, Any], panes: Panes) -> list[str]:
     out = []
-    for key in ("missing", "stopped", "unresponsive"):
+    for key, label in (
+        ("missing_panes", "missing"),
+        ("stopped", "stopped"),
+        ("unresponsive", "unresponsive"),
+    ):
         ids = [p for p in s.get(key) or [] if isinstance(p, str)]
         if ids:
             known = panes()
-            out.append(f"{key}: " + ", ".join(pane_name(p, None, known) for p in ids))
+            out.append(f"{label}: " + ", ".join(pane_name(p, None, known) for p in ids))
     orphans = s.get("orphaned_pids")
     if isinstance(orphans, list) and orphans:
         out.append("orphaned: " + ", ".join(f"pid {pid}" for pid in orphans))

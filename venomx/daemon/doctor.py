@@ -233,7 +233,8 @@ def sentinels(
     section = {
         "expected": len(live),
         "alive": alive,
-        "missing": missing,
+        "missing": len(missing),
+        "missing_panes": missing,
         "orphaned": len(orphaned),
         "orphaned_pids": sorted(orphaned),
         "spares": len(d.panes.forkserver.spares),
