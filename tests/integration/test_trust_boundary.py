@@ -539,9 +539,11 @@ import os, sys
 from venomx.client import Client
 from venomx.wire import VenomxError
 out = []
-for token in ("@owner", os.environ["VENOMX_TOKEN"]):
+for token in ("@owner", os.environ["VENOMX_TOKEN"], None):
     try:
         with Client(os.environ["VENOMX_SOCKET"], token) as c:
+            if token is None:
+                out.append(f"grants={c.call('whoami')['grants']}")
             c.call("run.get", {"run": sys.argv[1]})
             out.append("read")
     except VenomxError as exc:
@@ -550,7 +552,7 @@ print(" ".join(out))
 """
 
 
-def test_a_program_in_a_pane_cannot_claim_owner(daemon: Daemon) -> None:
+def test_a_program_in_a_pane_cannot_claim_owner_or_read_as_anyone(daemon: Daemon) -> None:
     s = session(daemon)
     victim = daemon.call("run", {"key": "victim", "session": s, "shell": "echo SECRET; sleep 60"})
     r = daemon.call(
@@ -564,8 +566,11 @@ def test_a_program_in_a_pane_cannot_claim_owner(daemon: Daemon) -> None:
         },
     )
     rec = wait_run(daemon, r["run"])
-    # @owner is refused; its own token (self) does not reach another principal's run
-    assert lines_of(rec) == ["denied.owner denied.read"], rec
+    # @owner is refused; its own token (self) does not reach another principal's run, and
+    # leaving the token out makes it the anonymous caller with no grants, not read *
+    assert lines_of(rec) == ["denied.owner denied.read grants=[] denied.read"], rec
+    anonymous = daemon.call("whoami", token=None)["grants"]
+    assert anonymous == [{"right": "read", "scope": "*"}]
     daemon.call("run.cancel", {"run": victim["run"], "grace_ms": 0})
 
 

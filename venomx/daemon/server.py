@@ -399,7 +399,8 @@ class Connection(ReadsShared):
         if not self.same_user:
             raise VenomxError("denied.owner", "peer is not the daemon's user", {})
         if token is None:
-            return self.services.anonymous()
+            # Without this, any run could read every other run by leaving its token out.
+            return self.services.anonymous(in_pane=from_our_descendant(self.peer_pid))
         if token == "@owner":
             if from_our_descendant(self.peer_pid):
                 # a program in a pane shares our uid; it acts with its pane's token

@@ -38,9 +38,10 @@ class Services:
     connections: set[Any]
     collector: Collector  # counts requests, to collect garbage once they pause
 
-    def anonymous(self) -> Principal:
-        """A caller without a token: the configured default grants, read rights only."""
+    def anonymous(self, in_pane: bool = False) -> Principal:
+        """A caller without a token: the configured default grants, read rights only; none
+        at all for a program started in a pane, which reads with its pane's token."""
         grants = [
             g for g in auth.parse_grants(self.config["auth.default_grants"]) if g.right == "read"
         ]
-        return Principal("anonymous", None, grants, anonymous=True)
+        return Principal("anonymous", None, [] if in_pane else grants, anonymous=True)
