@@ -38,7 +38,7 @@ class AsyncClient:
     async def connect(self) -> None:
         sock = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
         try:
-            connect(sock, self.path)  # a short local connect: blocking is fine here
+            sock = connect(sock, self.path)  # a short local connect: blocking is fine here
             self.reader, self.writer = await asyncio.open_unix_connection(
                 sock=sock, limit=2 * DEFAULT_MAX_FRAME + 1024
             )

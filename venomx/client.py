@@ -67,11 +67,15 @@ class Unreachable(VenomxError):
         self.errno = exc.errno
 
 
+def server_uid(sock: Any) -> int:
+    creds = sock.getsockopt(_socket.SOL_SOCKET, _socket.SO_PEERCRED, 12)
+    return int.from_bytes(creds[4:8], sys.byteorder, signed=True)  # ucred: pid, uid, gid
+
+
 def check_server(sock: Any, path: str) -> None:
     """Refuse a server that is neither our uid nor root (raises ``transport``)."""
     try:
-        creds = sock.getsockopt(_socket.SOL_SOCKET, _socket.SO_PEERCRED, 12)
-        uid = int.from_bytes(creds[4:8], sys.byteorder, signed=True)  # ucred: pid, uid, gid
+        uid = server_uid(sock)
     except OSError as exc:
         raise transport_error(
             f"cannot identify the server at {path}: {exc.strerror or exc}"
@@ -84,16 +88,30 @@ def check_server(sock: Any, path: str) -> None:
         )
 
 
-def connect(sock: Any, path: str) -> None:
-    """Connect to the daemon of ``path``: at its abstract address when it has one (a
-    program of our uid may have swapped the file, not that), else at the path."""
+def connect(sock: Any, path: str) -> Any:
+    """Connect ``sock`` to the daemon of ``path`` and return the connected socket: at its
+    abstract address when our daemon holds it (a program of our uid may have swapped the
+    file, not that), else at the path. A holder of another uid is passed over: anyone can
+    take the address first, but not reach the path's private directory."""
     try:
         sock.connect(abstract_address(path))
-        return
     except OSError as exc:
         if exc.errno not in (errno.ECONNREFUSED, errno.ENOENT):
             raise
-    sock.connect(path)
+    else:
+        try:
+            if server_uid(sock) in (os.getuid(), 0):
+                return sock
+        except OSError:
+            pass
+        sock.close()
+        sock = type(sock)(_socket.AF_UNIX, _socket.SOCK_STREAM)
+    try:
+        sock.connect(path)
+    except OSError:
+        sock.close()
+        raise
+    return sock
 
 
 class Client:
@@ -121,7 +139,7 @@ class Client:
         self.buf = bytearray()  # bytes read and not yet returned, from ``pos``
         self.pos = 0
         try:
-            connect(self.sock, self.path)
+            self.sock = connect(self.sock, self.path)
         except OSError as exc:
             self.sock.close()
             raise Unreachable(self.path, exc) from None

@@ -18,6 +18,7 @@ import pytest
 from tests.helpers import PY, Daemon, running, start_daemon, stop_daemon, wait_for
 from venomx.aclient import AsyncClient
 from venomx.client import Client
+from venomx.paths import abstract_address
 from venomx.wire import VenomxError
 
 NOBODY = 65534
@@ -455,6 +456,59 @@ def test_swapped_socket_never_receives_the_token(tmp: Path) -> None:
         if fake.poll() is None:
             os.killpg(fake.pid, signal.SIGKILL)
             fake.wait()
+
+
+SQUATTER = """
+import socket, sys
+s = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+s.bind(bytes.fromhex(sys.argv[1]))
+if sys.argv[2] == "listen":
+    s.listen(100)
+print("ready", flush=True)
+sys.stdin.read()
+"""
+
+
+@needs_setpriv
+@pytest.mark.parametrize("listens", [True, False])
+def test_another_user_holding_the_abstract_address_cannot_stop_the_daemon(
+    tmp: Path, listens: bool
+) -> None:
+    """Anyone can compute a socket's abstract address and take it first; the daemon then
+    serves at the path alone, and clients pass the holder over for the path."""
+    name = abstract_address(str(tmp / "s.sock")).encode()
+    squatter = subprocess.Popen(
+        [*AS_NOBODY, PY, "-c", SQUATTER, name.hex(), "listen" if listens else "bind"],
+        stdin=subprocess.PIPE,
+        stdout=subprocess.PIPE,
+        cwd="/tmp",
+        start_new_session=True,
+    )
+    try:
+        assert squatter.stdout is not None and squatter.stdout.readline() == b"ready\n"
+        d = start_daemon(directory=str(tmp))
+        try:
+            assert d.call("whoami")["principal"] == "g0"
+
+            async def mcp_side() -> str:
+                client = AsyncClient(d.socket, "@owner")
+                try:
+                    await client.connect()
+                    return str((await client.call("whoami"))["principal"])
+                finally:
+                    await client.close()
+
+            assert asyncio.run(mcp_side()) == "g0"
+            check = next(c for c in d.call("doctor")["checks"] if c["name"] == "socket")
+            assert check["status"] == "warn", check
+            held_by = f"uid {NOBODY}" if listens else "a process that does not listen"
+            assert held_by in check["detail"], check
+            assert "serving at the path only" in d.log.read_text()
+        finally:
+            stop_daemon(d)
+    finally:
+        os.killpg(squatter.pid, signal.SIGKILL)
+        squatter.wait()
 
 
 def test_clients_accept_a_daemon_of_their_own_uid(daemon: Daemon) -> None:

@@ -57,6 +57,7 @@ class Doctor:
     priority: Priority
     collector: Collector
     socket_ino: int = -1  # the socket file we bound, to notice it being replaced
+    squatter: int | None = None  # uid holding our abstract address instead of us (-1: unknown)
     subreaper: bool = False
     started: float = field(default_factory=time.monotonic)
 
@@ -327,8 +328,23 @@ def socket_file(d: Doctor) -> dict[str, str]:
         ours = os.stat(d.socket_path, follow_symlinks=False).st_ino == d.socket_ino
     except OSError:
         ours = False
+    if (ours or d.socket_ino < 0) and d.squatter is not None:
+        who = f"uid {d.squatter}" if d.squatter >= 0 else "a process that does not listen"
+        return check(
+            "socket",
+            "warn",
+            f"{d.socket_path}; its abstract address is held by {who}, so clients reach "
+            "this daemon only at the path",
+        )
     if ours or d.socket_ino < 0:
         return check("socket", "ok", d.socket_path)
+    if d.squatter is not None:
+        return check(
+            "socket",
+            "fail",
+            "the socket file was removed or replaced and the abstract "
+            "address is another's: clients cannot reach this daemon",
+        )
     return check(
         "socket",
         "fail",

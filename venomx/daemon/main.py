@@ -48,6 +48,7 @@ async def serve(
     try:
         d = Daemon(place.given, config, test_seams)
         d.doctor.socket_ino = place.ino
+        d.doctor.squatter = place.squatter
         stop_work = d.lifecycle.stop_work
 
         async def stopping() -> None:
@@ -62,8 +63,14 @@ async def serve(
             lambda changed: dlog.configure(config["log.max_bytes"], config["log.keep"])
         )
         d.start()
-        assert place.sock is not None and place.abstract is not None
-        servers = [Listener(d.services, place.sock), Listener(d.services, place.abstract)]
+        assert place.sock is not None
+        servers = [Listener(d.services, s) for s in (place.sock, place.abstract) if s is not None]
+        if place.squatter is not None:
+            log.warning(
+                "another user's process (uid %s) holds this socket's abstract address; "
+                "serving at the path only",
+                place.squatter if place.squatter >= 0 else "unknown",
+            )
     except VenomxError as exc:  # cgroups = "required" on a host without them
         paths.unlink_ours(place)
         refuse(exc, dlog, notifier, ready_fd)

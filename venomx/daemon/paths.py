@@ -21,6 +21,7 @@ import errno
 import os
 import socket
 import stat
+import struct
 from collections.abc import Callable
 from dataclasses import dataclass
 
@@ -181,6 +182,7 @@ class SocketPlace:
     ino: int = -1  # the inode of the socket we bound
     sock: socket.socket | None = None  # listening, once bound
     abstract: socket.socket | None = None  # the same daemon at its abstract address
+    squatter: int | None = None  # uid of another user's process holding that address
     activated: bool = False  # the socket file is systemd's: never replaced or removed
 
 
@@ -348,25 +350,51 @@ def adopt(place: SocketPlace, fd: int, backlog: int = BACKLOG) -> socket.socket:
     return sock
 
 
-def bind_abstract(place: SocketPlace, backlog: int) -> socket.socket:
+def bind_abstract(place: SocketPlace, backlog: int) -> socket.socket | None:
     """Also listen on the abstract address clients try first (``venomx.paths``): the file
-    can be swapped by any program of our uid, this address cannot while we hold it."""
+    can be swapped by any program of our uid, this address cannot while we hold it.
+
+    Anyone may compute the address and take it first. Held by another user (``squatter``,
+    or by no listener), the daemon serves at the path alone, which that user cannot
+    reach, and clients pass such a holder over; held by a listener of our uid or root, it
+    is a daemon already serving this path: ``unavailable.address_in_use``.
+    """
     sock = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
     try:
         sock.bind(abstract_address(place.path))
         sock.listen(backlog)
     except OSError as exc:
         sock.close()
-        unlink_ours(place)
         if exc.errno == errno.EADDRINUSE:
+            holder = abstract_holder(place.path)
+            if holder is None or holder not in (_uid(), 0):
+                place.squatter = holder if holder is not None else -1
+                return None
+            unlink_ours(place)
             raise VenomxError(
                 "unavailable.address_in_use",
                 f"another process holds the abstract address of {place.given}",
                 {"socket": place.given},
             ) from None
+        unlink_ours(place)
         raise socket_error(place.given, f"cannot listen: {_strerror(exc)}") from None
     sock.setblocking(False)
     return sock
+
+
+def abstract_holder(path: str) -> int | None:
+    """The uid of the process listening at ``path``'s abstract address, or None when
+    nothing listens there (bound without listening, or gone)."""
+    probe = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+    try:
+        probe.settimeout(1.0)
+        probe.connect(abstract_address(path))
+        creds = probe.getsockopt(socket.SOL_SOCKET, socket.SO_PEERCRED, struct.calcsize("3i"))
+        return int(struct.unpack("3i", creds)[1])
+    except OSError:
+        return None
+    finally:
+        probe.close()
 
 
 def unlink_ours(place: SocketPlace) -> None:
