@@ -511,6 +511,75 @@ def test_another_user_holding_the_abstract_address_cannot_stop_the_daemon(
         squatter.wait()
 
 
+FOREIGN = """
+import json, select, socket, sys, time
+name = bytes.fromhex(sys.argv[1])
+socks = [socket.socket(socket.AF_UNIX, socket.SOCK_STREAM) for _ in range(12)]
+for s in socks:
+    s.connect(name)
+deadline, gone = time.monotonic() + 10, set()
+while len(gone) < 4 and time.monotonic() < deadline:
+    ready, _, _ = select.select([s for s in socks if s not in gone], [], [], 0.5)
+    for s in ready:
+        try:
+            assert s.recv(1) == b""
+        except ConnectionResetError:
+            pass
+        gone.add(s)
+kept = [s for s in socks if s not in gone]
+print(len(kept), flush=True)
+sys.stdin.readline()
+codes, rest = set(), set()
+for s in kept:
+    s.sendall(b'{"id":0,"verb":"hello","params":{"protocol":1,"token":"@owner"}}\\n')
+    f = s.makefile("rb")
+    codes.add(json.loads(f.readline())["error"]["code"])
+    rest.add(f.read())
+big = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+big.connect(name)
+big.sendall(b"x" * 5000)
+f = big.makefile("rb")
+err = json.loads(f.readline())["error"]
+print(json.dumps([sorted(codes), sorted(r.decode() for r in rest), err["code"], err["data"],
+                  f.read().decode()]), flush=True)
+"""
+
+
+@needs_setpriv
+def test_another_users_connections_are_few_small_and_answered_once(daemon: Daemon) -> None:
+    """Another uid reaches the abstract address but can never pass hello: eight of its
+    connections at a time, one frame of at most 4096 bytes each, then the daemon hangs
+    up; the owner is served throughout."""
+    name = abstract_address(daemon.socket).encode()
+    p = subprocess.Popen(
+        [*AS_NOBODY, PY, "-c", FOREIGN, name.hex()],
+        stdin=subprocess.PIPE,
+        stdout=subprocess.PIPE,
+        text=True,
+        cwd="/tmp",
+        start_new_session=True,
+    )
+    try:
+        assert p.stdin is not None and p.stdout is not None
+        assert p.stdout.readline() == "8\n"
+        assert daemon.call("whoami")["principal"] == "g0"
+        p.stdin.write("go\n")
+        p.stdin.flush()
+        got = json.loads(p.stdout.readline())
+        assert got == [
+            ["denied.owner"],
+            [""],
+            "invalid_request.frame_size",
+            {"max_frame": 4096},
+            "",
+        ]
+        assert p.wait(10) == 0
+    finally:
+        if p.poll() is None:
+            os.killpg(p.pid, signal.SIGKILL)
+            p.wait()
+
+
 def test_clients_accept_a_daemon_of_their_own_uid(daemon: Daemon) -> None:
     async def mcp_side() -> str:
         client = AsyncClient(daemon.socket, "@owner")

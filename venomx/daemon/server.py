@@ -29,7 +29,15 @@ from venomx.daemon.readbuf import ReadsShared
 from venomx.daemon.registry import Principal, token_key
 from venomx.manifest.schema import validate
 from venomx.manifest.verbs import verb_by_name
-from venomx.wire import DEFAULT_MAX_FRAME, MAX_DEPTH, JsonError, VenomxError, dumps, loads
+from venomx.wire import (
+    DEFAULT_MAX_FRAME,
+    MAX_DEPTH,
+    MIN_MAX_FRAME,
+    JsonError,
+    VenomxError,
+    dumps,
+    loads,
+)
 
 if TYPE_CHECKING:
     from venomx.daemon.services import Services
@@ -39,6 +47,11 @@ FRAMES_PER_TURN = 16  # frames of one connection handled in one reactor turn
 MAX_ANCESTRY = 256  # deeper process trees than this are treated as a pane's
 TOKEN = re.compile(r"[0-9a-f]{64}")
 BACKLOG_MIN = 8 * 1024 * 1024
+# Peers of another uid at once. They reach only the abstract address (the path's
+# directory is ours alone) and can never get past hello (denied.owner), so each gets one
+# small frame answered and a few at a time may wait: none can tie up descriptors,
+# memory or turns that our own clients need.
+FOREIGN_MAX = 8
 ACCEPT_BATCH = 100  # connections accepted per wake-up, as asyncio's own server does
 PAUSE_FIRST, PAUSE_MAX = 0.1, 1.0  # seconds without accepting after a failed accept
 # The pending connection stays in the backlog: trying again at once fails the same way.
@@ -166,6 +179,11 @@ class Connection(ReadsShared):
             self.peer_pid, self.peer_uid, _ = struct.unpack("3i", creds)
         except OSError:
             self.peer_uid = -1
+        if not self.same_user:
+            self.max_frame = MIN_MAX_FRAME
+            if sum(not c.same_user for c in self.services.connections) >= FOREIGN_MAX:
+                transport.abort()
+                return
         self.services.connections.add(self)
 
     def connection_lost(self, exc: Exception | None) -> None:
@@ -266,6 +284,8 @@ class Connection(ReadsShared):
             except Exception:  # nothing a client sends may crash the daemon
                 log.exception("frame handling failed")
                 self.reply_error(None, VenomxError("internal", "internal error", {}))
+            if not self.same_user:
+                self.hang_up()
 
     def reading(self, on: bool) -> None:
         t = self.transport
@@ -295,6 +315,14 @@ class Connection(ReadsShared):
                 {"max_frame": self.max_frame},
             ),
         )
+        if not self.same_user:
+            self.hang_up()
+
+    def hang_up(self) -> None:
+        """Close once the answers written so far have gone out: a peer of another uid
+        has had its one frame answered (it can never get further)."""
+        if self.transport is not None:
+            self.transport.close()
 
     def handle_frame(self, frame: bytes) -> None:
         try:
