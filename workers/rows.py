@@ -265,7 +265,7 @@ def tail(src: RowSource, output_rows: int, output_bytes: int) -> dict[str, Any]:
             break
         used += size
         s -= 1
-    complete = src.epoch == 1 and oldest == 0 and s == 0
+    complete = src.screen_name == "primary" and src.epoch == 1 and oldest == 0 and s == 0
     return {
         "screen": src.screen_name,
         "epoch": src.epoch,
