@@ -24,6 +24,8 @@ from venomx import PROTOCOL, __version__
 from venomx.paths import abstract_address, socket_path
 from venomx.wire import DEFAULT_MAX_FRAME, VenomxError, dumps
 
+QUEUE_WAIT = 1.0  # seconds a full queue at the abstract address is retried before the path
+
 T = TypeVar("T")
 
 
@@ -91,27 +93,50 @@ def check_server(sock: Any, path: str) -> None:
 def connect(sock: Any, path: str) -> Any:
     """Connect ``sock`` to the daemon of ``path`` and return the connected socket: at its
     abstract address when our daemon holds it (a program of our uid may have swapped the
-    file, not that), else at the path. A holder of another uid is passed over: anyone can
-    take the address first, but not reach the path's private directory."""
-    try:
-        sock.connect(abstract_address(path))
-    except OSError as exc:
-        if exc.errno not in (errno.ECONNREFUSED, errno.ENOENT):
-            raise
-    else:
-        try:
-            if server_uid(sock) in (os.getuid(), 0):
-                return sock
-        except OSError:
-            pass
-        sock.close()
-        sock = type(sock)(_socket.AF_UNIX, _socket.SOCK_STREAM)
+    file, not that), else at the path. A holder of another uid is passed over, and so is
+    one whose queue stays full (a holder that never accepts would block us forever):
+    anyone can take the address first, but not reach the path's private directory."""
+    if connect_abstract(sock, path):
+        return sock
+    sock.close()
+    sock = type(sock)(_socket.AF_UNIX, _socket.SOCK_STREAM)
     try:
         sock.connect(path)
     except OSError:
         sock.close()
         raise
     return sock
+
+
+def connect_abstract(sock: Any, path: str) -> bool:
+    """Whether ``sock`` is now connected to a daemon of our uid (or root) at ``path``'s
+    abstract address. Never blocks for long: a full queue is tried for at most
+    ``QUEUE_WAIT`` seconds (our daemon accepts a hundred at a time), then passed over."""
+    sock.setblocking(False)
+    try:
+        deadline = time.monotonic() + QUEUE_WAIT
+        while True:
+            try:
+                sock.connect(abstract_address(path))
+                break
+            except BlockingIOError:
+                if time.monotonic() >= deadline:
+                    return False
+                time.sleep(0.01)
+            except OSError as exc:
+                if exc.errno in (errno.ECONNREFUSED, errno.ENOENT):
+                    return False
+                raise
+        try:
+            if server_uid(sock) in (os.getuid(), 0):
+                return True
+        except OSError:
+            pass
+        sock.close()
+        return False
+    finally:
+        if sock.fileno() >= 0:
+            sock.setblocking(True)
 
 
 class Client:

@@ -463,7 +463,7 @@ import socket, sys
 s = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
 s.bind(bytes.fromhex(sys.argv[1]))
 if sys.argv[2] == "listen":
-    s.listen(100)
+    s.listen(1)  # and never accepts: once its queue is full, a blocking connect waits forever
 print("ready", flush=True)
 sys.stdin.read()
 """
@@ -476,7 +476,9 @@ def test_another_user_holding_the_abstract_address_cannot_stop_the_daemon(
 ) -> None:
     """Anyone can compute a socket's abstract address and take it first; the daemon then
     serves at the path alone, and clients pass the holder over for the path."""
-    name = abstract_address(str(tmp / "s.sock")).encode()
+    address = abstract_address(str(tmp / "s.sock"))
+    name = address.encode()
+    fillers: list[socket.socket] = []
     squatter = subprocess.Popen(
         [*AS_NOBODY, PY, "-c", SQUATTER, name.hex(), "listen" if listens else "bind"],
         stdin=subprocess.PIPE,
@@ -488,7 +490,17 @@ def test_another_user_holding_the_abstract_address_cannot_stop_the_daemon(
         assert squatter.stdout is not None and squatter.stdout.readline() == b"ready\n"
         d = start_daemon(directory=str(tmp))
         try:
+            while listens:  # fill the holder's queue
+                filler = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+                filler.setblocking(False)
+                try:
+                    filler.connect(address)
+                except BlockingIOError:
+                    filler.close()
+                    break
+                fillers.append(filler)
             assert d.call("whoami")["principal"] == "g0"
+            assert d.cli("whoami", "--json", timeout=20).json["principal"] == "g0"
 
             async def mcp_side() -> str:
                 client = AsyncClient(d.socket, "@owner")
@@ -501,14 +513,52 @@ def test_another_user_holding_the_abstract_address_cannot_stop_the_daemon(
             assert asyncio.run(mcp_side()) == "g0"
             check = next(c for c in d.call("doctor")["checks"] if c["name"] == "socket")
             assert check["status"] == "warn", check
-            held_by = f"uid {NOBODY}" if listens else "a process that does not listen"
-            assert held_by in check["detail"], check
+            assert f"held by uid {NOBODY}" in check["detail"], check
             assert "serving at the path only" in d.log.read_text()
+            # Once the holder lets go, the daemon takes the address back (else any program
+            # of our uid could take it, and clients trust a holder of our uid).
+            os.killpg(squatter.pid, signal.SIGKILL)
+            squatter.wait()
+            wait_for(
+                lambda: (
+                    next(c for c in d.call("doctor")["checks"] if c["name"] == "socket")["status"]
+                    == "ok"
+                ),
+                15,
+                "abstract address taken back",
+            )
+            held = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+            with pytest.raises(OSError):
+                held.bind(address)
+            held.close()
         finally:
             stop_daemon(d)
     finally:
-        os.killpg(squatter.pid, signal.SIGKILL)
-        squatter.wait()
+        for f in fillers:
+            f.close()
+        if squatter.poll() is None:
+            os.killpg(squatter.pid, signal.SIGKILL)
+            squatter.wait()
+
+
+def test_a_holder_of_our_own_uid_keeps_the_abstract_address_in_use(tmp: Path) -> None:
+    """Bound without listening, so no connect can say whose it is: the kernel can, and a
+    holder of our uid is never passed over (it could listen later, and clients trust
+    our uid at that address)."""
+    holder = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+    holder.bind(abstract_address(str(tmp / "s.sock")))
+    try:
+        r = subprocess.run(
+            [PY, "-m", "venomx", "serve", "--socket", str(tmp / "s.sock")],
+            capture_output=True,
+            text=True,
+            env=env(),
+            timeout=20,
+        )
+        assert r.returncode == 6 and "unavailable.address_in_use" in r.stderr, r
+        assert not (tmp / "s.sock").exists()
+    finally:
+        holder.close()
 
 
 FOREIGN = """

@@ -57,7 +57,7 @@ class Doctor:
     priority: Priority
     collector: Collector
     socket_ino: int = -1  # the socket file we bound, to notice it being replaced
-    squatter: int | None = None  # uid holding our abstract address instead of us (-1: unknown)
+    squatter: int | None = None  # uid of another user holding our abstract address
     subreaper: bool = False
     started: float = field(default_factory=time.monotonic)
 
@@ -329,12 +329,11 @@ def socket_file(d: Doctor) -> dict[str, str]:
     except OSError:
         ours = False
     if (ours or d.socket_ino < 0) and d.squatter is not None:
-        who = f"uid {d.squatter}" if d.squatter >= 0 else "a process that does not listen"
         return check(
             "socket",
             "warn",
-            f"{d.socket_path}; its abstract address is held by {who}, so clients reach "
-            "this daemon only at the path",
+            f"{d.socket_path}; its abstract address is held by uid {d.squatter}, so "
+            "clients reach this daemon only at the path",
         )
     if ours or d.socket_ino < 0:
         return check("socket", "ok", d.socket_path)

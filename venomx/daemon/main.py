@@ -29,6 +29,7 @@ from venomx.daemon.server import Listener
 from venomx.wire import VenomxError
 
 log = logging.getLogger("venomx.daemon")
+ABSTRACT_RETRY = 5  # seconds between tries for an abstract address another user holds
 DETACHED_LOG = "venomx.log"
 
 
@@ -67,10 +68,12 @@ async def serve(
         servers = [Listener(d.services, s) for s in (place.sock, place.abstract) if s is not None]
         if place.squatter is not None:
             log.warning(
-                "another user's process (uid %s) holds this socket's abstract address; "
-                "serving at the path only",
-                place.squatter if place.squatter >= 0 else "unknown",
+                "uid %d holds this socket's abstract address; serving at the path only "
+                "and trying for the address every %d s",
+                place.squatter,
+                ABSTRACT_RETRY,
             )
+            reclaim(loop, place, d, servers)
     except VenomxError as exc:  # cgroups = "required" on a host without them
         paths.unlink_ours(place)
         refuse(exc, dlog, notifier, ready_fd)
@@ -124,6 +127,26 @@ def refuse(
         os.close(ready_fd)
     else:
         print(f"venomx: {exc.code}: {exc.message}", file=sys.stderr)
+
+
+def reclaim(
+    loop: asyncio.AbstractEventLoop, place: paths.SocketPlace, d: Daemon, servers: list[Listener]
+) -> None:
+    """Take the abstract address once its other holder lets go: otherwise any program of
+    our uid could take it next, and clients trust a holder of our uid."""
+    if d.lifecycle.shutting_down:
+        return
+    try:
+        sock = paths.listen_abstract(place.path, paths.BACKLOG)
+    except OSError:
+        sock = None
+    if sock is None:
+        loop.call_later(ABSTRACT_RETRY, reclaim, loop, place, d, servers)
+        return
+    place.abstract, place.squatter = sock, None
+    d.doctor.squatter = None
+    servers.append(Listener(d.services, sock))
+    log.info("listening at the abstract address again")
 
 
 def _ignore_hup(signum: int, frame: types.FrameType | None) -> None:

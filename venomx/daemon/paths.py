@@ -21,10 +21,10 @@ import errno
 import os
 import socket
 import stat
-import struct
 from collections.abc import Callable
 from dataclasses import dataclass
 
+from venomx.daemon import unixdiag
 from venomx.paths import abstract_address
 from venomx.wire import VenomxError
 
@@ -354,47 +354,44 @@ def bind_abstract(place: SocketPlace, backlog: int) -> socket.socket | None:
     """Also listen on the abstract address clients try first (``venomx.paths``): the file
     can be swapped by any program of our uid, this address cannot while we hold it.
 
-    Anyone may compute the address and take it first. Held by another user (``squatter``,
-    or by no listener), the daemon serves at the path alone, which that user cannot
-    reach, and clients pass such a holder over; held by a listener of our uid or root, it
-    is a daemon already serving this path: ``unavailable.address_in_use``.
+    Anyone may compute the address and take it first. Held by another user (the kernel
+    says whose: ``unixdiag``), the daemon serves at the path alone, which that user cannot
+    reach, and records the holder in ``squatter``; clients pass such a holder over. Held
+    by our uid or root, or by a holder the kernel will not name, it is taken to be a
+    daemon already serving this path: ``unavailable.address_in_use``.
     """
+    try:
+        sock = listen_abstract(place.path, backlog)
+    except OSError as exc:
+        unlink_ours(place)
+        raise socket_error(place.given, f"cannot listen: {_strerror(exc)}") from None
+    if sock is not None:
+        return sock
+    holder = unixdiag.holder_uid(abstract_address(place.path).encode())
+    if holder is not None and not unixdiag.mine(holder):
+        place.squatter = holder
+        return None
+    unlink_ours(place)
+    raise VenomxError(
+        "unavailable.address_in_use",
+        f"another process holds the abstract address of {place.given}",
+        {"socket": place.given},
+    )
+
+
+def listen_abstract(path: str, backlog: int) -> socket.socket | None:
+    """Listen at ``path``'s abstract address; None if another socket holds it."""
     sock = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
     try:
-        sock.bind(abstract_address(place.path))
+        sock.bind(abstract_address(path))
         sock.listen(backlog)
     except OSError as exc:
         sock.close()
         if exc.errno == errno.EADDRINUSE:
-            holder = abstract_holder(place.path)
-            if holder is None or holder not in (_uid(), 0):
-                place.squatter = holder if holder is not None else -1
-                return None
-            unlink_ours(place)
-            raise VenomxError(
-                "unavailable.address_in_use",
-                f"another process holds the abstract address of {place.given}",
-                {"socket": place.given},
-            ) from None
-        unlink_ours(place)
-        raise socket_error(place.given, f"cannot listen: {_strerror(exc)}") from None
+            return None
+        raise
     sock.setblocking(False)
     return sock
-
-
-def abstract_holder(path: str) -> int | None:
-    """The uid of the process listening at ``path``'s abstract address, or None when
-    nothing listens there (bound without listening, or gone)."""
-    probe = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
-    try:
-        probe.settimeout(1.0)
-        probe.connect(abstract_address(path))
-        creds = probe.getsockopt(socket.SOL_SOCKET, socket.SO_PEERCRED, struct.calcsize("3i"))
-        return int(struct.unpack("3i", creds)[1])
-    except OSError:
-        return None
-    finally:
-        probe.close()
 
 
 def unlink_ours(place: SocketPlace) -> None:
