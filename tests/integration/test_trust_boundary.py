@@ -600,3 +600,69 @@ def test_a_module_planted_in_the_daemons_cwd_never_reaches_a_sentinel(daemon: Da
     assert daemon.wait_exit(r["run"])["outcome"] == "succeeded"
     assert server() == new
     assert not marker.exists()
+
+
+REUSE_PROBE = """
+import json, os, socket, sys, time
+work = sys.argv[2]
+s = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+child = os.fork()
+if child == 0:  # the connector: SO_PEERCRED names this pid, which then goes away
+    s.connect(os.environ["VENOMX_SOCKET"])
+    os._exit(0)
+os.waitpid(child, 0)
+with open(work + "/pid", "w") as f:
+    f.write(str(child))
+while not os.path.exists(work + "/go"):
+    time.sleep(0.01)
+f = s.makefile("rwb")
+out = []
+for verb, params in (("hello", {"protocol": 1}), ("whoami", {}), ("run.get", {"run": sys.argv[1]})):
+    f.write(json.dumps({"id": len(out), "verb": verb, "params": params}).encode() + b"\\n")
+    f.flush()
+    reply = json.loads(f.readline())
+    out.append(reply["ok"]["grants"] if verb == "whoami" else ("error" in reply and reply["error"]["code"]))
+print(json.dumps(out))
+"""
+
+
+@pytest.mark.skipif(os.geteuid() != 0, reason="needs root to place a pid (ns_last_pid)")
+def test_a_pane_cannot_borrow_an_outsiders_pid_to_read_as_anyone(
+    daemon: Daemon, tmp_path: Path
+) -> None:
+    """A program connects from a child that then exits, and sends hello once the child's
+    pid names a process outside the daemon's tree: it is still a pane's program."""
+    tmp_path.chmod(0o777)
+    s = session(daemon)
+    victim = daemon.call("run", {"key": "victim", "session": s, "argv": ["sleep", "60"]})
+    r = daemon.call(
+        "run",
+        {
+            "key": "reuse",
+            "session": s,
+            "cols": 200,
+            "argv": [PY, "-c", REUSE_PROBE, victim["run"], str(tmp_path)],
+        },
+    )
+    pid_file = tmp_path / "pid"
+    wait_for(lambda: pid_file.exists() and pid_file.read_text(), 10, "connector pid")
+    pid = int(pid_file.read_text())
+    outsider = None
+    for _ in range(50):  # another process may take the pid first: try again
+        with open("/proc/sys/kernel/ns_last_pid", "w") as f:
+            f.write(str(pid - 1))
+        p = subprocess.Popen(["sleep", "60"], start_new_session=True)
+        if p.pid == pid:
+            outsider = p
+            break
+        p.kill()
+        p.wait()
+    assert outsider is not None, "could not place a process at the connector's pid"
+    try:
+        (tmp_path / "go").touch()
+        rec = wait_run(daemon, r["run"])
+        assert lines_of(rec) == ['[false, [], "denied.read"]'], rec
+    finally:
+        outsider.kill()
+        outsider.wait()
+        daemon.call("run.cancel", {"run": victim["run"], "grace_ms": 0})
