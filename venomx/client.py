@@ -24,8 +24,6 @@ from venomx import PROTOCOL, __version__
 from venomx.paths import abstract_address, socket_path
 from venomx.wire import DEFAULT_MAX_FRAME, VenomxError, dumps
 
-QUEUE_WAIT = 1.0  # seconds a full queue at the abstract address is retried before the path
-
 T = TypeVar("T")
 
 
@@ -110,33 +108,33 @@ def connect(sock: Any, path: str) -> Any:
 
 def connect_abstract(sock: Any, path: str) -> bool:
     """Whether ``sock`` is now connected to a daemon of our uid (or root) at ``path``'s
-    abstract address. Never blocks for long: a full queue is tried for at most
-    ``QUEUE_WAIT`` seconds (our daemon accepts a hundred at a time), then passed over."""
+    abstract address. A full queue there is waited out only if the kernel says the
+    holder is ours (or cannot say): another user's holder that never accepts would
+    otherwise block us forever."""
+    name = abstract_address(path)
     sock.setblocking(False)
     try:
-        deadline = time.monotonic() + QUEUE_WAIT
-        while True:
-            try:
-                sock.connect(abstract_address(path))
-                break
-            except BlockingIOError:
-                if time.monotonic() >= deadline:
-                    return False
-                time.sleep(0.01)
-            except OSError as exc:
-                if exc.errno in (errno.ECONNREFUSED, errno.ENOENT):
-                    return False
-                raise
-        try:
-            if server_uid(sock) in (os.getuid(), 0):
-                return True
-        except OSError:
-            pass
-        sock.close()
-        return False
+        sock.connect(name)
+    except BlockingIOError:
+        from venomx import unixdiag  # only when the queue is full
+
+        if not unixdiag.mine(unixdiag.holder_uid(name.encode()), unknown=True):
+            return False
+        sock.setblocking(True)
+        sock.connect(name)
+    except OSError as exc:
+        if exc.errno in (errno.ECONNREFUSED, errno.ENOENT):
+            return False
+        raise
     finally:
         if sock.fileno() >= 0:
             sock.setblocking(True)
+    try:
+        if server_uid(sock) in (os.getuid(), 0):
+            return True
+    except OSError:
+        pass
+    return False
 
 
 class Client:

@@ -630,6 +630,46 @@ def test_another_users_connections_are_few_small_and_answered_once(daemon: Daemo
             p.wait()
 
 
+RATE = """
+import json, socket, sys, time
+name = bytes.fromhex(sys.argv[1])
+answered = refused = 0
+t0 = time.monotonic()
+for _ in range(200):
+    s = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+    s.connect(name)
+    try:
+        s.sendall(b'{"id":0,"verb":"hello","params":{"protocol":1}}\\n')
+        line = s.makefile("rb").readline()
+    except OSError:
+        line = b""
+    s.close()
+    if line:
+        assert json.loads(line)["error"]["code"] == "denied.owner"
+        answered += 1
+    else:
+        refused += 1
+print(json.dumps([answered, refused, time.monotonic() - t0]), flush=True)
+"""
+
+
+@needs_setpriv
+def test_another_users_connections_are_served_at_most_32_a_second(daemon: Daemon) -> None:
+    """Past the rate, another uid's connections are closed as they are accepted."""
+    name = abstract_address(daemon.socket).encode()
+    out = subprocess.run(
+        [*AS_NOBODY, PY, "-c", RATE, name.hex()],
+        capture_output=True,
+        text=True,
+        cwd="/tmp",
+        timeout=60,
+    )
+    answered, refused, took = json.loads(out.stdout)
+    assert answered + refused == 200 and answered >= 32, out
+    assert answered <= 32 * (int(took) + 2), out  # the windows the loop spanned
+    assert daemon.call("whoami")["principal"] == "g0"
+
+
 def test_clients_accept_a_daemon_of_their_own_uid(daemon: Daemon) -> None:
     async def mcp_side() -> str:
         client = AsyncClient(daemon.socket, "@owner")

@@ -24,7 +24,7 @@ import stat
 from collections.abc import Callable
 from dataclasses import dataclass
 
-from venomx.daemon import unixdiag
+from venomx import unixdiag
 from venomx.paths import abstract_address
 from venomx.wire import VenomxError
 

@@ -53,6 +53,9 @@ BACKLOG_MIN = 8 * 1024 * 1024
 # small frame answered and a few at a time may wait: none can tie up descriptors,
 # memory or turns that our own clients need.
 FOREIGN_MAX = 8
+# Connections of another uid served per second on one listener; past that they are
+# closed as they are accepted, which keeps the queue moving for our own clients.
+FOREIGN_RATE = 32
 ACCEPT_BATCH = 100  # connections accepted per wake-up, as asyncio's own server does
 PAUSE_FIRST, PAUSE_MAX = 0.1, 1.0  # seconds without accepting after a failed accept
 # The pending connection stays in the backlog: trying again at once fails the same way.
@@ -145,6 +148,7 @@ class Listener:
         self.resuming: asyncio.TimerHandle | None = None
         self.opening: set[asyncio.Task[None]] = set()
         self.closed = False
+        self.window, self.foreign = 0.0, 0  # this second's start, and its foreign accepts
         self.loop.add_reader(sock.fileno(), self.accept)
 
     def accept(self) -> None:
@@ -157,6 +161,9 @@ class Listener:
                 self.back_off(exc)
                 return
             self.pause = PAUSE_FIRST
+            if not self.admitted(conn):
+                conn.close()
+                continue
             task = self.loop.create_task(self.open(conn))
             self.opening.add(task)
             task.add_done_callback(self.opening.discard)
@@ -170,6 +177,23 @@ class Listener:
         except Exception as exc:
             conn.close()
             log.warning("could not set up a connection: %s", exc)
+
+    def admitted(self, conn: socket.socket) -> bool:
+        """Whether to serve ``conn``: always for our uid and root; for another uid (who
+        can never pass hello) only within ``FOREIGN_RATE`` a second, checked here where
+        refusing costs a close, not a transport and a task."""
+        try:
+            creds = conn.getsockopt(socket.SOL_SOCKET, socket.SO_PEERCRED, struct.calcsize("3i"))
+            uid = struct.unpack("3i", creds)[1]
+        except OSError:
+            uid = -1
+        if uid in (os.getuid(), 0):
+            return True
+        now = self.loop.time()
+        if now - self.window >= 1.0:
+            self.window, self.foreign = now, 0
+        self.foreign += 1
+        return self.foreign <= FOREIGN_RATE
 
     def back_off(self, exc: OSError) -> None:
         self.loop.remove_reader(self.sock.fileno())

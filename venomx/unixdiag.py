@@ -69,5 +69,6 @@ def _match(msg: bytes, name: bytes) -> int | None:
     return uid if found else None
 
 
-def mine(uid: int | None) -> bool:
-    return uid in (os.getuid(), 0)
+def mine(uid: int | None, unknown: bool = False) -> bool:
+    """Whether ``uid`` is ours or root's; ``unknown`` is the answer for None."""
+    return unknown if uid is None else uid in (os.getuid(), 0)
