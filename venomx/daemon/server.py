@@ -83,50 +83,29 @@ def from_our_descendant(pid: int) -> bool:
 SO_PEERPIDFD = getattr(socket, "SO_PEERPIDFD", 77)  # Linux 6.5; Python 3.11 has no name
 
 
-class Connector:
-    """The process that connected, as far as a hello needs it: whether it is a program
-    started in a pane. ``SO_PEERCRED`` gives its pid as of the connect; once that
-    process is gone the pid may name another, so a pidfd taken at accept (or, on older
-    kernels, the process's start time) tells whether the pid still names the connector,
-    and a connector that is gone counts as a pane's."""
-
-    def __init__(self, pid: int, pidfd: int = -1, started: bytes | None = None) -> None:
-        self.pid, self.pidfd, self.started = pid, pidfd, started
-
-    @classmethod
-    def of(cls, sock: Any, pid: int) -> Connector:
-        try:
-            return cls(pid, pidfd=sock.getsockopt(socket.SOL_SOCKET, SO_PEERPIDFD))
-        except OSError:
-            return cls(pid, started=start_time(pid))
-
-    def in_pane(self) -> bool:
-        return from_our_descendant(self.pid) or not self.still_there()
-
-    def still_there(self) -> bool:
-        if self.pidfd >= 0:
-            try:
-                signal.pidfd_send_signal(self.pidfd, 0)
-                return True
-            except OSError:
-                return False
-        return self.started is not None and start_time(self.pid) == self.started
-
-    def forget(self) -> None:
-        if self.pidfd >= 0:
-            os.close(self.pidfd)
-            self.pidfd = -1
-
-
-def start_time(pid: int) -> bytes | None:
-    """Field 22 of /proc/PID/stat (start time since boot), or None if ``pid`` is gone."""
+def connector_in_pane(sock: Any, pid: int) -> bool:
+    """Whether the process that connected is a program started in a pane, or cannot be
+    told from one. ``SO_PEERCRED``'s pid is the connector's as of its connect, and once
+    that process is gone the number may name another (a program could connect from a
+    child that exits, and wait for an outsider to get its pid). The pidfd of
+    ``SO_PEERPIDFD`` (Linux 6.5) names the connector itself, so the ancestry walk counts
+    only if the connector is still there after it; a connector that has gone counts as
+    a pane's. Kernels without it are left with the walk alone."""
     try:
-        with open(f"/proc/{pid}/stat", "rb") as f:
-            stat = f.read()
+        pidfd = sock.getsockopt(socket.SOL_SOCKET, SO_PEERPIDFD)
+    except OSError as exc:
+        if exc.errno != errno.ENOPROTOOPT:
+            return True  # the connector has gone
+        return from_our_descendant(pid)
+    try:
+        if from_our_descendant(pid):
+            return True
+        signal.pidfd_send_signal(pidfd, 0)
+        return False
     except OSError:
-        return None
-    fields = stat[stat.rfind(b")") + 2 :].split()
-    return fields[19] if len(fields) > 19 else None
+        return True
+    finally:
+        os.close(pidfd)
 
 
 class Listener:
@@ -237,7 +216,6 @@ class Connection(ReadsShared):
         self.principal: Principal | None = None
         self.peer_uid = -1
         self.peer_pid = 0
-        self.peer = Connector(0)
         self.tasks: dict[int, asyncio.Task[None]] = {}
         self.closed = False
         self.draining = False  # a drain of the buffered frames is scheduled
@@ -254,8 +232,6 @@ class Connection(ReadsShared):
             self.peer_pid, self.peer_uid, _ = struct.unpack("3i", creds)
         except OSError:
             self.peer_uid = -1
-        if self.same_user:
-            self.peer = Connector.of(sock, self.peer_pid)
         if not self.same_user:
             self.max_frame = MIN_MAX_FRAME
             if sum(not c.same_user for c in self.services.connections) >= FOREIGN_MAX:
@@ -264,11 +240,14 @@ class Connection(ReadsShared):
         self.services.connections.add(self)
 
     def connection_lost(self, exc: Exception | None) -> None:
-        self.peer.forget()
         self.closed = True
         self.services.connections.discard(self)
         for task in list(self.tasks.values()):
             task.cancel()
+
+    def connector_in_pane(self) -> bool:
+        assert self.transport is not None
+        return connector_in_pane(self.transport.get_extra_info("socket"), self.peer_pid)
 
     @property
     def same_user(self) -> bool:
@@ -484,8 +463,6 @@ class Connection(ReadsShared):
                 self.services.audit.append(None, "hello", exc.code, None)
             self.refuse_frame(rid, exc)
             return
-        finally:
-            self.peer.forget()  # who connected matters only for the hello
         want = params.get("max_frame", DEFAULT_MAX_FRAME)
         self.max_frame = min(want, self.services.config["protocol.max_frame"])
         self.principal = principal
@@ -508,9 +485,9 @@ class Connection(ReadsShared):
             raise VenomxError("denied.owner", "peer is not the daemon's user", {})
         if token is None:
             # Without this, any run could read every other run by leaving its token out.
-            return self.services.anonymous(in_pane=self.peer.in_pane())
+            return self.services.anonymous(in_pane=self.connector_in_pane())
         if token == "@owner":
-            if self.peer.in_pane():
+            if self.connector_in_pane():
                 # a program in a pane shares our uid; it acts with its pane's token
                 raise VenomxError(
                     "denied.owner",
