@@ -502,15 +502,7 @@ def test_another_user_holding_the_abstract_address_cannot_stop_the_daemon(
             assert d.call("whoami")["principal"] == "g0"
             assert d.cli("whoami", "--json", timeout=20).json["principal"] == "g0"
 
-            async def mcp_side() -> str:
-                client = AsyncClient(d.socket, "@owner")
-                try:
-                    await client.connect()
-                    return str((await client.call("whoami"))["principal"])
-                finally:
-                    await client.close()
-
-            assert asyncio.run(mcp_side()) == "g0"
+            assert asyncio.run(mcp_whoami(d.socket)) == "g0"
             check = next(c for c in d.call("doctor")["checks"] if c["name"] == "socket")
             assert check["status"] == "warn", check
             assert f"held by uid {NOBODY}" in check["detail"], check
@@ -670,16 +662,18 @@ def test_another_users_connections_are_served_at_most_32_a_second(daemon: Daemon
     assert daemon.call("whoami")["principal"] == "g0"
 
 
-def test_clients_accept_a_daemon_of_their_own_uid(daemon: Daemon) -> None:
-    async def mcp_side() -> str:
-        client = AsyncClient(daemon.socket, "@owner")
-        try:
-            await client.connect()
-            return str((await client.call("whoami"))["principal"])
-        finally:
-            await client.close()
+async def mcp_whoami(sock: str) -> str:
+    """The principal the MCP adapter's client is, as the owner, at ``sock``."""
+    client = AsyncClient(sock, "@owner")
+    try:
+        await client.connect()
+        return str((await client.call("whoami"))["principal"])
+    finally:
+        await client.close()
 
-    assert asyncio.run(mcp_side()) == "g0"
+
+def test_clients_accept_a_daemon_of_their_own_uid(daemon: Daemon) -> None:
+    assert asyncio.run(mcp_whoami(daemon.socket)) == "g0"
     assert daemon.call("whoami")["principal"] == "g0"
 
 
