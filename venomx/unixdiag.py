@@ -17,16 +17,39 @@ NLMSG_ERROR, NLMSG_DONE = 2, 3
 UDIAG_SHOW_NAME, UDIAG_SHOW_UID = 0x1, 0x40
 UNIX_DIAG_NAME, UNIX_DIAG_UID = 0, 7
 ALL_STATES = 0xFFFFFFFF
+CLOSE, LISTEN = 7, 10  # socket states (as TCP's): bound but not listening; listening
 HEADER = struct.Struct("=IHHII")  # nlmsghdr: len, type, flags, seq, pid
 REQUEST = struct.Struct("=BBHIII8x")  # unix_diag_req: family, protocol, pad, states, ino, show
 MESSAGE = 16  # unix_diag_msg: family, type, state, pad, ino, cookie[2]
 ATTR = struct.Struct("=HH")  # rtattr: len, type
 
 
-def holder_uid(name: bytes) -> int | None:
-    """The uid owning the socket bound at abstract address ``name`` (its leading NUL
-    included), or None if no socket holds it or the kernel cannot say (no sock_diag,
-    or a kernel before 5.3, which reports no uid)."""
+def holder_uid(name: bytes, listening: bool = False) -> int | None:
+    """The uid that created the socket holding abstract address ``name`` (its leading NUL
+    included), or None if the kernel cannot say (no sock_diag, a kernel before 5.3 with
+    no uids, or no holder now).
+
+    Accepted connections carry their listener's name too (and outlive it), so the
+    listener is believed first, then a socket bound without listening; connected ones
+    only if they all agree. ``listening``: only a listener will do (the caller found a
+    queue there).
+    """
+    found = dump(name)
+    if found is None:
+        return None
+    for state in (LISTEN, CLOSE):
+        uids = {uid for s, uid in found if s == state}
+        if uids:
+            return uids.pop() if len(uids) == 1 else None
+        if listening:
+            return None
+    uids = {uid for _, uid in found}
+    return uids.pop() if len(uids) == 1 else None
+
+
+def dump(name: bytes) -> list[tuple[int, int]] | None:
+    """(state, uid) of every Unix socket named ``name``; None if the kernel cannot say."""
+    found: list[tuple[int, int]] = []
     try:
         with socket.socket(socket.AF_NETLINK, socket.SOCK_RAW, NETLINK_SOCK_DIAG) as nl:
             nl.settimeout(2.0)
@@ -43,30 +66,35 @@ def holder_uid(name: bytes) -> int | None:
                 at = 0
                 while at + HEADER.size <= len(data):
                     length, kind = HEADER.unpack_from(data, at)[:2]
-                    if kind in (NLMSG_DONE, NLMSG_ERROR) or length < HEADER.size:
+                    if kind == NLMSG_DONE:
+                        return found
+                    if kind == NLMSG_ERROR or length < HEADER.size:
                         return None
-                    uid = _match(data[at + HEADER.size : at + length], name)
-                    if uid is not None:
-                        return uid
+                    entry = _match(data[at + HEADER.size : at + length], name)
+                    if entry is not None:
+                        found.append(entry)
                     at += (length + 3) & ~3
     except OSError:
         return None
 
 
-def _match(msg: bytes, name: bytes) -> int | None:
-    """The uid in one unix_diag_msg whose name is ``name``, else None."""
-    at, found, uid = MESSAGE, False, None
+def _match(msg: bytes, name: bytes) -> tuple[int, int] | None:
+    """(state, uid) of one unix_diag_msg named ``name``, else None."""
+    if len(msg) < MESSAGE:
+        return None
+    state = msg[2]
+    at, named, uid = MESSAGE, False, None
     while at + ATTR.size <= len(msg):
         length, kind = ATTR.unpack_from(msg, at)
         if length < ATTR.size:
             break
         value = msg[at + ATTR.size : at + length]
         if kind == UNIX_DIAG_NAME:
-            found = value == name
+            named = value == name
         elif kind == UNIX_DIAG_UID and len(value) >= 4:
             uid = struct.unpack_from("=I", value)[0]
         at += (length + 3) & ~3
-    return uid if found else None
+    return (state, uid) if named and uid is not None else None
 
 
 def mine(uid: int | None, unknown: bool = False) -> bool:

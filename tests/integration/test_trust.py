@@ -16,6 +16,7 @@ from pathlib import Path
 import pytest
 
 from tests.helpers import PY, Daemon, running, start_daemon, stop_daemon, wait_for
+from venomx import unixdiag
 from venomx.aclient import AsyncClient
 from venomx.client import Client
 from venomx.paths import abstract_address
@@ -551,6 +552,86 @@ def test_a_holder_of_our_own_uid_keeps_the_abstract_address_in_use(tmp: Path) ->
         assert not (tmp / "s.sock").exists()
     finally:
         holder.close()
+
+
+STALE = """
+import socket, sys
+name = bytes.fromhex(sys.argv[1])
+listener = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+listener.bind(name)
+listener.listen(1)
+client = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+client.connect(name)
+accepted, _ = listener.accept()  # carries the name, and outlives its listener
+listener.close()
+print("ready", flush=True)
+sys.stdin.read()
+"""
+
+
+@needs_setpriv
+def test_a_connection_left_by_another_users_listener_is_not_the_holder(tmp: Path) -> None:
+    address = abstract_address(str(tmp / "s.sock"))
+    stale = subprocess.Popen(
+        [*AS_NOBODY, PY, "-c", STALE, address.encode().hex()],
+        stdin=subprocess.PIPE,
+        stdout=subprocess.PIPE,
+        cwd="/tmp",
+        start_new_session=True,
+    )
+    try:
+        assert stale.stdout is not None and stale.stdout.readline() == b"ready\n"
+        d = start_daemon(directory=str(tmp))
+        try:
+            assert unixdiag.holder_uid(address.encode()) == os.getuid()
+            assert unixdiag.holder_uid(address.encode(), listening=True) == os.getuid()
+            check = next(c for c in d.call("doctor")["checks"] if c["name"] == "socket")
+            assert check["status"] == "ok", check
+        finally:
+            stop_daemon(d)
+    finally:
+        os.killpg(stale.pid, signal.SIGKILL)
+        stale.wait()
+
+
+SPLIT = """
+import os, socket, sys
+name = bytes.fromhex(sys.argv[1])
+os.setegid(65534)
+os.seteuid(65534)
+sock = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)  # made by uid 65534 ...
+sock.bind(name)
+os.seteuid(0)
+os.setegid(0)
+sock.listen(5)  # ... listened on by root: clients see root's credentials
+print("ready", flush=True)
+sys.stdin.read()
+"""
+
+
+@needs_root
+def test_a_holder_made_by_another_uid_but_listened_on_by_ours_is_ours(tmp: Path) -> None:
+    address = abstract_address(str(tmp / "s.sock"))
+    holder = subprocess.Popen(
+        [PY, "-c", SPLIT, address.encode().hex()],
+        stdin=subprocess.PIPE,
+        stdout=subprocess.PIPE,
+        start_new_session=True,
+    )
+    try:
+        assert holder.stdout is not None and holder.stdout.readline() == b"ready\n"
+        assert unixdiag.holder_uid(address.encode()) == NOBODY  # what the kernel records
+        r = subprocess.run(
+            [PY, "-m", "venomx", "serve", "--socket", str(tmp / "s.sock")],
+            capture_output=True,
+            text=True,
+            env=env(),
+            timeout=20,
+        )
+        assert r.returncode == 6 and "unavailable.address_in_use" in r.stderr, r
+    finally:
+        os.killpg(holder.pid, signal.SIGKILL)
+        holder.wait()
 
 
 FOREIGN = """

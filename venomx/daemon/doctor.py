@@ -328,6 +328,13 @@ def socket_file(d: Doctor) -> dict[str, str]:
         ours = os.stat(d.socket_path, follow_symlinks=False).st_ino == d.socket_ino
     except OSError:
         ours = False
+    if d.squatter in (os.getuid(), 0):
+        return check(
+            "socket",
+            "fail",
+            f"a process of uid {d.squatter} holds this daemon's abstract address: clients "
+            "may be talking to it instead",
+        )
     if (ours or d.socket_ino < 0) and d.squatter is not None:
         return check(
             "socket",

@@ -141,6 +141,17 @@ def reclaim(
     except OSError:
         sock = None
     if sock is None:
+        holder = paths.abstract_holder(place.path)
+        if holder is not None and holder != place.squatter:
+            place.squatter = d.doctor.squatter = holder
+            if holder in (os.getuid(), 0):
+                log.error(
+                    "a process of uid %d took this socket's abstract address; clients "
+                    "may be talking to it instead of this daemon",
+                    holder,
+                )
+            else:
+                log.warning("uid %d holds this socket's abstract address now", holder)
         loop.call_later(ABSTRACT_RETRY, reclaim, loop, place, d, servers)
         return
     place.abstract, place.squatter = sock, None

@@ -21,6 +21,7 @@ import errno
 import os
 import socket
 import stat
+import sys
 from collections.abc import Callable
 from dataclasses import dataclass
 
@@ -31,6 +32,7 @@ from venomx.wire import VenomxError
 SUN_PATH_MAX = 107  # sun_path holds 108 bytes with the terminating NUL
 CONFIG_MAX_BYTES = 1 << 20
 BACKLOG = 100
+HOLDER_TRIES = 5  # binds of the abstract address, each failed one asking whose it is
 APPEND_FLAGS = os.O_WRONLY | os.O_APPEND | os.O_CREAT | os.O_NOFOLLOW | os.O_CLOEXEC | os.O_NONBLOCK
 DIR_FLAGS = os.O_RDONLY | os.O_DIRECTORY | os.O_NOFOLLOW | os.O_CLOEXEC
 
@@ -354,29 +356,54 @@ def bind_abstract(place: SocketPlace, backlog: int) -> socket.socket | None:
     """Also listen on the abstract address clients try first (``venomx.paths``): the file
     can be swapped by any program of our uid, this address cannot while we hold it.
 
-    Anyone may compute the address and take it first. Held by another user (the kernel
-    says whose: ``unixdiag``), the daemon serves at the path alone, which that user cannot
-    reach, and records the holder in ``squatter``; clients pass such a holder over. Held
-    by our uid or root, or by a holder the kernel will not name, it is taken to be a
-    daemon already serving this path: ``unavailable.address_in_use``.
+    Anyone may compute the address and take it first. Held by another user, the daemon
+    serves at the path alone, which that user cannot reach, and records the holder in
+    ``squatter``; clients pass such a holder over. Held by our uid or root, or by a
+    holder the kernel will not name, it is taken to be a daemon already serving this
+    path: ``unavailable.address_in_use``.
     """
-    try:
-        sock = listen_abstract(place.path, backlog)
-    except OSError as exc:
-        unlink_ours(place)
-        raise socket_error(place.given, f"cannot listen: {_strerror(exc)}") from None
-    if sock is not None:
-        return sock
-    holder = unixdiag.holder_uid(abstract_address(place.path).encode())
-    if holder is not None and not unixdiag.mine(holder):
-        place.squatter = holder
-        return None
+    for _ in range(HOLDER_TRIES):
+        try:
+            sock = listen_abstract(place.path, backlog)
+        except OSError as exc:
+            unlink_ours(place)
+            raise socket_error(place.given, f"cannot listen: {_strerror(exc)}") from None
+        if sock is not None:
+            return sock
+        holder = abstract_holder(place.path)
+        if holder is None:
+            continue  # let go between our bind and the question, or the kernel cannot say
+        if not unixdiag.mine(holder):
+            place.squatter = holder
+            return None
+        break
     unlink_ours(place)
     raise VenomxError(
         "unavailable.address_in_use",
         f"another process holds the abstract address of {place.given}",
         {"socket": place.given},
     )
+
+
+def abstract_holder(path: str) -> int | None:
+    """Whose the abstract address of ``path`` is: the uid that made the socket holding
+    it (``unixdiag``), unless whoever listens there answers a connect with credentials
+    of our uid or root, as clients would see them (a socket made by one user may be
+    listened on by another's process). None if nobody can tell."""
+    name = abstract_address(path)
+    probe = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+    probe.setblocking(False)
+    try:
+        probe.connect(name)
+        creds = probe.getsockopt(socket.SOL_SOCKET, socket.SO_PEERCRED, 12)
+        uid = int.from_bytes(creds[4:8], sys.byteorder, signed=True)
+        if unixdiag.mine(uid):
+            return uid
+    except OSError:
+        pass  # a full queue, or no listener: the kernel's answer stands
+    finally:
+        probe.close()
+    return unixdiag.holder_uid(name.encode())
 
 
 def listen_abstract(path: str, backlog: int) -> socket.socket | None:

@@ -94,18 +94,22 @@ def connector_in_pane(sock: Any, pid: int) -> bool:
     try:
         pidfd = sock.getsockopt(socket.SOL_SOCKET, SO_PEERPIDFD)
     except OSError as exc:
-        if exc.errno != errno.ENOPROTOOPT:
+        if exc.errno in (errno.ESRCH, errno.EINVAL):
             return True  # the connector has gone
-        return from_our_descendant(pid)
+        return from_our_descendant(pid)  # no SO_PEERPIDFD here, or out of descriptors
     try:
         if from_our_descendant(pid):
             return True
         signal.pidfd_send_signal(pidfd, 0)
-        return False
+    except ProcessLookupError:
+        return True  # gone since
+    except PermissionError:
+        pass  # there, but not ours to signal (a root client of a daemon that is not root)
     except OSError:
-        return True
+        return True  # cannot tell: as if gone
     finally:
         os.close(pidfd)
+    return False
 
 
 class Listener:
