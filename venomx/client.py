@@ -118,7 +118,7 @@ def connect_abstract(sock: Any, path: str) -> bool:
     except BlockingIOError:
         from venomx import unixdiag  # only when the queue is full
 
-        if not unixdiag.mine(unixdiag.holder_uid(name.encode()), unknown=True):
+        if not unixdiag.mine(unixdiag.holder_uid(name.encode(), listening=True), unknown=True):
             return False
         sock.setblocking(True)
         sock.connect(name)
