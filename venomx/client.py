@@ -121,7 +121,12 @@ def connect_abstract(sock: Any, path: str) -> bool:
         if not unixdiag.mine(unixdiag.holder_uid(name.encode(), listening=True), unknown=True):
             return False
         sock.setblocking(True)
-        sock.connect(name)
+        try:
+            sock.connect(name)
+        except OSError as exc:
+            if exc.errno in (errno.ECONNREFUSED, errno.ENOENT):
+                return False  # the listener went away meanwhile
+            raise
     except OSError as exc:
         if exc.errno in (errno.ECONNREFUSED, errno.ENOENT):
             return False

@@ -48,7 +48,8 @@ def holder_uid(name: bytes, listening: bool = False) -> int | None:
 
 
 def dump(name: bytes) -> list[tuple[int, int]] | None:
-    """(state, uid) of every Unix socket named ``name``; None if the kernel cannot say."""
+    """(state, uid) of every Unix stream socket named ``name``; None if the kernel cannot
+    say."""
     found: list[tuple[int, int]] = []
     try:
         with socket.socket(socket.AF_NETLINK, socket.SOCK_RAW, NETLINK_SOCK_DIAG) as nl:
@@ -80,8 +81,8 @@ def dump(name: bytes) -> list[tuple[int, int]] | None:
 
 def _match(msg: bytes, name: bytes) -> tuple[int, int] | None:
     """(state, uid) of one unix_diag_msg named ``name``, else None."""
-    if len(msg) < MESSAGE:
-        return None
+    if len(msg) < MESSAGE or msg[1] != socket.SOCK_STREAM:
+        return None  # names are per type: a datagram socket may share ours
     state = msg[2]
     at, named, uid = MESSAGE, False, None
     while at + ATTR.size <= len(msg):

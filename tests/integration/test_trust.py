@@ -594,6 +594,41 @@ def test_a_connection_left_by_another_users_listener_is_not_the_holder(tmp: Path
         stale.wait()
 
 
+SEQPACKET = """
+import socket, sys
+other = socket.socket(socket.AF_UNIX, socket.SOCK_SEQPACKET)
+other.bind(bytes.fromhex(sys.argv[1]))
+other.listen(1)
+print("ready", flush=True)
+sys.stdin.read()
+"""
+
+
+@needs_setpriv
+def test_a_socket_of_another_type_at_the_name_is_not_the_holder(tmp: Path) -> None:
+    """Abstract names are per socket type: another user's seqpacket listener at our name
+    must not make the holder unknown (which would refuse to start the daemon)."""
+    address = abstract_address(str(tmp / "s.sock"))
+    other = subprocess.Popen(
+        [*AS_NOBODY, PY, "-c", SEQPACKET, address.encode().hex()],
+        stdin=subprocess.PIPE,
+        stdout=subprocess.PIPE,
+        cwd="/tmp",
+        start_new_session=True,
+    )
+    ours = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+    try:
+        assert other.stdout is not None and other.stdout.readline() == b"ready\n"
+        ours.bind(address)
+        assert unixdiag.holder_uid(address.encode()) == os.getuid()  # bound, not listening
+        ours.listen(1)
+        assert unixdiag.holder_uid(address.encode(), listening=True) == os.getuid()
+    finally:
+        ours.close()
+        os.killpg(other.pid, signal.SIGKILL)
+        other.wait()
+
+
 SPLIT = """
 import os, socket, sys
 name = bytes.fromhex(sys.argv[1])

@@ -141,7 +141,10 @@ def reclaim(
     except OSError:
         sock = None
     if sock is None:
-        holder = paths.abstract_holder(place.path)
+        try:
+            holder = paths.abstract_holder(place.path)
+        except OSError:  # never let a failure here end the retries
+            holder = None
         if holder is not None and holder != place.squatter:
             place.squatter = d.doctor.squatter = holder
             if holder in (os.getuid(), 0):

@@ -391,18 +391,16 @@ def abstract_holder(path: str) -> int | None:
     of our uid or root, as clients would see them (a socket made by one user may be
     listened on by another's process). None if nobody can tell."""
     name = abstract_address(path)
-    probe = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
-    probe.setblocking(False)
     try:
-        probe.connect(name)
-        creds = probe.getsockopt(socket.SOL_SOCKET, socket.SO_PEERCRED, 12)
-        uid = int.from_bytes(creds[4:8], sys.byteorder, signed=True)
-        if unixdiag.mine(uid):
-            return uid
+        with socket.socket(socket.AF_UNIX, socket.SOCK_STREAM) as probe:
+            probe.setblocking(False)
+            probe.connect(name)
+            creds = probe.getsockopt(socket.SOL_SOCKET, socket.SO_PEERCRED, 12)
+            uid = int.from_bytes(creds[4:8], sys.byteorder, signed=True)
+            if unixdiag.mine(uid):
+                return uid
     except OSError:
-        pass  # a full queue, or no listener: the kernel's answer stands
-    finally:
-        probe.close()
+        pass  # a full queue, no listener, or no descriptor: the kernel's answer stands
     return unixdiag.holder_uid(name.encode())
 
 
