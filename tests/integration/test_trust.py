@@ -4,6 +4,7 @@ touches; the client's check of who is listening. Attacks run as uid 65534 via se
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import json
 import os
 import shutil
@@ -11,6 +12,7 @@ import signal
 import socket
 import stat
 import subprocess
+from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
@@ -470,6 +472,26 @@ sys.stdin.read()
 """
 
 
+@contextlib.contextmanager
+def holding(script: str, *args: str, nobody: bool = True) -> Iterator[subprocess.Popen[bytes]]:
+    """Run ``script`` (as uid 65534 unless ``nobody`` is False) until it prints ready;
+    kill it at the end if it still runs."""
+    p = subprocess.Popen(
+        [*(AS_NOBODY if nobody else []), PY, "-c", script, *args],
+        stdin=subprocess.PIPE,
+        stdout=subprocess.PIPE,
+        cwd="/tmp",
+        start_new_session=True,
+    )
+    try:
+        assert p.stdout is not None and p.stdout.readline() == b"ready\n"
+        yield p
+    finally:
+        if p.poll() is None:
+            os.killpg(p.pid, signal.SIGKILL)
+            p.wait()
+
+
 @needs_setpriv
 @pytest.mark.parametrize("listens", [True, False])
 def test_another_user_holding_the_abstract_address_cannot_stop_the_daemon(
@@ -478,17 +500,9 @@ def test_another_user_holding_the_abstract_address_cannot_stop_the_daemon(
     """Anyone can compute a socket's abstract address and take it first; the daemon then
     serves at the path alone, and clients pass the holder over for the path."""
     address = abstract_address(str(tmp / "s.sock"))
-    name = address.encode()
     fillers: list[socket.socket] = []
-    squatter = subprocess.Popen(
-        [*AS_NOBODY, PY, "-c", SQUATTER, name.hex(), "listen" if listens else "bind"],
-        stdin=subprocess.PIPE,
-        stdout=subprocess.PIPE,
-        cwd="/tmp",
-        start_new_session=True,
-    )
-    try:
-        assert squatter.stdout is not None and squatter.stdout.readline() == b"ready\n"
+    how = "listen" if listens else "bind"
+    with holding(SQUATTER, address.encode().hex(), how) as squatter:
         d = start_daemon(directory=str(tmp))
         try:
             while listens:  # fill the holder's queue
@@ -502,7 +516,6 @@ def test_another_user_holding_the_abstract_address_cannot_stop_the_daemon(
                 fillers.append(filler)
             assert d.call("whoami")["principal"] == "g0"
             assert d.cli("whoami", "--json", timeout=20).json["principal"] == "g0"
-
             assert asyncio.run(mcp_whoami(d.socket)) == "g0"
             check = next(c for c in d.call("doctor")["checks"] if c["name"] == "socket")
             assert check["status"] == "warn", check
@@ -526,12 +539,20 @@ def test_another_user_holding_the_abstract_address_cannot_stop_the_daemon(
             held.close()
         finally:
             stop_daemon(d)
-    finally:
-        for f in fillers:
-            f.close()
-        if squatter.poll() is None:
-            os.killpg(squatter.pid, signal.SIGKILL)
-            squatter.wait()
+            for f in fillers:
+                f.close()
+
+
+def serve_is_refused_as_in_use(sock: Path) -> None:
+    r = subprocess.run(
+        [PY, "-m", "venomx", "serve", "--socket", str(sock)],
+        capture_output=True,
+        text=True,
+        env=env(),
+        timeout=20,
+    )
+    assert r.returncode == 6 and "unavailable.address_in_use" in r.stderr, r
+    assert not sock.exists()
 
 
 def test_a_holder_of_our_own_uid_keeps_the_abstract_address_in_use(tmp: Path) -> None:
@@ -541,15 +562,7 @@ def test_a_holder_of_our_own_uid_keeps_the_abstract_address_in_use(tmp: Path) ->
     holder = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
     holder.bind(abstract_address(str(tmp / "s.sock")))
     try:
-        r = subprocess.run(
-            [PY, "-m", "venomx", "serve", "--socket", str(tmp / "s.sock")],
-            capture_output=True,
-            text=True,
-            env=env(),
-            timeout=20,
-        )
-        assert r.returncode == 6 and "unavailable.address_in_use" in r.stderr, r
-        assert not (tmp / "s.sock").exists()
+        serve_is_refused_as_in_use(tmp / "s.sock")
     finally:
         holder.close()
 
@@ -572,15 +585,7 @@ sys.stdin.read()
 @needs_setpriv
 def test_a_connection_left_by_another_users_listener_is_not_the_holder(tmp: Path) -> None:
     address = abstract_address(str(tmp / "s.sock"))
-    stale = subprocess.Popen(
-        [*AS_NOBODY, PY, "-c", STALE, address.encode().hex()],
-        stdin=subprocess.PIPE,
-        stdout=subprocess.PIPE,
-        cwd="/tmp",
-        start_new_session=True,
-    )
-    try:
-        assert stale.stdout is not None and stale.stdout.readline() == b"ready\n"
+    with holding(STALE, address.encode().hex()):
         d = start_daemon(directory=str(tmp))
         try:
             assert unixdiag.holder_uid(address.encode()) == os.getuid()
@@ -589,9 +594,6 @@ def test_a_connection_left_by_another_users_listener_is_not_the_holder(tmp: Path
             assert check["status"] == "ok", check
         finally:
             stop_daemon(d)
-    finally:
-        os.killpg(stale.pid, signal.SIGKILL)
-        stale.wait()
 
 
 SEQPACKET = """
@@ -609,24 +611,11 @@ def test_a_socket_of_another_type_at_the_name_is_not_the_holder(tmp: Path) -> No
     """Abstract names are per socket type: another user's seqpacket listener at our name
     must not make the holder unknown (which would refuse to start the daemon)."""
     address = abstract_address(str(tmp / "s.sock"))
-    other = subprocess.Popen(
-        [*AS_NOBODY, PY, "-c", SEQPACKET, address.encode().hex()],
-        stdin=subprocess.PIPE,
-        stdout=subprocess.PIPE,
-        cwd="/tmp",
-        start_new_session=True,
-    )
-    ours = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
-    try:
-        assert other.stdout is not None and other.stdout.readline() == b"ready\n"
+    with holding(SEQPACKET, address.encode().hex()), socket.socket(socket.AF_UNIX) as ours:
         ours.bind(address)
         assert unixdiag.holder_uid(address.encode()) == os.getuid()  # bound, not listening
         ours.listen(1)
         assert unixdiag.holder_uid(address.encode(), listening=True) == os.getuid()
-    finally:
-        ours.close()
-        os.killpg(other.pid, signal.SIGKILL)
-        other.wait()
 
 
 SPLIT = """
@@ -647,26 +636,9 @@ sys.stdin.read()
 @needs_root
 def test_a_holder_made_by_another_uid_but_listened_on_by_ours_is_ours(tmp: Path) -> None:
     address = abstract_address(str(tmp / "s.sock"))
-    holder = subprocess.Popen(
-        [PY, "-c", SPLIT, address.encode().hex()],
-        stdin=subprocess.PIPE,
-        stdout=subprocess.PIPE,
-        start_new_session=True,
-    )
-    try:
-        assert holder.stdout is not None and holder.stdout.readline() == b"ready\n"
+    with holding(SPLIT, address.encode().hex(), nobody=False):
         assert unixdiag.holder_uid(address.encode()) == NOBODY  # what the kernel records
-        r = subprocess.run(
-            [PY, "-m", "venomx", "serve", "--socket", str(tmp / "s.sock")],
-            capture_output=True,
-            text=True,
-            env=env(),
-            timeout=20,
-        )
-        assert r.returncode == 6 and "unavailable.address_in_use" in r.stderr, r
-    finally:
-        os.killpg(holder.pid, signal.SIGKILL)
-        holder.wait()
+        serve_is_refused_as_in_use(tmp / "s.sock")
 
 
 FOREIGN = """
