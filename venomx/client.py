@@ -24,6 +24,8 @@ from venomx import PROTOCOL, __version__
 from venomx.paths import abstract_address, socket_path
 from venomx.wire import DEFAULT_MAX_FRAME, VenomxError, dumps
 
+QUEUE_WAIT = 5.0  # seconds a full queue whose holder the kernel cannot name is tried
+
 T = TypeVar("T")
 
 
@@ -108,25 +110,31 @@ def connect(sock: Any, path: str) -> Any:
 
 def connect_abstract(sock: Any, path: str) -> bool:
     """Whether ``sock`` is now connected to a daemon of our uid (or root) at ``path``'s
-    abstract address. A full queue there is waited out only if the kernel says the
-    holder is ours (or cannot say): another user's holder that never accepts would
-    otherwise block us forever."""
+    abstract address. A full queue there is waited out only for a listener the kernel
+    says is ours: another user's is passed over for the path, and one the kernel cannot
+    name is tried for ``QUEUE_WAIT`` seconds, then given up (the path would let a program
+    of our uid that swapped the file and filled the queue answer for the daemon)."""
     name = abstract_address(path)
     sock.setblocking(False)
     try:
-        sock.connect(name)
-    except BlockingIOError:
-        from venomx import unixdiag  # only when the queue is full
-
-        if not unixdiag.mine(unixdiag.holder_uid(name.encode(), listening=True), unknown=True):
-            return False
-        sock.setblocking(True)
-        try:
-            sock.connect(name)
-        except OSError as exc:
-            if exc.errno in (errno.ECONNREFUSED, errno.ENOENT):
-                return False  # the listener went away meanwhile
-            raise
+        deadline = time.monotonic() + QUEUE_WAIT
+        while True:
+            try:
+                sock.connect(name)
+                break
+            except BlockingIOError:
+                whose = queue_holder(name)
+                if whose is False:
+                    return False
+                if whose is True:
+                    sock.setblocking(True)
+                    sock.connect(name)  # our daemon: it accepts in time
+                    break
+                if time.monotonic() >= deadline:
+                    raise OSError(
+                        errno.EAGAIN, "the daemon's address stays full and its holder is unknown"
+                    ) from None
+                time.sleep(0.05)
     except OSError as exc:
         if exc.errno in (errno.ECONNREFUSED, errno.ENOENT):
             return False
@@ -140,6 +148,18 @@ def connect_abstract(sock: Any, path: str) -> bool:
     except OSError:
         pass
     return False
+
+
+def queue_holder(name: str) -> bool | None:
+    """Whether the listener with a full queue at ``name`` is ours (True), another user's
+    (False), or the kernel cannot say or sees none (None)."""
+    from venomx import unixdiag  # only when a queue is full
+
+    try:
+        uid = unixdiag.holder_uid(name.encode(), listening=True)
+    except unixdiag.Unknown:
+        return None
+    return None if uid is None else unixdiag.mine(uid)
 
 
 class Client:

@@ -24,10 +24,15 @@ MESSAGE = 16  # unix_diag_msg: family, type, state, pad, ino, cookie[2]
 ATTR = struct.Struct("=HH")  # rtattr: len, type
 
 
+class Unknown(Exception):
+    """The kernel cannot say who holds a name: no sock_diag here, a kernel before 5.3
+    (no uids), or stream sockets of several uids in the same state."""
+
+
 def holder_uid(name: bytes, listening: bool = False) -> int | None:
     """The uid that created the socket holding abstract address ``name`` (its leading NUL
-    included), or None if the kernel cannot say (no sock_diag, a kernel before 5.3 with
-    no uids, or no holder now).
+    included), or None if no stream socket holds it now; ``Unknown`` if the kernel cannot
+    say.
 
     Accepted connections carry their listener's name too (and outlive it), so the
     listener is believed first, then a socket bound without listening; connected ones
@@ -36,15 +41,19 @@ def holder_uid(name: bytes, listening: bool = False) -> int | None:
     """
     found = dump(name)
     if found is None:
-        return None
+        raise Unknown(name)
     for state in (LISTEN, CLOSE):
         uids = {uid for s, uid in found if s == state}
+        if len(uids) > 1:
+            raise Unknown(name)
         if uids:
-            return uids.pop() if len(uids) == 1 else None
+            return uids.pop()
         if listening:
             return None
     uids = {uid for _, uid in found}
-    return uids.pop() if len(uids) == 1 else None
+    if len(uids) > 1:
+        raise Unknown(name)
+    return uids.pop() if uids else None
 
 
 def dump(name: bytes) -> list[tuple[int, int]] | None:

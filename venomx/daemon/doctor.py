@@ -339,8 +339,9 @@ def socket_file(d: Doctor) -> dict[str, str]:
         return check(
             "socket",
             "warn",
-            f"{d.socket_path}; its abstract address is held by uid {d.squatter}, so "
-            "clients reach this daemon only at the path",
+            f"{d.socket_path}; its abstract address is held by "
+            + (f"uid {d.squatter}" if d.squatter >= 0 else "a holder that comes and goes")
+            + ", so clients reach this daemon only at the path",
         )
     if ours or d.socket_ino < 0:
         return check("socket", "ok", d.socket_path)

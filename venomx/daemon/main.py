@@ -21,6 +21,7 @@ import signal
 import sys
 import types
 
+from venomx import unixdiag
 from venomx.daemon import paths, systemd
 from venomx.daemon.config import Config, config_path
 from venomx.daemon.core import Daemon
@@ -66,14 +67,15 @@ async def serve(
         d.start()
         assert place.sock is not None
         servers = [Listener(d.services, s) for s in (place.sock, place.abstract) if s is not None]
+        reclaiming: asyncio.Future[None] | None = None
         if place.squatter is not None:
             log.warning(
-                "uid %d holds this socket's abstract address; serving at the path only "
+                "%s holds this socket's abstract address; serving at the path only "
                 "and trying for the address every %d s",
-                place.squatter,
+                f"uid {place.squatter}" if place.squatter >= 0 else "a holder that comes and goes",
                 ABSTRACT_RETRY,
             )
-            reclaim(loop, place, d, servers)
+            reclaiming = asyncio.ensure_future(reclaim(place, d, servers))
     except VenomxError as exc:  # cgroups = "required" on a host without them
         paths.unlink_ours(place)
         refuse(exc, dlog, notifier, ready_fd)
@@ -98,6 +100,8 @@ async def serve(
     try:
         await d.lifecycle.stopped
     finally:
+        if reclaiming is not None:
+            reclaiming.cancel()
         for server in servers:
             server.close()
         for conn in list(d.connections):
@@ -129,25 +133,31 @@ def refuse(
         print(f"venomx: {exc.code}: {exc.message}", file=sys.stderr)
 
 
-def reclaim(
-    loop: asyncio.AbstractEventLoop, place: paths.SocketPlace, d: Daemon, servers: list[Listener]
-) -> None:
+async def reclaim(place: paths.SocketPlace, d: Daemon, servers: list[Listener]) -> None:
     """Take the abstract address once its other holder lets go: otherwise any program of
-    our uid could take it next, and clients trust a holder of our uid."""
-    if d.lifecycle.shutting_down:
-        return
-    try:
-        sock = paths.listen_abstract(place.path, paths.BACKLOG)
-    except OSError:
-        sock = None
-    if sock is None:
+    our uid could take it next, and clients trust a holder of our uid. Asking the kernel
+    who holds it reads every Unix socket on the host, so that runs in a thread."""
+    while not d.lifecycle.shutting_down:
+        await asyncio.sleep(ABSTRACT_RETRY)
+        if d.lifecycle.shutting_down:
+            return
         try:
-            holder = paths.abstract_holder(place.path)
-        except OSError:  # never let a failure here end the retries
+            sock = paths.listen_abstract(place.path, paths.BACKLOG)
+        except OSError:
+            sock = None
+        if sock is not None:
+            place.abstract, place.squatter = sock, None
+            d.doctor.squatter = None
+            servers.append(Listener(d.services, sock))
+            log.info("listening at the abstract address again")
+            return
+        try:
+            holder = await asyncio.to_thread(paths.abstract_holder, place.path)
+        except (OSError, unixdiag.Unknown):  # never let a failure here end the retries
             holder = None
         if holder is not None and holder != place.squatter:
             place.squatter = d.doctor.squatter = holder
-            if holder in (os.getuid(), 0):
+            if unixdiag.mine(holder):
                 log.error(
                     "a process of uid %d took this socket's abstract address; clients "
                     "may be talking to it instead of this daemon",
@@ -155,12 +165,6 @@ def reclaim(
                 )
             else:
                 log.warning("uid %d holds this socket's abstract address now", holder)
-        loop.call_later(ABSTRACT_RETRY, reclaim, loop, place, d, servers)
-        return
-    place.abstract, place.squatter = sock, None
-    d.doctor.squatter = None
-    servers.append(Listener(d.services, sock))
-    log.info("listening at the abstract address again")
 
 
 def _ignore_hup(signum: int, frame: types.FrameType | None) -> None:

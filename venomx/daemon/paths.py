@@ -22,6 +22,7 @@ import os
 import socket
 import stat
 import sys
+import time
 from collections.abc import Callable
 from dataclasses import dataclass
 
@@ -33,6 +34,7 @@ SUN_PATH_MAX = 107  # sun_path holds 108 bytes with the terminating NUL
 CONFIG_MAX_BYTES = 1 << 20
 BACKLOG = 100
 HOLDER_TRIES = 5  # binds of the abstract address, each failed one asking whose it is
+HOLDER_PAUSE = 0.05  # seconds before the next try when the holder let go meanwhile
 APPEND_FLAGS = os.O_WRONLY | os.O_APPEND | os.O_CREAT | os.O_NOFOLLOW | os.O_CLOEXEC | os.O_NONBLOCK
 DIR_FLAGS = os.O_RDONLY | os.O_DIRECTORY | os.O_NOFOLLOW | os.O_CLOEXEC
 
@@ -291,7 +293,11 @@ def bind(place: SocketPlace, backlog: int = BACKLOG) -> socket.socket:
         os.umask(old)
     place.ino = os.stat(place.path, follow_symlinks=False).st_ino
     sock.setblocking(False)
-    place.abstract = bind_abstract(place, backlog)
+    try:
+        place.abstract = bind_abstract(place, backlog)
+    except BaseException:
+        sock.close()
+        raise
     return sock
 
 
@@ -358,9 +364,10 @@ def bind_abstract(place: SocketPlace, backlog: int) -> socket.socket | None:
 
     Anyone may compute the address and take it first. Held by another user, the daemon
     serves at the path alone, which that user cannot reach, and records the holder in
-    ``squatter``; clients pass such a holder over. Held by our uid or root, or by a
-    holder the kernel will not name, it is taken to be a daemon already serving this
-    path: ``unavailable.address_in_use``.
+    ``squatter``; clients pass such a holder over. So it does when the holder comes and
+    goes through every try (``squatter`` -1): no daemon of ours does that. Held by our
+    uid or root, or where the kernel cannot say, it is taken to be a daemon already
+    serving this path: ``unavailable.address_in_use``.
     """
     for _ in range(HOLDER_TRIES):
         try:
@@ -370,13 +377,20 @@ def bind_abstract(place: SocketPlace, backlog: int) -> socket.socket | None:
             raise socket_error(place.given, f"cannot listen: {_strerror(exc)}") from None
         if sock is not None:
             return sock
-        holder = abstract_holder(place.path)
+        try:
+            holder = abstract_holder(place.path)
+        except unixdiag.Unknown:
+            break
         if holder is None:
-            continue  # let go between our bind and the question, or the kernel cannot say
+            time.sleep(HOLDER_PAUSE)  # let go between our bind and the question
+            continue
         if not unixdiag.mine(holder):
             place.squatter = holder
             return None
         break
+    else:
+        place.squatter = -1
+        return None
     unlink_ours(place)
     raise VenomxError(
         "unavailable.address_in_use",
@@ -389,19 +403,24 @@ def abstract_holder(path: str) -> int | None:
     """Whose the abstract address of ``path`` is: the uid that made the socket holding
     it (``unixdiag``), unless whoever listens there answers a connect with credentials
     of our uid or root, as clients would see them (a socket made by one user may be
-    listened on by another's process). None if nobody can tell."""
+    listened on by another's process). None if no socket holds it now; raises
+    ``unixdiag.Unknown`` if the kernel cannot say. The kernel is asked first: a connect
+    would tell a holder that a check is under way."""
     name = abstract_address(path)
+    uid = unixdiag.holder_uid(name.encode())
+    if uid is None or unixdiag.mine(uid):
+        return uid
     try:
         with socket.socket(socket.AF_UNIX, socket.SOCK_STREAM) as probe:
             probe.setblocking(False)
             probe.connect(name)
             creds = probe.getsockopt(socket.SOL_SOCKET, socket.SO_PEERCRED, 12)
-            uid = int.from_bytes(creds[4:8], sys.byteorder, signed=True)
-            if unixdiag.mine(uid):
-                return uid
+            listener = int.from_bytes(creds[4:8], sys.byteorder, signed=True)
+            if unixdiag.mine(listener):
+                return listener
     except OSError:
         pass  # a full queue, no listener, or no descriptor: the kernel's answer stands
-    return unixdiag.holder_uid(name.encode())
+    return uid
 
 
 def listen_abstract(path: str, backlog: int) -> socket.socket | None:
