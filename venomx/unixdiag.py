@@ -40,8 +40,8 @@ def holder_uid(name: bytes, listening: bool = False) -> int | None:
     queue there).
     """
     found = dump(name)
-    if found is None:
-        raise Unknown(name)
+    if found is None or any(uid < 0 for _, uid in found):
+        raise Unknown(name)  # no sock_diag, or a kernel that gives no uids
     for state in (LISTEN, CLOSE):
         uids = {uid for s, uid in found if s == state}
         if len(uids) > 1:
@@ -89,7 +89,8 @@ def dump(name: bytes) -> list[tuple[int, int]] | None:
 
 
 def _match(msg: bytes, name: bytes) -> tuple[int, int] | None:
-    """(state, uid) of one unix_diag_msg named ``name``, else None."""
+    """(state, uid) of one unix_diag_msg named ``name`` (uid -1 if the kernel gave none),
+    else None."""
     if len(msg) < MESSAGE or msg[1] != socket.SOCK_STREAM:
         return None  # names are per type: a datagram socket may share ours
     state = msg[2]
@@ -104,7 +105,9 @@ def _match(msg: bytes, name: bytes) -> tuple[int, int] | None:
         elif kind == UNIX_DIAG_UID and len(value) >= 4:
             uid = struct.unpack_from("=I", value)[0]
         at += (length + 3) & ~3
-    return (state, uid) if named and uid is not None else None
+    if not named:
+        return None
+    return (state, -1 if uid is None else uid)  # -1: this kernel gives no uid
 
 
 def mine(uid: int | None, unknown: bool = False) -> bool:
