@@ -8,7 +8,13 @@ from pathlib import Path
 
 import pytest
 
-from tests.helpers import Daemon, start_daemon, stop_daemon
+from tests.helpers import MADE, Daemon, start_daemon, stop_daemon
+
+
+def pytest_sessionfinish(session: pytest.Session, exitstatus: int) -> None:
+    """Remove the directories the session's daemons lived in."""
+    for d in MADE:
+        shutil.rmtree(d, ignore_errors=True)
 
 
 @pytest.fixture

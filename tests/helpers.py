@@ -135,6 +135,11 @@ class Daemon:
             return c.call("run.wait", {"run": run, "timeout_ms": int(timeout * 1000)})
 
 
+# Directories start_daemon made for daemons, removed when the test session ends (a test
+# may read a daemon's log after stopping it).
+MADE: list[str] = []
+
+
 def start_daemon(
     extra: list[str] | None = None,
     config: str | None = None,
@@ -145,7 +150,10 @@ def start_daemon(
 ) -> Daemon:
     """``wrap``: a command that execs the daemon in place (setpriv, prlimit); ``directory``:
     an empty one of ours for its socket and log (else a new one)."""
-    d = directory or tempfile.mkdtemp(prefix="vx", dir="/tmp")
+    d = directory
+    if d is None:
+        d = tempfile.mkdtemp(prefix="vx", dir="/tmp")
+        MADE.append(d)
     sock = os.path.join(d, "s.sock")
     log = Path(d) / "daemon.log"
     args = [*(wrap or []), PY, "-m", "venomx", "serve", "--socket", sock, "--log-level", "debug"]
