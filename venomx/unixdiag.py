@@ -9,6 +9,7 @@ from __future__ import annotations
 import os
 import socket
 import struct
+from typing import Any
 
 NETLINK_SOCK_DIAG = 4
 SOCK_DIAG_BY_FAMILY = 20
@@ -22,6 +23,7 @@ HEADER = struct.Struct("=IHHII")  # nlmsghdr: len, type, flags, seq, pid
 REQUEST = struct.Struct("=BBHIII8x")  # unix_diag_req: family, protocol, pad, states, ino, show
 MESSAGE = 16  # unix_diag_msg: family, type, state, pad, ino, cookie[2]
 ATTR = struct.Struct("=HH")  # rtattr: len, type
+CREDENTIALS = struct.Struct("3i")  # ucred: pid, uid, gid
 
 
 class Unknown(Exception):
@@ -108,6 +110,14 @@ def _match(msg: bytes, name: bytes) -> tuple[int, int] | None:
     if not named:
         return None
     return (state, -1 if uid is None else uid)  # -1: this kernel gives no uid
+
+
+def peer_credentials(sock: Any) -> tuple[int, int]:
+    """The pid and uid of the process at the other end of a connected Unix socket, as the
+    kernel recorded them at its connect (``SO_PEERCRED``); OSError if it cannot say."""
+    creds = sock.getsockopt(socket.SOL_SOCKET, socket.SO_PEERCRED, CREDENTIALS.size)
+    pid, uid, _ = CREDENTIALS.unpack(creds)
+    return pid, uid
 
 
 def mine(uid: int | None, unknown: bool = False) -> bool:

@@ -18,7 +18,7 @@ from typing import Any
 
 import psutil
 
-from venomx import __version__
+from venomx import __version__, unixdiag
 from venomx.daemon.auth import AuditLog
 from venomx.daemon.cgroups import dying, members
 from venomx.daemon.collector import Collector
@@ -27,6 +27,7 @@ from venomx.daemon.events import EventLog
 from venomx.daemon.fdreserve import reserve
 from venomx.daemon.panes import Panes
 from venomx.daemon.panes.termination import KILL_WAIT
+from venomx.daemon.paths import holder_text
 from venomx.daemon.priority import Priority
 from venomx.daemon.reaper import Reaper
 from venomx.daemon.registry import Registry
@@ -328,7 +329,7 @@ def socket_file(d: Doctor) -> dict[str, str]:
         ours = os.stat(d.socket_path, follow_symlinks=False).st_ino == d.socket_ino
     except OSError:
         ours = False
-    if d.squatter in (os.getuid(), 0):
+    if d.squatter is not None and unixdiag.mine(d.squatter):
         return check(
             "socket",
             "fail",
@@ -339,9 +340,8 @@ def socket_file(d: Doctor) -> dict[str, str]:
         return check(
             "socket",
             "warn",
-            f"{d.socket_path}; its abstract address is held by "
-            + (f"uid {d.squatter}" if d.squatter >= 0 else "a holder that comes and goes")
-            + ", so clients reach this daemon only at the path",
+            f"{d.socket_path}; its abstract address is held by {holder_text(d.squatter)}, "
+            "so clients reach this daemon only at the path",
         )
     if ours or d.socket_ino < 0:
         return check("socket", "ok", d.socket_path)

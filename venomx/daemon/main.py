@@ -72,7 +72,7 @@ async def serve(
             log.warning(
                 "%s holds this socket's abstract address; serving at the path only "
                 "and trying for the address every %d s",
-                f"uid {place.squatter}" if place.squatter >= 0 else "a holder that comes and goes",
+                paths.holder_text(place.squatter),
                 ABSTRACT_RETRY,
             )
             reclaiming = asyncio.ensure_future(reclaim(place, d, servers))

@@ -21,7 +21,6 @@ import errno
 import os
 import socket
 import stat
-import sys
 import time
 from collections.abc import Callable
 from dataclasses import dataclass
@@ -399,6 +398,11 @@ def bind_abstract(place: SocketPlace, backlog: int) -> socket.socket | None:
     )
 
 
+def holder_text(squatter: int) -> str:
+    """How the log and doctor name the other holder of the abstract address."""
+    return f"uid {squatter}" if squatter >= 0 else "a holder that comes and goes"
+
+
 def abstract_holder(path: str) -> int | None:
     """Whose the abstract address of ``path`` is: the uid that made the socket holding
     it (``unixdiag``), unless whoever listens there answers a connect with credentials
@@ -414,8 +418,7 @@ def abstract_holder(path: str) -> int | None:
         with socket.socket(socket.AF_UNIX, socket.SOCK_STREAM) as probe:
             probe.setblocking(False)
             probe.connect(name)
-            creds = probe.getsockopt(socket.SOL_SOCKET, socket.SO_PEERCRED, 12)
-            listener = int.from_bytes(creds[4:8], sys.byteorder, signed=True)
+            _, listener = unixdiag.peer_credentials(probe)
             if unixdiag.mine(listener):
                 return listener
     except OSError:

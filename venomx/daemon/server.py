@@ -21,10 +21,9 @@ import os
 import re
 import signal
 import socket
-import struct
 from typing import TYPE_CHECKING, Any
 
-from venomx import PROTOCOL, __version__
+from venomx import PROTOCOL, __version__, unixdiag
 from venomx.daemon.dispatch import Context, dispatch
 from venomx.daemon.readbuf import ReadsShared
 from venomx.daemon.registry import Principal, token_key
@@ -144,16 +143,22 @@ class Listener:
                 self.back_off(exc)
                 return
             self.pause = PAUSE_FIRST
-            if not self.admitted(conn):
+            try:
+                pid, uid = unixdiag.peer_credentials(conn)
+            except OSError:
+                pid, uid = 0, -1
+            if not self.admitted(uid):
                 conn.close()
                 continue
-            task = self.loop.create_task(self.open(conn))
+            task = self.loop.create_task(self.open(conn, pid, uid))
             self.opening.add(task)
             task.add_done_callback(self.opening.discard)
 
-    async def open(self, conn: socket.socket) -> None:
+    async def open(self, conn: socket.socket, pid: int, uid: int) -> None:
         try:
-            await self.loop.connect_accepted_socket(lambda: Connection(self.services), conn)
+            await self.loop.connect_accepted_socket(
+                lambda: Connection(self.services, pid, uid), conn
+            )
         except asyncio.CancelledError:
             conn.close()
             raise
@@ -161,16 +166,11 @@ class Listener:
             conn.close()
             log.warning("could not set up a connection: %s", exc)
 
-    def admitted(self, conn: socket.socket) -> bool:
-        """Whether to serve ``conn``: always for our uid and root; for another uid (who
-        can never pass hello) only within ``FOREIGN_RATE`` a second, checked here where
-        refusing costs a close, not a transport and a task."""
-        try:
-            creds = conn.getsockopt(socket.SOL_SOCKET, socket.SO_PEERCRED, struct.calcsize("3i"))
-            uid = struct.unpack("3i", creds)[1]
-        except OSError:
-            uid = -1
-        if uid in (os.getuid(), 0):
+    def admitted(self, uid: int) -> bool:
+        """Whether to serve a connection from ``uid``: always for our uid and root; for
+        another uid (who can never pass hello) only within ``FOREIGN_RATE`` a second,
+        checked at accept, where refusing costs a close, not a transport and a task."""
+        if unixdiag.mine(uid):
             return True
         now = self.loop.time()
         if now - self.window >= 1.0:
@@ -211,15 +211,16 @@ class Connection(ReadsShared):
     """One client's conversation: framing, hello, cancel, a task per request that waits,
     and the peer's credentials."""
 
-    def __init__(self, services: Services) -> None:
+    def __init__(self, services: Services, peer_pid: int = 0, peer_uid: int = -1) -> None:
+        """``peer_pid`` and ``peer_uid``: the connector, as ``SO_PEERCRED`` gave them at
+        accept (uid -1: unknown, which is treated as another user's)."""
         self.services = services
         self.transport: asyncio.Transport | None = None
         self.buf = bytearray()
         self.discarding = False
         self.max_frame: int = min(DEFAULT_MAX_FRAME, services.config["protocol.max_frame"])
         self.principal: Principal | None = None
-        self.peer_uid = -1
-        self.peer_pid = 0
+        self.peer_pid, self.peer_uid = peer_pid, peer_uid
         self.tasks: dict[int, asyncio.Task[None]] = {}
         self.closed = False
         self.draining = False  # a drain of the buffered frames is scheduled
@@ -230,12 +231,6 @@ class Connection(ReadsShared):
     def connection_made(self, transport: asyncio.BaseTransport) -> None:
         assert isinstance(transport, asyncio.Transport)
         self.transport = transport
-        sock = transport.get_extra_info("socket")
-        try:
-            creds = sock.getsockopt(socket.SOL_SOCKET, socket.SO_PEERCRED, struct.calcsize("3i"))
-            self.peer_pid, self.peer_uid, _ = struct.unpack("3i", creds)
-        except OSError:
-            self.peer_uid = -1
         if not self.same_user:
             self.max_frame = MIN_MAX_FRAME
             if sum(not c.same_user for c in self.services.connections) >= FOREIGN_MAX:
@@ -255,7 +250,7 @@ class Connection(ReadsShared):
 
     @property
     def same_user(self) -> bool:
-        return self.peer_uid in (os.getuid(), 0)
+        return unixdiag.mine(self.peer_uid)
 
     def send(self, obj: dict[str, Any]) -> None:
         self.send_frame(dumps(obj))
