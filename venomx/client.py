@@ -93,9 +93,9 @@ def check_server(sock: Any, path: str) -> None:
 def connect(sock: Any, path: str) -> Any:
     """Connect ``sock`` to the daemon of ``path`` and return the connected socket: at its
     abstract address when our daemon holds it (a program of our uid may have swapped the
-    file, not that), else at the path. A holder of another uid is passed over, and so is
-    one whose queue stays full (a holder that never accepts would block us forever):
-    anyone can take the address first, but not reach the path's private directory."""
+    file, not that), else at the path. A holder of another uid is passed over
+    (``connect_abstract``): anyone can take the address first, but not reach the path's
+    private directory."""
     if connect_abstract(sock, path):
         return sock
     sock.close()

@@ -11,10 +11,13 @@ from venomx.daemon.registry import Grant, Pane, Window
 
 def window_view(ctx: Context, w: Window) -> dict[str, Any]:
     reg = ctx.registry
-    out: dict[str, Any] = {"window": w.id, "session": w.session, "name": w.name}
-    out["layout"] = w.layout
-    out["panes"] = [reg.panes[p].record() for p in w.panes if p in reg.panes]
-    return out
+    return {
+        "window": w.id,
+        "session": w.session,
+        "name": w.name,
+        "layout": w.layout,
+        "panes": [reg.panes[p].record() for p in w.panes if p in reg.panes],
+    }
 
 
 def spawn_result(pane: Pane) -> dict[str, Any]:

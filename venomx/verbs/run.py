@@ -206,8 +206,6 @@ def run_list(
     for r in candidates:
         if r.number <= floor or (pane is not None and r.pane != pane):
             continue
-        if key is not None and (r.owner != ctx.principal.id or r.key != key):
-            continue
         if not ctx.can("read", f"run:{r.id}", r.node):
             continue
         if len(picked) == limit:

@@ -37,18 +37,24 @@ def session_list(ctx: Context) -> dict[str, Any]:
     out = []
     for s in ctx.registry.sessions.values():
         if ctx.can("read", f"session:{s.id}", s.node):
-            item: dict[str, Any] = {"session": s.id, "name": s.name}
-            item["windows"] = list(s.windows)
-            item["created_at"] = s.created_at
-            out.append(item)
+            out.append(
+                {
+                    "session": s.id,
+                    "name": s.name,
+                    "windows": list(s.windows),
+                    "created_at": s.created_at,
+                }
+            )
     return {"source": ctx.source, "sessions": out}
 
 
 @handler("session.get")
 def session_get(ctx: Context, session: Session) -> dict[str, Any]:
-    out: dict[str, Any] = {"session": session.id, "name": session.name}
-    out["windows"] = [window_view(ctx, ctx.registry.windows[w]) for w in session.windows]
-    return out
+    return {
+        "session": session.id,
+        "name": session.name,
+        "windows": [window_view(ctx, ctx.registry.windows[w]) for w in session.windows],
+    }
 
 
 @handler("window.create")
