@@ -1,7 +1,6 @@
 from __future__ import annotations
 
 import os
-import shutil
 import tempfile
 from collections.abc import Iterator
 from typing import Any
@@ -9,7 +8,7 @@ from typing import Any
 import pytest
 
 from tests.adapters import CliApi, McpApi
-from tests.helpers import Daemon, start_daemon, stop_daemon, wait_for
+from tests.helpers import MADE, Daemon, start_daemon, stop_daemon, wait_for
 
 
 class WarmAdapters:
@@ -27,6 +26,7 @@ class WarmAdapters:
     def refill(self) -> None:
         if self.spare is None:
             directory = tempfile.mkdtemp(prefix="vx", dir="/tmp")
+            MADE.append(directory)  # removed with start_daemon's at the session's end
             self.spare = directory, McpApi(os.path.join(directory, "s.sock"), wait=False)
 
     def take_directory(self) -> str:
@@ -57,9 +57,7 @@ class WarmAdapters:
         for adapter in self.taken.values():
             adapter.close()
         if self.spare is not None:
-            directory, adapter = self.spare
-            adapter.close()
-            shutil.rmtree(directory, ignore_errors=True)
+            self.spare[1].close()
 
 
 @pytest.fixture(scope="session")
