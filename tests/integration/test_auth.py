@@ -11,6 +11,7 @@ from pathlib import Path
 import pytest
 
 from tests.helpers import PY, Daemon, wait_for
+from venomx.wire import VenomxError
 
 
 def mint(d: Daemon, *grants: tuple[str, str]) -> dict[str, str]:
@@ -41,6 +42,21 @@ def test_anonymous_reads_only(daemon: Daemon) -> None:
         },
     )
     assert daemon.error("session.create", token=None).code == "denied.spawn"
+
+
+def test_default_grants_reach_open_anonymous_connections(daemon: Daemon) -> None:
+    """foundation §11: a config change applies at once, to callers already connected too."""
+    with daemon.client(token=None) as anon:
+        assert anon.call("session.list", {})["sessions"] == []
+        daemon.call("config.set", {"path": "auth.default_grants", "value": "[]"})
+        assert anon.call("whoami", {})["grants"] == []
+        with pytest.raises(VenomxError) as denied:
+            anon.call("session.list", {})
+        assert denied.value.code == "denied.read"
+        daemon.call(
+            "config.set", {"path": "auth.default_grants", "value": '[{"right":"read","scope":"*"}]'}
+        )
+        assert anon.call("session.list", {})["sessions"] == []
 
 
 def test_bad_tokens(daemon: Daemon) -> None:

@@ -138,6 +138,7 @@ class Daemon:
         s = self.services
         s.events.resize(self.config["events.retain_count"])
         s.audit.resize(self.config["audit.retain_count"])
+        s.refresh_anonymous()
         s.events.emit("config.changed", "*", {"paths": sorted(paths)})
         self.panes.cgroups.configured = self.config["cgroups"]
         self.panes.forkserver.configure(

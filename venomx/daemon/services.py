@@ -4,7 +4,7 @@ constructs each service and connects their callbacks."""
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any
 
 from venomx.daemon import auth
@@ -38,10 +38,25 @@ class Services:
     connections: set[Any]
     collector: Collector  # counts requests, to collect garbage once they pause
 
-    def anonymous(self, in_pane: bool = False) -> Principal:
-        """A caller without a token: the configured default grants, read rights only; none
-        at all for a program started in a pane, which reads with its pane's token."""
-        grants = [
+    # The two anonymous principals every connection without a token shares, so that a
+    # change of ``auth.default_grants`` reaches the connections already open at once.
+    reader: Principal = field(
+        default_factory=lambda: Principal("anonymous", None, [], anonymous=True)
+    )
+    nobody: Principal = field(
+        default_factory=lambda: Principal("anonymous", None, [], anonymous=True)
+    )
+
+    def __post_init__(self) -> None:
+        self.refresh_anonymous()
+
+    def refresh_anonymous(self) -> None:
+        """Give the anonymous reader the configured default grants, read rights only."""
+        self.reader.grants = [
             g for g in auth.parse_grants(self.config["auth.default_grants"]) if g.right == "read"
         ]
-        return Principal("anonymous", None, [] if in_pane else grants, anonymous=True)
+
+    def anonymous(self, in_pane: bool = False) -> Principal:
+        """A caller without a token: the configured default grants; none at all for a
+        program started in a pane, which reads with its pane's token."""
+        return self.nobody if in_pane else self.reader
