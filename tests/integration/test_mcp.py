@@ -69,6 +69,17 @@ def test_a_null_name_passes_the_tools_output_schema(daemon: Daemon) -> None:
         api.close()
 
 
+def test_the_anonymous_whoami_passes_its_output_schema(daemon: Daemon) -> None:
+    """The SDK's client validates structured results: principal is null for the anonymous."""
+    api = McpApi(daemon, token=None)
+    try:
+        got = api.call("whoami", {})
+        assert got.ok is not None and got.ok["principal"] is None
+        assert got.ok["grants"] == [{"right": "read", "scope": "*"}]
+    finally:
+        api.close()
+
+
 def test_oversized_result_tells_the_agent_what_to_do(daemon: Daemon) -> None:
     s = daemon.call("session.create")["session"]
     r = daemon.call(

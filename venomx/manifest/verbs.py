@@ -244,6 +244,8 @@ def F(name: str, kind: str = "string", required: bool = True) -> Field:
 # A session's or window's name: in every result that shows one, null when it has none
 # (foundation §6 gives ``{session,name}``, as the ``*.created`` events carry it).
 NAME_FIELD = Field("name", "string", nullable=True)
+# The principal a connection acts as: null for the anonymous caller, which has none.
+PRINCIPAL_FIELD = Field("principal", "string", nullable=True)
 
 
 def name_param(summary: str) -> Param:
@@ -421,7 +423,7 @@ VERBS: tuple[Verb, ...] = (
             F("protocol", "integer"),
             F("server"),
             F("source"),
-            F("principal"),
+            PRINCIPAL_FIELD,
             F("max_frame", "integer"),
         ),
         errors=("invalid_request.hello", "denied.owner", "denied.token"),
@@ -442,7 +444,7 @@ VERBS: tuple[Verb, ...] = (
         "whoami",
         "Show the principal this connection acts as, its grants and the source.",
         (),
-        (F("principal"), F("grants", "array"), F("source")),
+        (PRINCIPAL_FIELD, F("grants", "array"), F("source")),
         title="Who am I",
         effect="read",
     ),
