@@ -28,6 +28,10 @@ def ready(d: Daemon, pane: str, text: str) -> None:
     )
 
 
+def exited(d: Daemon, pane: str) -> bool:
+    return any(p["pane"] == pane and p["state"] == "exited" for p in d.call("pane.list")["panes"])
+
+
 def group_alive(pgid: int) -> list[int]:
     out = []
     for p in psutil.process_iter(["pid"]):
@@ -151,6 +155,32 @@ def test_kill_wait_timeout(daemon: Daemon) -> None:
     assert doc["status"] == "ok", doc["checks"]
     daemon.call("seam.set", {"name": "terminate.unkillable", "state": "release"})
     wait_for(lambda: daemon.call("pane.list")["panes"][0]["state"] == "exited", 10, "exit")
+
+
+def test_a_seam_can_be_held_again(daemon: Daemon) -> None:
+    """§12 on one daemon, as a suite sharing it would: seam.wait answers only while
+    something is held, a second hold keeps what the first holds, and a release frees it."""
+    wait = {"name": "terminate.unkillable", "timeout_ms": 0}
+    for _ in range(2):
+        w = spawn(daemon, ["sleep", "100"])
+        assert daemon.error("seam.wait", wait).code == "timeout.seam"
+        daemon.call("seam.set", {"name": "terminate.unkillable", "state": "hold"})
+        assert daemon.error("pane.kill", {"pane": w["pane"], "grace_ms": 0}).code == (
+            "timeout.terminate"
+        )
+        assert daemon.call("seam.wait", wait)["held"] >= 1  # TERM, and KILL at once
+        daemon.call("seam.set", {"name": "terminate.unkillable", "state": "hold"})
+        daemon.call("seam.set", {"name": "terminate.unkillable", "state": "release"})
+        wait_for(functools.partial(exited, daemon, w["pane"]), 10, "the signals delivered")
+    assert daemon.error("seam.wait", wait).code == "timeout.seam"
+    c = daemon.client()
+    s = daemon.call("session.create")["session"]
+    daemon.call("seam.set", {"name": "run.before_barrier", "state": "hold"})
+    rid = c.start("run", {"key": "again", "session": s, "argv": ["true"]})
+    daemon.call("seam.wait", {"name": "run.before_barrier", "timeout_ms": 10000})
+    daemon.call("seam.set", {"name": "run.before_barrier", "state": "hold"})
+    daemon.call("seam.set", {"name": "run.before_barrier", "state": "release"})
+    assert c.response(rid)["run"].startswith("r")
 
 
 def test_removal(daemon: Daemon) -> None:

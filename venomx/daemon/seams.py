@@ -27,8 +27,9 @@ class Seams:
 
     def set(self, name: str, hold: bool) -> None:
         if hold:
+            # a second hold keeps the first one's event, or what it holds is never released
             self.held.add(name)
-            self._release[name] = asyncio.Event()
+            self._release.setdefault(name, asyncio.Event())
         else:
             self.held.discard(name)
             ev = self._release.pop(name, None)
@@ -52,11 +53,14 @@ class Seams:
             action()
             return
         released = self.release_event(name)
-        self.arrived(name).set()
+        self._arrive(name)
 
         async def later() -> None:
-            await released.wait()
-            action()
+            try:
+                await released.wait()
+                action()
+            finally:
+                self._leave(name)
 
         task = asyncio.ensure_future(later())
         self.deferred.add(task)
@@ -66,11 +70,19 @@ class Seams:
         """Pause here while ``name`` is held (no-op without --test-seams)."""
         if not self.is_held(name):
             return
-        self.waiting[name] = self.waiting.get(name, 0) + 1
-        self.arrived(name).set()
+        self._arrive(name)
         try:
             await self.release_event(name).wait()
         finally:
-            self.waiting[name] -= 1
-            if not self.waiting[name]:
-                self._arrived.pop(name, None)
+            self._leave(name)
+
+    def _arrive(self, name: str) -> None:
+        self.waiting[name] = self.waiting.get(name, 0) + 1
+        self.arrived(name).set()
+
+    def _leave(self, name: str) -> None:
+        """One held request has gone on; ``seam.wait`` waits again once none is held."""
+        self.waiting[name] -= 1
+        if not self.waiting[name]:
+            del self.waiting[name]
+            self._arrived.pop(name, None)

@@ -82,8 +82,10 @@ def seam_set(ctx: Context, name: str, state: str) -> dict[str, Any]:
 
 @handler("seam.wait")
 async def seam_wait(ctx: Context, name: str, timeout_ms: int) -> dict[str, Any]:
+    arrived = ctx.seams.arrived(name)
     try:
-        await asyncio.wait_for(ctx.seams.arrived(name).wait(), timeout_ms / 1000.0)
+        if not arrived.is_set():  # wait_for(…, 0) gives up before it looks
+            await asyncio.wait_for(arrived.wait(), timeout_ms / 1000.0)
     except TimeoutError:
         raise VenomxError("timeout.seam", f"nothing reached {name}", {"name": name}) from None
     return {"name": name, "held": max(1, ctx.seams.waiting.get(name, 0))}
