@@ -768,31 +768,21 @@ def test_clients_accept_a_daemon_of_their_own_uid(daemon: Daemon) -> None:
 # -- the config file ----------------------------------------------------------------------------
 
 
-def test_config_named_but_missing_is_an_error(tmp: Path) -> None:
-    refused(
-        serve("--socket", str(tmp / "s.sock"), "--config", str(tmp / "nonexistent")),
-        "invalid_params.config",
-        "no such file",
-    )
-    r = subprocess.run(
-        [
-            PY,
-            "-m",
-            "venomx",
-            "serve",
-            "--socket",
-            str(tmp / "s.sock"),
-            "--config",
-            "/nonexistent",
-            "--detach",
-        ],
-        capture_output=True,
-        text=True,
-        timeout=20,
-        env=env(),
-    )
-    assert r.returncode == 2 and "invalid_params.config" in r.stderr, r
-    assert os.listdir(tmp) == []
+def test_config_named_but_missing_means_defaults_until_it_is_written(tmp: Path) -> None:
+    """foundation §11: missing = defaults, for --config too; a later reload reads it."""
+    cfg = tmp / "config.toml"
+    (tmp / "run").mkdir(mode=0o700)
+    d = start_in(tmp / "run" / "s.sock", ["--config", str(cfg)])
+    try:
+        assert d.call("config.get", {"path": "run.max_active"})["config"] == {"run.max_active": 64}
+        assert f"config file {cfg} does not exist" in d.log.read_text()
+        cfg.write_text("[run]\nmax_active = 5\n")
+        assert d.call("config.reload")["changed"] == ["run.max_active"]
+        cfg.unlink()
+        assert d.call("config.reload")["changed"] == ["run.max_active"]
+        assert d.call("config.get", {"path": "run.max_active"})["config"] == {"run.max_active": 64}
+    finally:
+        stop_daemon(d)
 
 
 def test_default_config_may_be_missing(tmp: Path) -> None:

@@ -7,6 +7,7 @@ stops a process. ``config.set`` changes the running daemon only, never the file.
 from __future__ import annotations
 
 import json
+import logging
 import os
 import tomllib
 from collections.abc import Callable
@@ -18,6 +19,8 @@ from venomx.daemon.paths import read_config
 from venomx.manifest.schema import problem
 from venomx.manifest.verbs import ABSOLUTE_PATTERN, Param
 from venomx.wire import VenomxError
+
+log = logging.getLogger("venomx.daemon")
 
 Validator = Callable[[Any], str | None]
 ARTICLE = {"integer": "an integer", "array": "an array", "object": "an object"}
@@ -154,7 +157,7 @@ class Config:
 
     def __init__(self, path: Path, explicit: bool = False) -> None:
         self.path = path
-        self.explicit = explicit  # named by --config: missing or unreadable is an error
+        self.explicit = explicit  # named by --config: a missing one is worth a warning
         self.values = {k: key.default() for k, key in SCHEMA.items()}
         self.listeners: list[Callable[[list[str]], None]] = []
 
@@ -162,14 +165,16 @@ class Config:
         return self.values[key]
 
     def read_file(self) -> dict[str, Any]:
-        """The file's values, validated (a missing default file = defaults).
+        """The file's values, validated (a missing file = defaults).
 
         The file must be owned by our uid or root and not writable by others
         (``venomx.daemon.paths.read_config``); it may be a symlink.
         """
         values = {k: key.default() for k, key in SCHEMA.items()}
-        text = read_config(str(self.path), self.explicit)
+        text = read_config(str(self.path))
         if text is None:
+            if self.explicit:  # perhaps a typo; perhaps a file a later reload will find
+                log.warning("config file %s does not exist: using the defaults", self.path)
             return values
         try:
             data = tomllib.loads(text)

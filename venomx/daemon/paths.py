@@ -499,16 +499,12 @@ def prepare_log(path: str) -> tuple[str, int, str]:
     return directory, fd, name
 
 
-def read_config(path: str, explicit: bool) -> str | None:
-    """The config file's text; None when the default file is absent.
-
-    Named explicitly (``--config``), a missing or unreadable file is an error.
-    """
+def read_config(path: str) -> str | None:
+    """The config file's text; None when it does not exist (foundation §11: missing =
+    defaults). One that exists but cannot be trusted or read is an error."""
     try:
         fd = os.open(path, os.O_RDONLY | os.O_CLOEXEC | os.O_NONBLOCK | os.O_NOCTTY)
     except FileNotFoundError:
-        if explicit:
-            raise config_error(path, "no such file") from None
         return None
     except OSError as exc:
         raise config_error(path, f"cannot open: {_strerror(exc)}") from None
