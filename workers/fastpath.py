@@ -14,7 +14,7 @@ from typing import TYPE_CHECKING, Any
 import pyte
 from pyte import modes as mo
 
-from workers.screen import row_cells
+from workers.screen import paired, row_cells
 
 if TYPE_CHECKING:
     from workers.vt import Terminal
@@ -95,13 +95,13 @@ def _bulk_lines(term: Terminal, text: str) -> bool:
     first = old[y0] if y0 < len(old) else [" "] * cols
     first[x0 : x0 + len(parts[0])] = parts[0]
     out = ["".join(cells) for cells in old[:y0]]
-    out.append("".join(first))
+    out.append("".join(paired(first)))
     fresh_from = max(y0 + 1, nrows)  # rows at or past the old bottom start blank
     for r in range(y0 + 1, min(top, fresh_from)):
         part = parts[r - y0]
         cells = old[r]
         cells[: len(part)] = part
-        out.append("".join(cells))
+        out.append("".join(paired(cells)))
     term.history.extend(out)
     if top > fresh_from:
         # only what the history can hold is kept; rows are padded when read
@@ -198,7 +198,7 @@ def fast_feed(term: Terminal, data: bytes) -> bool:
     skipped = min(floor, top)
     term.scrolled += skipped
     for r in range(skipped, top):
-        term._push_history("".join(get(r, leaving=True)))  # read once, as it leaves
+        term._push_history("".join(paired(get(r, leaving=True))))  # read once, as it leaves
     prefix = text[:pos]
     sgrs = _SGR.findall(prefix)
     last_reset = max((i for i, q in enumerate(sgrs) if _SGR_RESET.fullmatch(q)), default=-1)

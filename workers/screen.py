@@ -90,8 +90,40 @@ def row_cells(line: Any, cols: int) -> list[str]:
         if x < cols:
             cells[x] = char.data
     if getattr(line, "grown", False):
-        return [c if c.__class__ is str else c.text() for c in cells]
+        cells = [c if c.__class__ is str else c.text() for c in cells]
+    return paired(cells)
+
+
+def paired(cells: list[str]) -> list[str]:
+    """``cells`` with each half of a wide character whose other half was written over
+    made a blank, so that a row is always exactly its columns wide (foundation §7)."""
+    if "" not in cells and "".join(cells).isascii():
+        return cells
+    last = len(cells) - 1
+    for x, c in enumerate(cells):
+        if c == "":
+            if x == 0 or not _wide(cells[x - 1]):
+                cells[x] = " "
+        elif x == last or cells[x + 1] != "":
+            if not c.isascii() and _wide(c):
+                cells[x] = " "
     return cells
+
+
+def padded(text: str, cols: int) -> str:
+    """A row's text padded with blanks to ``cols`` cells, a wide character counting two."""
+    n = len(text) if text.isascii() else sum(max(0, wcwidth(c)) for c in text)
+    return text if n >= cols else text + " " * (cols - n)
+
+
+def _wide(cell: str) -> bool:
+    """Whether the cell's character (after any zero-width code points that lead it, see
+    ``_take_lead``) takes two cells."""
+    for c in cell:
+        w = wcwidth(c)
+        if w > 0:
+            return w == 2
+    return False
 
 
 def row_text(line: Any, cols: int) -> str:
@@ -149,15 +181,17 @@ class Screen(pyte.Screen):
         for char in data:
             try:
                 width = wcwidth(char)
+                if width > columns:
+                    continue  # a wide character in a one-column pane: no cell can hold it
                 if width > 0:
                     x = cursor.x
-                    if x >= columns:
+                    if x + width > columns:  # a wide character wraps whole, as in xterm
                         if autowrap:
                             self.carriage_return()
                             self.linefeed()
                             x = cursor.x
                         else:
-                            x = cursor.x = max(0, columns - width)
+                            x = cursor.x = columns - width
                     if insert:
                         self.insert_characters(width)
                     line = buffer[cursor.y]
@@ -203,7 +237,11 @@ class Screen(pyte.Screen):
         """A zero-width code point joins the cell before the cursor, as written (no NFC)."""
         c = self.cursor
         if c.x > 0:
-            self._append(self.buffer[c.y], min(c.x, self.columns) - 1, char)
+            line = self.buffer[c.y]
+            x = min(c.x, self.columns) - 1
+            if x and line[x].data == "":  # a wide character's second cell: join the character
+                x -= 1
+            self._append(line, x, char)
             return
         if self._lead is not None and self._lead_y != self._row_number():
             self._term.dropped += 1

@@ -17,7 +17,7 @@ from typing import Any
 
 from workers.fastpath import fast_feed
 from workers.history import History
-from workers.screen import ByteStream, Screen, fresh_buffer, row_text, shifted
+from workers.screen import ByteStream, Screen, fresh_buffer, padded, row_text, shifted
 
 
 class Terminal:
@@ -134,7 +134,7 @@ class Terminal:
         s = self.screen
         if cols != s.columns and any(len(h) < s.columns for h in self.history):
             width = s.columns
-            self.history = History(self.history.maxlen, (h.ljust(width) for h in self.history))
+            self.history = History(self.history.maxlen, (padded(h, width) for h in self.history))
         if self.alternate:
             self._resize_saved(cols, rows)
         if rows < s.lines:
@@ -188,8 +188,7 @@ class Terminal:
         base = 0 if self.alternate else self.scrolled
         if n < base:
             # history rows from the bulk path are stored unpadded; the text form is padded
-            text = self.history[n - self.oldest]
-            return text if len(text) >= self.cols else text.ljust(self.cols)
+            return padded(self.history[n - self.oldest], self.cols)
         self.materialize()
         # ``get``: the buffer is a defaultdict, and indexing a row never written would
         # store a new empty line object (a capture of a blank screen made one per row).

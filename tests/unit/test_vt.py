@@ -12,6 +12,7 @@ from contextlib import contextmanager
 
 from hypothesis import given, settings
 from hypothesis import strategies as st
+from pyte.screens import wcwidth
 
 from workers import fastpath
 from workers.rows import EpochConflict, Snapshot, blank_snapshot, capture, tail
@@ -66,6 +67,26 @@ def test_wide_characters_are_written_once() -> None:
     t = Terminal(6, 2)
     t.feed("a宽b".encode())
     assert t.row(0) == "a宽b  " and len(t.row(0)) == 5
+
+
+def test_a_wide_character_that_does_not_fit_wraps_whole() -> None:
+    """As xterm and tmux do: a row never holds more cells than its columns."""
+    t = Terminal(9, 3)
+    t.feed("abcdefgh中中中中中".encode())
+    assert [t.row(n) for n in range(3)] == ["abcdefgh ", "中中中中 ", "中       "]
+    t = Terminal(9, 2)
+    t.feed("\x1b[?7labcdefgh中".encode())  # no autowrap: the last two cells take it
+    assert t.row(0) == "abcdefg中" and t.cursor == (0, 8)
+    t = Terminal(1, 2)
+    t.feed("中a".encode())  # a one-column pane has no cell for it
+    assert [t.row(0), t.row(1)] == ["a", " "]
+
+
+def test_a_wide_character_written_half_over_is_blanked() -> None:
+    t = Terminal(6, 1)
+    t.feed("中中中".encode())
+    t.feed(b"\x1b[1;2Ha\x1b[1;5Hb")  # the second half of the first, the first of the last
+    assert t.row(0) == " a中b "
 
 
 def test_alternate_screen_keeps_primary() -> None:
@@ -242,6 +263,27 @@ def test_any_bytes_never_break_the_terminal(data: bytes, cols: int, rows: int) -
     capture(t, None, None, None, 100)
     tail(t, 10, 100)
     Snapshot.from_dict(t.snapshot())
+
+
+def display_width(row: str) -> int:
+    return sum(max(0, wcwidth(c)) for c in row)
+
+
+@settings(max_examples=200, deadline=None)
+@given(
+    st.lists(
+        TOKENS | st.sampled_from([b"\x1b[?7l", b"\x1b[?7h", b"\x1b[D", b"\x1b[1;2H", b"\x1b[4h"]),
+        max_size=60,
+    ),
+    st.integers(1, 12),
+    st.integers(1, 4),
+)
+def test_every_row_is_exactly_its_columns_wide(tokens: list[bytes], cols: int, rows: int) -> None:
+    """foundation §7: one physical row per string, padded to cols, a wide character two."""
+    t = Terminal(cols, rows, 50)
+    with fast_for_any_size():
+        t.feed(b"".join(tokens))
+    assert all(display_width(t.row(n)) == cols for n in range(t.oldest, t.end))
 
 
 @settings(max_examples=150, deadline=None)
