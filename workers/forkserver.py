@@ -159,6 +159,7 @@ def main() -> None:
     os.set_inheritable(control.fileno(), False)
     close_strays(keep=control.fileno())
     sentinel.SERVE_NICE = lowering_is_reversible()
+    sentinel.DAEMON_PID = os.getppid()  # the daemon spawned us
     signal.signal(signal.SIGCHLD, reap)  # after the probe, which waits for its own child
     sentinel.warm_up()
     sentinel.BLANK_TERMINAL = Terminal(

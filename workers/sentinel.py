@@ -51,6 +51,8 @@ BLANK_TERMINAL: Terminal | None = None
 # Likewise a decoder for the channel, never fed: building even a small one in each pane
 # copied ~40 KiB more of shared pages there (measured, 100 panes).
 BLANK_DECODER: P.Decoder | None = None
+# Set by the fork server: the daemon's pid, every sentinel's parent (its subreaper).
+DAEMON_PID = 0
 
 
 def set_title(pane: str) -> None:
@@ -411,7 +413,8 @@ class Sentinel:
         os._exit(0)
 
     def daemon_lost(self) -> NoReturn:
-        """The daemon is gone: stop the pane's group (HUP, 2 s, KILL), reap, exit."""
+        """The channel closed before EXIT: stop the pane's group (HUP, 2 s, KILL), reap the
+        leader if the daemon is gone, exit."""
         self.signal_group(signal.SIGCONT)
         self.signal_group(signal.SIGHUP)
         deadline = time.monotonic() + LOSS_GRACE
@@ -420,10 +423,14 @@ class Sentinel:
             if not self.master_eof:
                 self.read_pty()
         self.signal_group(signal.SIGKILL)
-        try:
-            os.waitpid(self.leader, 0)
-        except ChildProcessError:
-            pass
+        if os.getppid() != DAEMON_PID:
+            try:
+                os.waitpid(self.leader, 0)
+            except ChildProcessError:
+                pass
+        # else the daemon lives and closed the channel of a live pane, which only a fault
+        # of its own does: the leader is left for it to reap, so that the record has the
+        # real wait status and the leader's group cannot be reused while it may signal it
         os._exit(0)
 
 

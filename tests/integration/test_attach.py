@@ -12,6 +12,7 @@ from pathlib import Path
 import pytest
 
 from tests.helpers import PY, Daemon, wait_for
+from venomx.wire import VenomxError
 
 
 def test_attach_stream_items_and_exit(daemon: Daemon) -> None:
@@ -136,3 +137,30 @@ def test_readonly_attach_from_a_pipe_follows_the_pane_until_it_exits(
     finally:
         proc.kill()
         proc.wait()
+
+
+def test_an_attach_that_cannot_fit_ends_alone(daemon: Daemon) -> None:
+    """A reader whose frame cannot hold the repaint gets unsupported.result_size; the pane
+    it watched runs on, and its run ends with the program's own status and no fault."""
+    s = daemon.call("session.create")["session"]
+    prog = "import sys; print('x' * 7000, flush=True); sys.stdin.readline(); sys.exit(3)"
+    r = daemon.call(
+        "run", {"key": "big", "session": s, "argv": [PY, "-c", prog], "cols": 100, "rows": 80}
+    )
+    wait_for(
+        lambda: "x" * 100 in daemon.call("pane.capture_rows", {"pane": r["pane"]})["lines"][69],
+        10,
+        "a full screen",
+    )
+    sentinel = daemon.titled(f"venomx-sentinel {r['pane']}")
+    assert len(sentinel) == 1
+    for _ in range(3):
+        with daemon.client(token=None, max_frame=4096) as reader:
+            with pytest.raises(VenomxError) as err:
+                next(reader.stream("pane.attach", {"pane": r["pane"]}))
+            assert err.value.code == "unsupported.result_size" and err.value.data["bytes"] > 4096
+    assert daemon.call("run.get", {"run": r["run"], "output": False})["state"] == "running"
+    assert daemon.titled(f"venomx-sentinel {r['pane']}") == sentinel
+    daemon.call("pane.send", {"pane": r["pane"], "text": "\r"})
+    done = daemon.wait_exit(r["run"])
+    assert (done["exit_code"], done["outcome"]) == (3, "failed") and "fault" not in done

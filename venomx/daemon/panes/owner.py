@@ -299,7 +299,9 @@ class Panes:
         if pane_id is not None:
             reg.reaps_after_exit.pop(pid, None)  # it reaped its leader on the way out
             pane = reg.panes.get(pane_id)
-            if pane is not None and pane.live and status != 0:
+            # A live pane's sentinel that exits before EXIT is lost, even with status 0
+            # (a closed channel makes it exit so): the daemon then reaps the leader.
+            if pane is not None and pane.live:
                 link = self.link(pane)
                 if not link.exit_seen:
                     watch.lose(self, pane, link, f"exited with status {status}")

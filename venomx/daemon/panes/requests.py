@@ -168,26 +168,41 @@ class Requests:
         holds them), then every output byte in order, until the pane exits."""
         assert link.channel is not None
         req = self.next_req()
-        screen: asyncio.Future[None] = asyncio.get_running_loop().create_future()
+        loop = asyncio.get_running_loop()
+        screen: asyncio.Future[None] = loop.create_future()
+        # An item this stream cannot send (over its client's max_frame) ends this stream
+        # alone: raised into the sentinel's channel, it would end the pane's.
+        failed: asyncio.Future[None] = loop.create_future()
 
         def on_message(m: P.Message) -> None:
-            if isinstance(m, P.Screen) and m.req == req:
-                if not screen.done():
-                    screen.set_result(None)
-                on_screen(m)
-            elif isinstance(m, P.Output) and screen.done():
-                on_output(m)
+            try:
+                if isinstance(m, P.Screen) and m.req == req:
+                    if not screen.done():
+                        screen.set_result(None)
+                    on_screen(m)
+                elif isinstance(m, P.Output) and screen.done():
+                    on_output(m)
+            except Exception as exc:
+                link.attachers.pop(req, None)
+                if not failed.done():
+                    failed.set_exception(exc)
 
         link.attachers[req] = on_message  # the request tag is unique
         link.channel.send(P.Stream(True, req, -1 if after is None else after))
         try:
             await asyncio.wait(
-                [screen, link.exited], timeout=SENTINEL_BOUND, return_when=asyncio.FIRST_COMPLETED
+                [screen, link.exited, failed],
+                timeout=SENTINEL_BOUND,
+                return_when=asyncio.FIRST_COMPLETED,
             )
-            if not screen.done() and not link.exited.done():
+            if not (screen.done() or link.exited.done() or failed.done()):
                 raise silent(pane, SENTINEL_BOUND)
-            await asyncio.shield(link.exited)
+            await asyncio.wait([link.exited, failed], return_when=asyncio.FIRST_COMPLETED)
+            if failed.done():
+                failed.result()  # raises what the stream could not send
         finally:
+            if failed.done():
+                failed.exception()  # retrieved, whether raised above or not
             link.attachers.pop(req, None)
             if not link.attachers and pane.live and link.channel is not None:
                 link.channel.send(P.Stream(False))

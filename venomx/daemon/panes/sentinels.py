@@ -442,19 +442,29 @@ class Channel(ReadsShared):
         try:
             msgs = self.decoder.feed(data)
         except P.ProtocolError as exc:
-            # Never data: the sentinel has failed, and whoever owns it must say so. A
-            # pane's owner kills the sentinel first (``on_broken``): closing the channel
-            # would let a running sentinel reap its leader while the pane is live.
+            # Never data: the sentinel has failed, and whoever owns it must say so.
             log.error("bad sentinel frame: %s", exc)
-            self.broken = True
-            if self.on_broken is not None and self.transport is not None:
-                self.transport.pause_reading()
-                self.on_broken()
-            else:
-                self.close()
+            self.fail()
             return
         for m in msgs:
-            self.deliver(m)
+            try:
+                self.deliver(m)
+            except Exception:
+                # A fault of ours; raised from here, asyncio would close the channel.
+                log.exception("handling a sentinel's %s failed", type(m).__name__)
+                self.fail()
+                return
+
+    def fail(self) -> None:
+        """Stop reading a channel that can no longer be trusted. A pane's owner kills the
+        sentinel first (``on_broken``), so the pane's record says venomx lost it: closing
+        the channel would let a running sentinel reap its leader while the pane is live."""
+        self.broken = True
+        if self.on_broken is not None and self.transport is not None:
+            self.transport.pause_reading()
+            self.on_broken()
+        else:
+            self.close()
 
     def deliver(self, m: P.Message) -> None:
         if isinstance(m, P.Started) and self.on_started is not None:
