@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import functools
 import os
+import signal
 import threading
 from pathlib import Path
 from typing import Any
@@ -181,6 +182,30 @@ def test_a_seam_can_be_held_again(daemon: Daemon) -> None:
     daemon.call("seam.set", {"name": "run.before_barrier", "state": "hold"})
     daemon.call("seam.set", {"name": "run.before_barrier", "state": "release"})
     assert c.response(rid)["run"].startswith("r")
+
+
+def test_a_killed_leader_is_terminated_while_an_escapee_keeps_writing(
+    daemon: Daemon, tmp_path: Path
+) -> None:
+    """The leader dies at SIGKILL; an escaped process that keeps the PTY busy makes the
+    sentinel drain for up to a second, which is no reason to fail timeout.terminate."""
+    pidfile = tmp_path / "escapee"
+    s = daemon.call("session.create")["session"]
+    script = (
+        f"setsid sh -c 'echo $$ > {pidfile}; while :; do echo x; sleep 0.02; done' & "
+        "echo ready; sleep 100"
+    )
+    r = daemon.call("run", {"key": "drain", "session": s, "shell": script})
+    ready(daemon, r["pane"], "ready")
+    wait_for(lambda: pidfile.exists() and pidfile.read_text().strip() != "", 10, "the escapee")
+    try:
+        rec = daemon.call("run.cancel", {"run": r["run"], "grace_ms": 0})
+        assert rec["state"] == "completed" and rec["signal"] == "SIGHUP", rec
+    finally:
+        try:
+            os.kill(int(pidfile.read_text()), signal.SIGKILL)
+        except ProcessLookupError:
+            pass
 
 
 def test_removal(daemon: Daemon) -> None:

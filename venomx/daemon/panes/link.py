@@ -41,6 +41,9 @@ class Link:
     exit_state: Snapshot | None = None
     exit_raw: dict[str, Any] | None = None  # EXIT's state, decoded when the pane settles
     pidfd: int = -1  # readable once the leader has exited (before anyone reaps it)
+    # done when that pidfd said so: the leader is dead, what is left is the sentinel's
+    # drain and report, which its watchdog bounds
+    leader_gone: asyncio.Future[None] = field(default_factory=_future)
     watchdog: asyncio.TimerHandle | None = None
     attachers: dict[int, Callable[[P.Message], None]] = field(default_factory=dict)
     command_open: bool = False  # an OSC 133 command started and has not finished

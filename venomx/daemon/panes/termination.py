@@ -94,7 +94,12 @@ def _escalate(owner: Panes, t: Termination) -> None:
 
 
 async def wait_terminated(pane: Pane, link: Link) -> None:
-    """Wait for the leader's reap; ``timeout.terminate`` once kill-wait has passed.
+    """Wait for the leader's reap; ``timeout.terminate`` once kill-wait has passed with
+    the leader still alive.
+
+    A leader that died within kill-wait has done what SIGKILL asks: the pane then ends
+    once its sentinel has drained the PTY (up to ``DRAIN_MAX``, as long as an escaped
+    process keeps writing) and reported, or is lost by its watchdog, so the wait goes on.
 
     Cancellation: ends only this wait; the termination goes on.
     """
@@ -107,10 +112,14 @@ async def wait_terminated(pane: Pane, link: Link) -> None:
         return
     assert t.killed_at is not None
     remaining = t.killed_at + KILL_WAIT - time.monotonic()
-    if remaining > 0:
-        done, _ = await asyncio.wait([link.exited], timeout=remaining)
-        if done:
-            return
+    if remaining > 0 and not link.leader_gone.done():
+        await asyncio.wait(
+            [link.exited, link.leader_gone], timeout=remaining, return_when=asyncio.FIRST_COMPLETED
+        )
+    if link.leader_gone.done():
+        await asyncio.shield(link.exited)
+    if link.exited.done():
+        return
     raise VenomxError(
         "timeout.terminate", f"pane {pane.id} did not exit after SIGKILL", {"panes": [pane.id]}
     )

@@ -108,6 +108,8 @@ def unwatch(link: Link) -> None:
 def on_leader_exit(owner: Panes, pane: Pane, link: Link) -> None:
     """The leader exited (still unreaped): its sentinel must now report, or be lost."""
     close_pidfd(link)
+    if not link.leader_gone.done():
+        link.leader_gone.set_result(None)
     if not pane.live or link.exit_seen or pane.fault is not None:
         return
     # A healthy sentinel reports within milliseconds, so the exit path reads nothing of
