@@ -162,3 +162,15 @@ def test_no_input_reaches_internal(shared_daemon: Daemon) -> None:
         r = d.cli("run", "list", "--after", after, "--json")
         assert r.code == 0 and r.json["runs"] == [], r.out
     assert d.cli("run", "list", "--after", "r²", "--json").code == 0
+
+
+def test_a_streaming_verb_prints_its_items_then_its_result(shared_daemon: Daemon) -> None:
+    """foundation §4: one JSON line per item; the result, as --json prints any, last."""
+    d = shared_daemon
+    s = d.call("session.create")["session"]
+    w = d.call("window.create", {"session": s, "argv": ["sh", "-c", "echo hi; exit 4"]})
+    d.cli("pane", "kill", "--pane", w["pane"])  # exited already or now: either is fine
+    r = d.cli("pane", "attach", "--pane", w["pane"], "--json")
+    lines = [json.loads(x) for x in r.out.splitlines()]
+    assert r.code == 0 and set(lines[0]) == {"screen"}, r
+    assert lines[-1]["exit"]["offset"] == lines[0]["screen"]["offset"]

@@ -134,7 +134,9 @@ def call_verb(
         with Client(sock, token, pipelined=True) as client:
             if verb.streams:
                 for item in client.stream(verb.name, params):
-                    click.echo(dumps(item).decode())
+                    # the items, then the result as its own line (foundation §4)
+                    last = item["result"] if item.keys() == {"result"} else item
+                    click.echo(dumps(last).decode())
                 sys.exit(0)
             with Clock(verb.clock and not as_json and sys.stderr.isatty(), params):
                 result = client.call(verb.name, params)
