@@ -59,6 +59,11 @@ def test_resume_after_and_cursor_errors(daemon: Daemon) -> None:
         daemon.call("session.create")
     e = daemon.error("events.read", {"after": 1})
     assert e.code == "not_found.cursor" and e.data["oldest"] > 2
+    nxt = daemon.call("events.read", {"limit": 1024})["next"]
+    assert daemon.call("events.read", {"after": nxt})["events"] == []  # the newest is fine
+    for verb in ("events.read", "events.subscribe"):  # one never issued is not
+        e = daemon.error(verb, {"after": nxt + 1})
+        assert e.code == "not_found.cursor" and "never issued" in e.message, verb
 
 
 def test_events_read_waits(daemon: Daemon) -> None:

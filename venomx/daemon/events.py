@@ -201,5 +201,6 @@ class EventLog:
         return [self.events[i] for i in range(start, len(self.events))]
 
     def cursor_ok(self, after: int) -> bool:
-        """A cursor is usable when nothing after it has been evicted."""
-        return after + 1 >= self.oldest or after >= self.seq
+        """A cursor is usable when nothing after it has been evicted, and it was issued:
+        one past ``seq`` (a restarted daemon's, say) would skip the events up to it."""
+        return after <= self.seq and (after + 1 >= self.oldest or after == self.seq)

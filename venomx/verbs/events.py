@@ -44,10 +44,9 @@ def entities(ctx: Context) -> list[dict[str, Any]]:
 def check_cursor(ctx: Context, after: int) -> None:
     log = ctx.events
     if not log.cursor_ok(after):
+        why = "were never issued" if after > log.seq else "are no longer retained"
         raise VenomxError(
-            "not_found.cursor",
-            f"events after {after} are no longer retained",
-            {"oldest": log.oldest},
+            "not_found.cursor", f"events after {after} {why}", {"oldest": log.oldest}
         )
 
 
