@@ -45,9 +45,7 @@ def check_cursor(ctx: Context, after: int) -> None:
     log = ctx.events
     if not log.cursor_ok(after):
         why = "were never issued" if after > log.seq else "are no longer retained"
-        raise VenomxError(
-            "not_found.cursor", f"events after {after} {why}", {"oldest": log.oldest}
-        )
+        raise VenomxError("not_found.cursor", f"events after {after} {why}", {"oldest": log.oldest})
 
 
 @handler("events.subscribe")
