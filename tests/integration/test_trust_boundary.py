@@ -219,9 +219,15 @@ def test_lost_sentinel_with_hup_ignoring_leader_can_still_be_cancelled(daemon: D
     wait_for(lambda: "pane.sentinel_lost" in events_of(daemon, r["pane"]), 10, "loss seen")
     assert daemon.call("run.get", {"run": r["run"]})["state"] == "running"
     assert daemon.call("doctor")["status"] == "fail"
+    lost = {"pane": r["pane"], "reason": "lost"}
+    for verb in ("pane.attach", "pane.capture_rows"):  # its screen went with it
+        e = daemon.error(verb, {"pane": r["pane"]})
+        assert (e.code, e.data) == ("unavailable.sentinel", lost), verb
     rec = daemon.call("run.cancel", {"run": r["run"], "grace_ms": 200})
     assert rec["state"] == "completed" and rec["outcome"] == "terminated", rec
     assert_lost_record(daemon.call("run.get", {"run": r["run"]}))
+    e = daemon.error("pane.attach", {"pane": r["pane"]})
+    assert (e.code, e.data) == ("unavailable.sentinel", lost)
 
 
 def test_stopped_sentinel_does_not_stop_a_kill(daemon: Daemon) -> None:

@@ -53,6 +53,15 @@ OnScreen = Callable[[int, int, int, bytes, bool], None]
 OnOutput = Callable[[bytes, int], None]  # bytes, offset after them
 
 
+def no_screen(pane: Pane) -> VenomxError:
+    """A pane whose sentinel was lost has no terminal state: it went with the sentinel."""
+    return VenomxError(
+        "unavailable.sentinel",
+        f"pane {pane.id} lost its sentinel, and its screen with it",
+        {"pane": pane.id, "reason": "lost"},
+    )
+
+
 class Panes:
     """The pane owner: every pane transition, with its events, in one reactor turn."""
 
@@ -128,7 +137,7 @@ class Panes:
         if res is not None:
             return res
         if pane.final is None:
-            raise VenomxError("unavailable.sentinel", f"pane {pane.id} has no terminal state", {})
+            raise no_screen(pane)
         try:
             return capture(pane.final, epoch, start, end, limit)
         except EpochConflict as exc:
@@ -145,8 +154,9 @@ class Panes:
     ) -> None:
         """A repaint, then every output byte in order, until the pane exits; with ``after``,
         the bytes after that offset instead of the repaint while the sentinel holds them
-        (``on_screen`` then gets ``replay`` and no data). For an ended pane (or one whose
-        sentinel is lost) the final screen once it has ended."""
+        (``on_screen`` then gets ``replay`` and no data). For an ended pane the final
+        screen; ``unavailable.sentinel`` for one whose sentinel is lost, whose screen went
+        with it."""
         link = self.link(pane)
         if pane.live and link.channel is not None and not pane.sentinel_lost:
             shown = False
@@ -168,11 +178,12 @@ class Panes:
                 return
             # The pane ended before its sentinel answered: its final screen, as for an
             # attach that came after the exit.
-        if pane.live:
+        if pane.live and not pane.sentinel_lost:
             await asyncio.shield(link.exited)
-        if pane.final is not None:
-            snap = pane.final
-            on_screen(snap.cols, snap.rows, snap.offset, repaint(snap), False)
+        if pane.final is None:
+            raise no_screen(pane)
+        snap = pane.final
+        on_screen(snap.cols, snap.rows, snap.offset, repaint(snap), False)
 
     async def wait_exited(self, pane: Pane) -> None:
         """Until the pane's exit turn has happened (cancelling ends only the wait)."""
