@@ -135,3 +135,23 @@ def test_doctor_speaks_in_durations_and_names_what_it_found(daemon: Daemon, tmp:
     assert len(named) == 1 and f"pane {lost['pane']} (run {lost['run']})" in named[0], lines
     os.kill(lost["pid"], signal.SIGKILL)
     d.wait_exit(lost["run"])
+
+
+def test_a_programs_escape_sequences_are_shown_not_obeyed(
+    shared_daemon: Daemon, tmp_path: Path
+) -> None:
+    """argv0 is the program's choice (it may start a split of its own): written raw to a
+    person's terminal, an OSC 52 in it would set their clipboard."""
+    d = shared_daemon
+    evil = tmp_path / "x\x1b]52;c;cHduZWQ=\x07\x1b[31mred\x9b0m"
+    evil.symlink_to("/bin/sleep")
+    s = d.call("session.create")["session"]
+    r = d.call("run", {"key": "evil-argv0", "session": s, "argv": [str(evil), "60"]})
+    try:
+        for args in (("pane", "list"), ("run", "list", "--pane", r["pane"])):
+            out = d.cli(*args).out
+            assert "x\\x1b]52;c;cHduZWQ=\\x07\\x1b[31mred\\x9b0m" in out, out
+            assert not any(c in out for c in "\x1b\x07\x9b"), out
+    finally:
+        os.kill(r["pid"], signal.SIGKILL)
+        d.wait_exit(r["run"])

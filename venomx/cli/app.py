@@ -140,9 +140,12 @@ def call_verb(
                 sys.exit(0)
             with Clock(verb.clock and not as_json and sys.stderr.isatty(), params):
                 result = client.call(verb.name, params)
-            text = (
-                dumps(result).decode() if as_json else readable(verb, result, pane_lookup(client))
-            )
+            if as_json:
+                text = dumps(result).decode()
+            else:
+                from venomx.cli.visible import visible
+
+                text = visible(readable(verb, result, pane_lookup(client)))
     except VenomxError as err:
         emit_error(err, as_json, asked)
     except KeyboardInterrupt:

@@ -11,6 +11,7 @@ from typing import Any, NoReturn
 
 import click
 
+from venomx.cli.visible import visible
 from venomx.paths import socket_path
 from venomx.wire import VenomxError, dumps
 
@@ -87,7 +88,7 @@ def human(err: VenomxError, asked: Asked) -> str:
     if err.code == "unavailable.spawn" and asked.program is not None:
         lines.append(f"hint: {spawn_message(err, asked.program)}")
     lines += [f"hint: {h}" for h in hints(err, asked)]
-    return "\n".join(lines)
+    return visible("\n".join(lines))
 
 
 def emit_error(err: VenomxError, as_json: bool, asked: Asked | None = None) -> NoReturn:

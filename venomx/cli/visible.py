@@ -1,0 +1,20 @@
+"""Text for a person's terminal, with its control characters shown instead of obeyed.
+
+What the CLI prints for a person carries strings a pane's program chose (its argv0 for a
+split it started, names it gave): written raw, an escape sequence among them would set
+the person's clipboard (OSC 52), title or colours. Rows of output are already plain text
+(the VT keeps no control characters); this is for everything else.
+"""
+
+from __future__ import annotations
+
+# C0 but the newline that separates lines, DEL, and C1 (ESC's 8-bit forms)
+_ESCAPED = {c: f"\\x{c:02x}" for c in (*range(0x20), 0x7F, *range(0x80, 0xA0)) if c != 0x0A}
+
+
+def visible(text: str) -> str:
+    """``text`` with every control character but newline written as ``\\xNN``."""
+    return text.translate(_ESCAPED)
+
+
+__all__ = ["visible"]
