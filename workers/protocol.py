@@ -243,7 +243,9 @@ def snapshot_ok(d: object) -> bool:
 
     One pass over the rows and nothing per character: an EXIT may carry 10,000+ rows.
     """
-    if type(d) is not dict or d.keys() != _SNAPSHOT_KEYS or d["screen"] not in _SCREENS:
+    if type(d) is not dict or not _SNAPSHOT_KEYS <= d.keys() <= _SNAPSHOT_KEYS | {"widths"}:
+        return False
+    if d["screen"] not in _SCREENS:
         return False
     for key in _SNAPSHOT_INTS:
         v = d[key]
@@ -260,6 +262,19 @@ def snapshot_ok(d: object) -> bool:
         and type(cursor[1]) is int
         and _all_str(history)
         and _all_str(lines)
+        and ("widths" not in d or _widths_ok(d))
+    )
+
+
+def _widths_ok(d: dict[str, Any]) -> bool:
+    """``widths``, when EXIT sends it: one int per history row, each at most what padding
+    that row to ``cols`` cells could make of it (reading a row allocates its width)."""
+    widths, history, cols = d["widths"], d["history"], d["cols"]
+    return (
+        type(widths) is list
+        and len(widths) == len(history)
+        and {*map(type, widths)} <= {int}
+        and all(0 <= w <= len(h) + cols for w, h in zip(widths, history, strict=True))
     )
 
 

@@ -96,7 +96,10 @@ class Snapshot:
         lines: list[str],
         cursor: tuple[int, int],
         dropped: int = 0,
+        widths: list[int] | None = None,
     ) -> None:
+        """``widths``: each history row's length once padded, when ``history`` comes
+        without its padding (as EXIT sends it); else every row is taken as it is."""
         self.screen_name = screen_name
         self.epoch = epoch
         self.offset = offset
@@ -105,7 +108,9 @@ class Snapshot:
         self.oldest = oldest
         self.cursor = cursor
         self.dropped = dropped
-        self._rows = _Rows([*history, *lines], cols)
+        self._rows = _Rows(
+            [*history, *lines], cols, None if widths is None else [*widths, *map(len, lines)]
+        )
 
     @classmethod
     def from_dict(cls, d: dict[str, Any]) -> Snapshot:
@@ -120,6 +125,7 @@ class Snapshot:
             d["lines"],
             (d["cursor"][0], d["cursor"][1]),
             d.get("dropped", 0),
+            d.get("widths") or [d["cols"]] * len(d["history"]),
         )
 
     @property
@@ -148,14 +154,15 @@ class _Rows:
 
     Per row: its byte length (one byte while rows are short) and, only when some row's
     length is not ``cols`` (wide characters, clusters, history of another width), its
-    length in characters to pad it back to. Every ``_CHECKPOINT`` rows an absolute
-    offset. ``self[i]`` returns exactly the string that was stored; reading rows in order,
-    forwards or backwards as capture and tail do, costs O(1) per row.
+    length in characters to pad it back to (``widths``, else each row's own length).
+    Every ``_CHECKPOINT`` rows an absolute offset. ``self[i]`` returns the row padded back;
+    reading rows in order, forwards or backwards as capture and tail do, costs O(1) per
+    row.
     """
 
     __slots__ = ("_at", "_blob", "_cols", "_lens", "_marks", "_widths")
 
-    def __init__(self, rows: list[str], cols: int) -> None:
+    def __init__(self, rows: list[str], cols: int, widths: list[int] | None = None) -> None:
         joined = "".join(rows)
         if any(c in joined for c in OTHER_SPACES):
             stripped = [r.rstrip(" ") for r in rows]
@@ -171,7 +178,9 @@ class _Rows:
             self._lens = _packed(list(map(len, encoded)))
         self._marks = array("Q", islice(accumulate(self._lens, initial=0), 0, None, _CHECKPOINT))
         self._cols = cols
-        self._widths = None if set(map(len, rows)) <= {cols} else _packed(list(map(len, rows)))
+        if widths is None:
+            widths = list(map(len, rows))
+        self._widths = None if set(widths) <= {cols} else _packed(widths)
         self._at = (0, 0)  # the last row read and where it starts in the blob
 
     def __len__(self) -> int:

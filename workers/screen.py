@@ -112,8 +112,14 @@ def paired(cells: list[str]) -> list[str]:
 
 def padded(text: str, cols: int) -> str:
     """A row's text padded with blanks to ``cols`` cells, a wide character counting two."""
-    n = len(text) if text.isascii() else sum(max(0, wcwidth(c)) for c in text)
-    return text if n >= cols else text + " " * (cols - n)
+    n = padded_len(text, cols)
+    return text if n == len(text) else text + " " * (n - len(text))
+
+
+def padded_len(text: str, cols: int) -> int:
+    """The length in code points of ``padded(text, cols)``."""
+    cells = len(text) if text.isascii() else sum(max(0, wcwidth(c)) for c in text)
+    return len(text) + max(0, cols - cells)
 
 
 def _wide(cell: str) -> bool:

@@ -17,7 +17,19 @@ from typing import Any
 
 from workers.fastpath import fast_feed
 from workers.history import History
-from workers.screen import ByteStream, Screen, fresh_buffer, padded, row_text, shifted
+from workers.screen import (
+    ByteStream,
+    Screen,
+    fresh_buffer,
+    padded,
+    padded_len,
+    row_text,
+    shifted,
+)
+
+# Code points of history an EXIT carries at most (up to 4 bytes each in UTF-8): the
+# channel refuses a frame over 256 MiB, and the newest rows matter most to a run.
+HISTORY_BUDGET = 32 * 1024 * 1024
 
 
 class Terminal:
@@ -132,9 +144,6 @@ class Terminal:
         """
         self.materialize()
         s = self.screen
-        if cols != s.columns and any(len(h) < s.columns for h in self.history):
-            width = s.columns
-            self.history = History(self.history.maxlen, (padded(h, width) for h in self.history))
         if self.alternate:
             self._resize_saved(cols, rows)
         if rows < s.lines:
@@ -188,7 +197,7 @@ class Terminal:
         base = 0 if self.alternate else self.scrolled
         if n < base:
             # history rows from the bulk path are stored unpadded; the text form is padded
-            return padded(self.history[n - self.oldest], self.cols)
+            return padded(self.history[n - self.oldest].rstrip(" "), self.cols)
         self.materialize()
         # ``get``: the buffer is a defaultdict, and indexing a row never written would
         # store a new empty line object (a capture of a blank screen made one per row).
@@ -198,19 +207,42 @@ class Terminal:
         return row_text(line, self.cols)
 
     def snapshot(self) -> dict[str, Any]:
-        """The whole state as plain data, for EXIT."""
+        """The whole state as plain data, for EXIT.
+
+        History rows go without their padding, which would make the frame ``cols`` times
+        the rows (a wide pane's history of short lines passed the channel's frame limit,
+        and the pane's output was lost with it); ``widths`` gives each row's padded
+        length where one is not ``cols`` (wide characters, another width before a
+        resize). The oldest rows are left out past ``HISTORY_BUDGET`` code points.
+        """
         base = 0 if self.alternate else self.scrolled
-        return {
+        history: list[str] = []
+        widths: list[int] = []
+        oldest = self.oldest
+        if not self.alternate:
+            cols, total = self.cols, 0
+            for n in range(self.scrolled - 1, self.oldest - 1, -1):  # newest first
+                text = self.history[n - self.oldest].rstrip(" ")
+                total += len(text) + 1
+                if total > HISTORY_BUDGET:
+                    oldest = n + 1
+                    break
+                history.append(text)
+                widths.append(padded_len(text, cols))
+            history.reverse()
+            widths.reverse()
+        state: dict[str, Any] = {
             "screen": self.screen_name,
             "epoch": self.epoch,
             "offset": self.offset,
             "cols": self.cols,
             "rows": self.rows,
-            "oldest": self.oldest,
-            "history": []
-            if self.alternate
-            else [self.row(n) for n in range(self.oldest, self.scrolled)],
+            "oldest": oldest,
+            "history": history,
             "lines": [self.row(base + i) for i in range(self.rows)],
             "cursor": list(self.cursor),
             "dropped": self.dropped,
         }
+        if any(w != self.cols for w in widths):
+            state["widths"] = widths
+        return state

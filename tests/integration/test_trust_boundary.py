@@ -672,3 +672,22 @@ def test_a_pane_cannot_borrow_an_outsiders_pid_to_read_as_anyone(
         outsider.kill()
         outsider.wait()
         daemon.call("run.cancel", {"run": victim["run"], "grace_ms": 0})
+
+
+def test_a_wide_panes_history_reaches_the_record(daemon: Daemon) -> None:
+    """6000 empty lines in a 65535-column pane: 12 KB of output, whose EXIT once padded
+    every row to 393 MB, past the channel's limit, and the output was lost with it."""
+    s = session(daemon)
+    r = daemon.call(
+        "run",
+        {
+            "key": "wide",
+            "session": s,
+            "cols": 65535,
+            "rows": 16,
+            "shell": "i=0; while [ $i -lt 6000 ]; do echo; i=$((i+1)); done; echo last",
+        },
+    )
+    rec = wait_run(daemon, r["run"])
+    assert rec["outcome"] == "succeeded" and "fault" not in rec, rec
+    assert rec["output"]["lines"][-1].rstrip() == "last"

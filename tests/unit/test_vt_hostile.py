@@ -125,10 +125,11 @@ def check_readable(t: Terminal) -> None:
     s = t.snapshot()
     assert len(s["lines"]) == t.rows and all(type(r) is str for r in s["lines"] + s["history"])
     snap = Snapshot.from_dict(s)
-    assert [snap.row(n) for n in range(snap.oldest, snap.end)] == s["history"] + s["lines"]
+    live = [t.row(n) for n in range(t.oldest, t.end)]
+    assert [snap.row(n) for n in range(snap.oldest, snap.end)] == live
     row, col = t.cursor
     assert t.oldest <= row < t.end and 0 <= col < t.cols
-    assert capture(t, None, None, None, 1000)["lines"] == (s["history"] + s["lines"])[-1000:]
+    assert capture(t, None, None, None, 1000)["lines"] == live[-1000:]
     assert tail(t, 100, 10000) == tail(snap, 100, 10000)
     assert repaint(t) == repaint(snap)
 

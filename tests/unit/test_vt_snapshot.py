@@ -4,9 +4,12 @@ from __future__ import annotations
 
 import sys
 
+import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
+from workers import protocol as P
+from workers import vt
 from workers.rows import OTHER_SPACES, Snapshot, tail
 from workers.vt import Terminal
 
@@ -70,7 +73,10 @@ def test_from_dict_reads_the_terminal_state() -> None:
     t.feed(b"".join(b"line %d\r\n" % i for i in range(60)) + "宽 \u200bx".encode())
     d = t.snapshot()
     snap = Snapshot.from_dict(d)
-    assert [snap.row(n) for n in range(snap.oldest, snap.end)] == d["history"] + d["lines"]
+    assert [snap.row(n) for n in range(snap.oldest, snap.end)] == [
+        t.row(n) for n in range(t.oldest, t.end)
+    ]
+    assert d["history"][0] == "line 0"  # sent without its padding
     assert (snap.oldest, snap.end, snap.cursor, snap.dropped) == (t.oldest, t.end, t.cursor, 0)
     assert tail(snap, 5, 1000) == tail(t, 5, 1000)
     assert Snapshot.from_dict({**d, "dropped": 3}).dropped == 3
@@ -83,3 +89,33 @@ def test_only_spaces_are_stripped() -> None:
     rows = ["a" + w + "  " for w in OTHER_SPACES] + ["b\u3000", "c \xa0 "]
     snap = snap_of(rows, 4)
     assert [snap.row(n) for n in range(snap.oldest, snap.end)] == rows
+
+
+def test_exit_carries_history_without_its_padding() -> None:
+    """A wide pane's history of short rows: the frame is about the text, not cols x rows
+    (it was 65535 x 6000 code points, over the channel's frame limit)."""
+    t = Terminal(4000, 5, 10000)
+    t.feed(b"\r\n".join(b"%d \xe5\xae\xbd" % i for i in range(3000)) + b"\r\n")
+    frame = P.encode(P.Exit(0, t.snapshot()))
+    assert len(frame) < 4000 * 5 * 2 + 3000 * 20
+    (exit_,) = P.Decoder().feed(frame)
+    assert isinstance(exit_, P.Exit)
+    snap = Snapshot.from_dict(exit_.state)
+    assert [snap.row(n) for n in range(snap.oldest, snap.end)] == [
+        t.row(n) for n in range(t.oldest, t.end)
+    ]
+
+
+def test_exit_leaves_out_the_oldest_rows_past_its_budget(monkeypatch: pytest.MonkeyPatch) -> None:
+    t = Terminal(10, 2, 1000)
+    t.feed(b"".join(b"row %03d\r\n" % i for i in range(100)))
+    monkeypatch.setattr(vt, "HISTORY_BUDGET", 8 * 10)
+    d = t.snapshot()
+    snap = Snapshot.from_dict(d)
+    assert len(d["history"]) == 10 and snap.oldest == t.scrolled - 10
+    assert [snap.row(n) for n in range(snap.oldest, snap.end)] == [
+        t.row(n) for n in range(snap.oldest, t.end)
+    ]
+    assert P.snapshot_ok(d)
+    assert not P.snapshot_ok({**d, "widths": [10] * 9})  # one per history row
+    assert not P.snapshot_ok({**d, "widths": [10**12] * 10})  # never more than padding makes
