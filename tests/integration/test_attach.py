@@ -63,7 +63,8 @@ def test_venomx_attach_in_tmux(daemon: Daemon) -> None:
             "60",
             "-y",
             "15",
-            f"{PY} -m venomx attach --pane {w['pane']}; echo attach-exit=$?",
+            # the shell prints the status, and the pane stays to be read
+            f"{PY} -m venomx attach --pane {w['pane']}; echo attach-exit=$?; sleep 60",
         ],
         env=env,
         check=True,
@@ -74,9 +75,6 @@ def test_venomx_attach_in_tmux(daemon: Daemon) -> None:
             [*tmux, "capture-pane", "-p", "-t", name], capture_output=True, text=True
         ).stdout
 
-    # keep the pane after `venomx attach` exits, so its last words and status can be read
-    # (the shell prints the status: tmux 3.3a may leave pane_dead_status empty)
-    subprocess.run([*tmux, "set-option", "-t", name, "remain-on-exit", "on"], check=True)
     try:
         wait_for(lambda: "before-attach" in screen(), 20, "repaint in tmux")
         subprocess.run([*tmux, "send-keys", "-t", name, "typed-in-tmux", "Enter"], check=True)
@@ -89,9 +87,21 @@ def test_venomx_attach_in_tmux(daemon: Daemon) -> None:
             10,
             "input reached the pane",
         )
+        # the program turns modes on in the person's terminal; leaving turns them off
+        modes = base64.b64encode(b"\x1b[?25l\x1b[?1000h\x1b[?2004h\r").decode()
+        daemon.call("pane.send", {"pane": w["pane"], "data": modes})
+        flags = "#{alternate_on} #{cursor_flag} #{mouse_any_flag}"
+
+        def shown() -> str:
+            return subprocess.run(
+                [*tmux, "display", "-p", "-t", name, flags], capture_output=True, text=True
+            ).stdout.strip()
+
+        wait_for(lambda: shown() == "1 0 1", 20, "the modes on, on the alternate screen")
         subprocess.run([*tmux, "send-keys", "-t", name, "C-\\"], check=True)
         wait_for(lambda: "attach-exit=" in screen(), 20, "venomx attach exited")
         assert "[detached]" in screen() and "attach-exit=0" in screen(), screen()
+        assert shown() == "0 1 0"
         assert daemon.call("pane.list")["panes"][0]["state"] == "running"  # detach stops nothing
     finally:
         subprocess.run([*tmux, "kill-server"], capture_output=True)

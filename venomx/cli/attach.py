@@ -10,10 +10,20 @@ import threading
 import tty
 
 from venomx.cli.errors import Asked, human
+from venomx.cli.visible import visible
 from venomx.client import Client
 from venomx.wire import VenomxError
 
 DETACH = b"\x1c"
+# On a terminal the pane is shown on the alternate screen, as tmux does, so that leaving
+# gives the person their screen back; and whatever modes the pane's program turned on
+# (mouse reporting, bracketed paste, a hidden cursor, application keys, colours) are
+# turned off again on the way out, which foundation §8's "restoring the terminal" means.
+ENTER = b"\x1b[?1049h\x1b[H\x1b[2J"
+RESTORE = (
+    b"\x1b[0m\x1b[?1000l\x1b[?1002l\x1b[?1003l\x1b[?1005l\x1b[?1006l\x1b[?1015l"
+    b"\x1b[?1004l\x1b[?2004l\x1b[?1l\x1b>\x1b[?7h\x1b[?25h\x1b[r\x1b[?1049l"
+)
 
 
 def run_attach(pane: str, readonly: bool, sock: str | None, token: str | None) -> int:
@@ -27,6 +37,8 @@ def run_attach(pane: str, readonly: bool, sock: str | None, token: str | None) -
     fd = sys.stdin.fileno()
     saved = termios.tcgetattr(fd) if os.isatty(fd) else None
     out = sys.stdout.buffer
+    screen = out.isatty()
+    detached = threading.Event()
 
     def pump_keys() -> None:
         while True:
@@ -35,6 +47,7 @@ def run_attach(pane: str, readonly: bool, sock: str | None, token: str | None) -
             except OSError:
                 return
             if not data or DETACH in data:
+                detached.set()
                 view.cancel(rid)
                 return
             if keys is not None:
@@ -45,6 +58,8 @@ def run_attach(pane: str, readonly: bool, sock: str | None, token: str | None) -
 
     code = 0
     try:
+        if screen:
+            out.write(ENTER)
         if saved is not None:
             tty.setraw(fd)
         if keys is not None or saved is not None:
@@ -66,14 +81,18 @@ def run_attach(pane: str, readonly: bool, sock: str | None, token: str | None) -
                 failure = VenomxError.from_dict(frame["error"])
                 if failure.code != "cancelled":
                     code = failure.exit_code
-                    sys.stderr.write(f"\r\nvenomx: {failure.code}: {failure.message}\r\n")
+                    line = visible(f"venomx: {failure.code}: {failure.message}")
+                    sys.stderr.write(f"\r\n{line}\r\n")
             break
     except VenomxError as err:
         code = err.exit_code
     finally:
         if saved is not None:
             termios.tcsetattr(fd, termios.TCSADRAIN, saved)
-        out.write(b"\r\n[detached]\r\n" if code == 0 else b"")
+        if screen:
+            out.write(RESTORE)
+        if code == 0:
+            out.write(b"[detached]\r\n" if detached.is_set() else b"[pane exited]\r\n")
         out.flush()
         view.close()
         if keys is not None:
