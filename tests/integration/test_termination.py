@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import base64
 import functools
 import os
 import signal
@@ -294,3 +295,13 @@ def test_seams_need_the_flag() -> None:
         )
     finally:
         stop_daemon(d)
+
+
+def test_input_cut_short_by_the_panes_exit_says_so(daemon: Daemon) -> None:
+    """The pane exited while taking the input: conflict.pane_exited, not a bound passed."""
+    s = daemon.call("session.create")["session"]
+    r = daemon.call("run", {"key": "cut", "session": s, "shell": "head -c 5000 >/dev/null; exit 7"})
+    data = base64.b64encode((b"y" * 79 + b"\n") * 3000).decode()
+    e = daemon.error("pane.send", {"pane": r["pane"], "data": data})
+    assert (e.code, e.data) == ("conflict.pane_exited", {}), e
+    assert daemon.wait_exit(r["run"])["exit_code"] == 7

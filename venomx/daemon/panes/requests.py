@@ -25,6 +25,8 @@ if TYPE_CHECKING:
 # much of it reached the terminal (timeout.input), so nothing is ever typed late.
 INPUT_BOUND = 5.0
 PING_BOUND = 1.0  # doctor: a sentinel silent this long is a fail
+# A sentinel sends EXIT right after the input it could not write: waited for this long.
+EXIT_FOLLOWS = 2.0
 
 
 def gone(p: Pane) -> VenomxError:
@@ -109,6 +111,15 @@ class Requests:
         assert isinstance(m, P.Wrote)
         if m.written < len(payload):
             # only what reached the terminal counts; the rest was dropped, never sent late
+            if time.monotonic() * 1000 < until_ms:
+                # cut short before its bound: the pane is ending (its EXIT follows at once)
+                await asyncio.wait([link.exited], timeout=EXIT_FOLLOWS)
+                if link.exited.done():
+                    raise VenomxError(
+                        "conflict.pane_exited",
+                        f"pane {pane.id} exited after taking {m.written} of {len(payload)} bytes",
+                        {},
+                    )
             raise VenomxError(
                 "timeout.input",
                 f"pane {pane.id} took {m.written} of {len(payload)} bytes within {INPUT_BOUND:g} s",
