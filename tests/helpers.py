@@ -60,7 +60,7 @@ class Daemon:
     log: Path
     clients: list[Client] = field(default_factory=list)
 
-    def client(self, token: str | None = "@owner", max_frame: int = 1048576) -> Client:
+    def client(self, token: str | None = "@owner", max_frame: int | None = None) -> Client:
         c = Client(self.socket, token, max_frame)
         self.clients.append(c)
         return c

@@ -22,7 +22,7 @@ from typing import Any, TypeVar
 
 from venomx import PROTOCOL, __version__
 from venomx.paths import abstract_address, socket_path
-from venomx.wire import DEFAULT_MAX_FRAME, VenomxError, dumps
+from venomx.wire import VenomxError, dumps
 
 QUEUE_WAIT = 5.0  # seconds a full queue whose holder the kernel cannot name is tried
 
@@ -176,7 +176,7 @@ class Client:
         self,
         path: str | None = None,
         token: str | None = None,
-        max_frame: int = DEFAULT_MAX_FRAME,
+        max_frame: int | None = None,
         client: str = f"venomx-cli/{__version__}",
         pipelined: bool = False,
     ) -> None:
@@ -197,7 +197,9 @@ class Client:
             self.sock.close()
             raise
         self.ids = itertools.count(1)
-        params: dict[str, Any] = {"protocol": PROTOCOL, "client": client, "max_frame": max_frame}
+        params: dict[str, Any] = {"protocol": PROTOCOL, "client": client}
+        if max_frame is not None:  # else the daemon's protocol.max_frame, as for MCP
+            params["max_frame"] = max_frame
         if token:
             params["token"] = token
         self.unsent = b""  # hello, while it waits for the first request (pipelined)

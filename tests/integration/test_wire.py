@@ -137,6 +137,21 @@ def test_bad_frames(shared_daemon: Daemon, data: bytes, code: str, rid: Any) -> 
     r.close()
 
 
+def test_max_frame_defaults_to_the_configured_one(daemon: Daemon) -> None:
+    """foundation §2: max_frame's default and server maximum are protocol.max_frame."""
+    daemon.call("config.set", {"path": "protocol.max_frame", "value": "4194304"})
+    for params, agreed in (
+        ({}, 4194304),
+        ({"max_frame": 8388608}, 4194304),
+        ({"max_frame": 5000}, 5000),
+    ):
+        r = Raw(daemon.socket)
+        assert r.hello(**params)["ok"]["max_frame"] == agreed, params
+        r.close()
+    with daemon.client() as c:  # the CLI's client asks for nothing, as the MCP adapter
+        assert c.hello["max_frame"] == 4194304
+
+
 def test_frame_size_limit_both_ways(shared_daemon: Daemon) -> None:
     r = Raw(shared_daemon.socket)
     assert r.hello(max_frame=4096)["ok"]["max_frame"] == 4096

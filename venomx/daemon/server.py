@@ -462,8 +462,8 @@ class Connection(ReadsShared):
                 self.services.audit.append(None, "hello", exc.code, None)
             self.refuse_frame(rid, exc)
             return
-        want = params.get("max_frame", DEFAULT_MAX_FRAME)
-        self.max_frame = min(want, self.services.config["protocol.max_frame"])
+        most = self.services.config["protocol.max_frame"]  # foundation §2: the default too
+        self.max_frame = min(params.get("max_frame", most), most)
         self.principal = principal
         self.send(
             {
