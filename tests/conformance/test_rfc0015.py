@@ -458,9 +458,9 @@ def test_row20_spawn_denied_identically(api: Api, daemon: Daemon) -> None:
     audit = daemon.call("audit.list", {"limit": 10000})["records"][len(audit_before) :]
     # one record per denial (RFC-0005 §10), after audit.list's own record for `audit_before`;
     # the resource is recorded only where the resource check ran (the caller holds spawn)
-    denied: list[tuple[str, str, str, str | None]] = [
+    denied: list[tuple[str | None, str, str, str | None]] = [
         (p, "run", "denied.spawn", None)
-        for p in ("anonymous", reader["principal"])
+        for p in (None, reader["principal"])  # the anonymous caller has no principal
         for _ in range(4)
     ]
     denied += [

@@ -298,7 +298,8 @@ def refuse(ctx: Context, exc: BaseException) -> None:
     if isinstance(exc, VenomxError):
         if exc.code.startswith("denied.") or verb.dispatch == "admin":
             resource = getattr(exc, "resource", ctx.resource)
-            principal = conn.principal.id if conn.principal else None
+            p = conn.principal
+            principal = None if p is None or p.anonymous else p.id  # as hello and whoami
             ctx.audit.append(principal, verb.name, exc.code, resource)
         conn.reply_error(ctx.rid, exc)
     elif isinstance(exc, asyncio.CancelledError):
