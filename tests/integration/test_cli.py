@@ -174,3 +174,32 @@ def test_a_streaming_verb_prints_its_items_then_its_result(shared_daemon: Daemon
     lines = [json.loads(x) for x in r.out.splitlines()]
     assert r.code == 0 and set(lines[0]) == {"screen"}, r
     assert lines[-1]["exit"]["offset"] == lines[0]["screen"]["offset"]
+
+
+def test_a_value_the_cli_cannot_convert_gives_the_daemons_first_error(
+    shared_daemon: Daemon,
+) -> None:
+    """foundation §4: exactly as the daemon would, so the first error in its order (here
+    the missing key comes before the bad cols)."""
+    from venomx.client import Client
+    from venomx.wire import VenomxError
+
+    d = shared_daemon
+    s = d.call("session.create")["session"]
+    cases: list[tuple[list[str], str, dict[str, object]]] = [
+        (
+            ["run", "--session", s, "--cols", "abc", "--", "true"],
+            "run",
+            {"session": s, "cols": "abc", "argv": ["true"]},
+        ),
+        (
+            ["window", "create", "--session", s, "--rows", "x", "--cols", "y"],
+            "window.create",
+            {"session": s, "rows": "x", "cols": "y"},
+        ),
+    ]
+    for args, verb, params in cases:
+        with Client(d.socket, "@owner") as c, pytest.raises(VenomxError) as e:
+            c.call(verb, params)
+        r = d.cli(*args[:-2], "--json", *args[-2:]) if verb == "run" else d.cli(*args, "--json")
+        assert json.loads(r.out)["error"] == e.value.to_dict(), (args, r.out)

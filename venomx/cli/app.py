@@ -66,6 +66,22 @@ def type_error(param: str, expected: str) -> VenomxError:
     return type_error(param, expected)
 
 
+def first_error(name: str, params: dict[str, Any], fallback: VenomxError) -> VenomxError:
+    """The error the daemon would give first for ``params`` (foundation §4: a value the
+    CLI cannot convert is reported exactly as the daemon would), by its own schema check;
+    loaded only when a value is wrong."""
+    from venomx.manifest.schema import validate
+    from venomx.manifest.verbs import verb_by_name
+
+    verb = verb_by_name(name)
+    if verb is not None:
+        try:
+            validate(verb, params)
+        except VenomxError as err:
+            return err
+    return fallback
+
+
 def renderer(verb: CliVerb) -> Callable[[dict[str, Any], Panes], str]:
     from venomx.cli.render import RENDERERS
 
@@ -166,11 +182,16 @@ def verb_callback(verb: CliVerb) -> Any:
         if getattr(ctx, "invoked_subcommand", None):
             return
         params: dict[str, Any] = {}
+        unconverted: VenomxError | None = None
         try:
             for p in verb.params:
                 text = raw.get(p.name)
                 if text is not None:
-                    params[p.name] = convert(p, text)
+                    try:
+                        params[p.name] = convert(p, text)
+                    except VenomxError as err:
+                        unconverted = unconverted or err
+                        params[p.name] = text  # what the daemon would have been sent
             if verb.trailing_argv and ctx.args:
                 if "argv" in params:
                     raise VenomxError(
@@ -179,6 +200,8 @@ def verb_callback(verb: CliVerb) -> Any:
                         {"param": "argv", "reason": "exclusive"},
                     )
                 params["argv"] = list(ctx.args)
+            if unconverted is not None:
+                raise first_error(verb.name, params, unconverted)
         except VenomxError as err:
             emit_error(err, as_json)
         call_verb(verb, params, socket_, token or os.environ.get("VENOMX_TOKEN") or None, as_json)
