@@ -12,6 +12,7 @@ without loading a terminal emulator, it must not import pyte (nor ``venomx``).
 
 from __future__ import annotations
 
+import json
 import sys
 from array import array
 from itertools import accumulate, islice
@@ -47,6 +48,14 @@ class RowSource(Protocol):
     def cursor(self) -> tuple[int, int]: ...
 
     def row(self, n: int) -> str: ...
+
+    def blank(self, n: int) -> bool:
+        """Whether row ``n`` holds only spaces, found without padding it to ``cols``."""
+        ...
+
+    def stripped(self, n: int) -> tuple[str, int]:
+        """Row ``n`` without its trailing spaces, and its length in code points padded."""
+        ...
 
 
 def blank_snapshot(cols: int, rows: int) -> dict[str, Any]:
@@ -135,6 +144,12 @@ class Snapshot:
     def row(self, n: int) -> str:
         return self._rows[n - self.oldest]
 
+    def blank(self, n: int) -> bool:
+        return self._rows.blank(n - self.oldest)
+
+    def stripped(self, n: int) -> tuple[str, int]:
+        return self._rows.stripped(n - self.oldest)
+
     def nbytes(self) -> int:
         """Bytes held for the rows (what an exited pane costs until it is removed)."""
         return self._rows.nbytes()
@@ -186,7 +201,8 @@ class _Rows:
     def __len__(self) -> int:
         return len(self._lens)
 
-    def __getitem__(self, i: int) -> str:
+    def stripped(self, i: int) -> tuple[str, int]:
+        """Row ``i`` without its trailing spaces, and its length once padded back."""
         lens = self._lens
         if not 0 <= i < len(lens):
             raise IndexError(i)
@@ -203,7 +219,15 @@ class _Rows:
         self._at = (i, start)
         text = self._blob[start : start + lens[i]].decode("utf-8", "surrogatepass")
         width = self._cols if self._widths is None else self._widths[i]
+        return text, width
+
+    def __getitem__(self, i: int) -> str:
+        text, width = self.stripped(i)
         return text + " " * (width - len(text))
+
+    def blank(self, i: int) -> bool:
+        """Whether row ``i`` is all spaces (stored stripped, so empty)."""
+        return self._lens[i] == 0
 
     def nbytes(self) -> int:
         return (
@@ -233,10 +257,38 @@ def repaint(src: RowSource) -> bytes:
     )
 
 
+class TooLarge(Exception):
+    """A capture whose rows would not fit the budget it was given: ``result`` is the
+    answer without its rows, ``lines`` the bytes its ``lines`` array would take as JSON."""
+
+    def __init__(self, result: dict[str, Any], lines: int) -> None:
+        super().__init__(f"rows of {lines} bytes")
+        self.result = result
+        self.lines = lines
+
+
+def lines_size(src: RowSource, start: int, end: int) -> int:
+    """The bytes of rows ``[start, end)`` as a compact JSON array (``venomx.wire.dumps``),
+    counted without padding each row to ``cols``: in a wide pane that would build hundreds
+    of megabytes only for the reply to be refused."""
+    total = 2 + max(0, end - start - 1)
+    for n in range(start, end):
+        text, width = src.stripped(n)
+        quoted = json.dumps(text, ensure_ascii=False).encode("utf-8", "surrogatepass")
+        total += len(quoted) + width - len(text)
+    return total
+
+
 def capture(
-    src: RowSource, epoch: int | None, start: int | None, end: int | None, limit: int
+    src: RowSource,
+    epoch: int | None,
+    start: int | None,
+    end: int | None,
+    limit: int,
+    budget: int | None = None,
 ) -> dict[str, Any]:
-    """Rows ``[start, end)`` of the active screen, clamped to ``[oldest, end]`` (§7)."""
+    """Rows ``[start, end)`` of the active screen, clamped to ``[oldest, end]`` (§7);
+    ``TooLarge`` when their JSON would take more than ``budget`` bytes."""
     if epoch is not None and epoch != src.epoch:
         raise EpochConflict(src.epoch)
     oldest, cur_end = src.oldest, src.end
@@ -247,7 +299,7 @@ def capture(
     if e - s > limit:
         e = s + limit
     row, col = src.cursor
-    return {
+    result: dict[str, Any] = {
         "screen": src.screen_name,
         "epoch": src.epoch,
         "offset": src.offset,
@@ -256,16 +308,22 @@ def capture(
         "oldest": oldest,
         "start": s,
         "end": e,
-        "lines": [src.row(n) for n in range(s, e)],
+        "lines": [],
         "cursor": {"row": row, "col": col},
     }
+    if budget is not None and (e - s) * (src.cols + 3) > budget:  # may not fit: count first
+        size = lines_size(src, s, e)
+        if size > budget:
+            raise TooLarge(result, size)
+    result["lines"] = [src.row(n) for n in range(s, e)]
+    return result
 
 
 def tail(src: RowSource, output_rows: int, output_bytes: int) -> dict[str, Any]:
     """RFC-0015 §4's output tail: rows ``[s, e)``, whole rows only, trailing blanks dropped."""
     oldest = src.oldest
     e = src.end
-    while e > oldest and not src.row(e - 1).strip(" "):
+    while e > oldest and src.blank(e - 1):
         e -= 1
     s, used = e, 0
     while s > oldest and e - s < output_rows:

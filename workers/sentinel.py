@@ -27,7 +27,7 @@ from workers import protocol as P
 from workers import title
 from workers.leader import exit_usage, open_fds, resolve, set_winsize, spawn_leader
 from workers.osc import Scanner
-from workers.rows import EpochConflict, blank_snapshot, capture, repaint
+from workers.rows import EpochConflict, TooLarge, blank_snapshot, capture, repaint
 from workers.vt import Terminal
 
 DRAIN_SILENCE = 0.05
@@ -51,6 +51,9 @@ BLANK_TERMINAL: Terminal | None = None
 # Likewise a decoder for the channel, never fed: building even a small one in each pane
 # copied ~40 KiB more of shared pages there (measured, 100 panes).
 BLANK_DECODER: P.Decoder | None = None
+# The largest reply any client may agree to (hello's max_frame): a capture that would be
+# larger is counted, not built, and never sent in a frame the channel would refuse.
+CAPTURE_BUDGET = 16 * 1024 * 1024
 # Set by the fork server: the daemon's pid, every sentinel's parent (its subreaper).
 DAEMON_PID = 0
 
@@ -362,10 +365,13 @@ class Sentinel:
                     self.send(P.Screen(m.req, term.cols, term.rows, term.offset, repaint(term)))
         elif isinstance(m, P.Capture):
             try:
-                res = capture(self.vt, m.epoch, m.start, m.end, m.limit)
+                res = capture(self.vt, m.epoch, m.start, m.end, m.limit, CAPTURE_BUDGET)
                 self.send(P.Rows(m.req, res))
             except EpochConflict as exc:
                 self.send(P.Rows(m.req, {}, {"code": "conflict.epoch", "epoch": exc.epoch}))
+            except TooLarge as exc:
+                error = {"code": "unsupported.result_size", "lines": exc.lines}
+                self.send(P.Rows(m.req, exc.result, error))
 
     def signal_group(self, sig: int) -> None:
         # Only while the leader is unreaped: its zombie pins the group ID.

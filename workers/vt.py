@@ -206,6 +206,20 @@ class Terminal:
             return " " * self.cols  # pyte's default character, whatever its attributes
         return row_text(line, self.cols)
 
+    def stripped(self, n: int) -> tuple[str, int]:
+        base = 0 if self.alternate else self.scrolled
+        if n < base:
+            text = self.history[n - self.oldest].rstrip(" ")
+            return text, padded_len(text, self.cols)
+        row = self.row(n)
+        return row.rstrip(" "), len(row)
+
+    def blank(self, n: int) -> bool:
+        base = 0 if self.alternate else self.scrolled
+        if n < base:
+            return not self.history[n - self.oldest].strip(" ")
+        return not self.row(n).strip(" ")
+
     def snapshot(self) -> dict[str, Any]:
         """The whole state as plain data, for EXIT.
 

@@ -24,6 +24,7 @@ import pytest
 
 from tests.helpers import PY, ROOT, Daemon, wait_for
 from venomx.client import Client
+from venomx.wire import VenomxError, dumps
 from workers import protocol as P
 
 CENSUS = """
@@ -691,3 +692,36 @@ def test_a_wide_panes_history_reaches_the_record(daemon: Daemon) -> None:
     rec = wait_run(daemon, r["run"])
     assert rec["outcome"] == "succeeded" and "fault" not in rec, rec
     assert rec["output"]["lines"][-1].rstrip() == "last"
+
+
+def test_rows_too_large_for_any_frame_are_counted_not_built(daemon: Daemon) -> None:
+    """A wide pane's rows are refused with the size they would have had, found the same
+    way live (where a frame over the channel's limit once killed the sentinel) and from
+    the exited pane's final state (where building them stalled the daemon)."""
+    s = session(daemon)
+    script = "i=0; while [ $i -lt 400 ]; do echo $i; i=$((i+1)); done; echo ready; read x"
+    r = daemon.call(
+        "run", {"key": "counted", "session": s, "cols": 65535, "rows": 16, "shell": script}
+    )
+
+    def last() -> dict[str, Any]:
+        return daemon.call("pane.capture_rows", {"pane": r["pane"], "limit": 3})
+
+    wait_for(lambda: any(ln.startswith("ready ") for ln in last()["lines"]), 10, "ready")
+    end = last()["end"]
+
+    def refused(rows: int) -> int:
+        with daemon.client() as c, pytest.raises(VenomxError) as e:
+            c.call("pane.capture_rows", {"pane": r["pane"], "start": end - rows, "end": end})
+        assert e.value.code == "unsupported.result_size"
+        return int(e.value.data["bytes"])
+
+    live = {n: refused(n) for n in (20, 300)}  # one built and refused, one only counted
+    assert live[300] > 16 * 1024 * 1024
+    daemon.call("pane.send", {"pane": r["pane"], "text": "\r"})
+    assert wait_run(daemon, r["run"])["exit_code"] == 0
+    assert {n: refused(n) for n in (20, 300)} == live  # the final state, counted alike
+    daemon.call("config.set", {"path": "protocol.max_frame", "value": "16777216"})
+    with daemon.client(max_frame=16777216) as c:
+        got = c.call("pane.capture_rows", {"pane": r["pane"], "start": end - 20, "end": end})
+    assert len(dumps({"id": 0, "ok": got})) == live[20]

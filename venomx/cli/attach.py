@@ -57,6 +57,7 @@ def run_attach(pane: str, readonly: bool, sock: str | None, token: str | None) -
                     return
 
     code = 0
+    said = ""
     try:
         if screen:
             out.write(ENTER)
@@ -81,11 +82,11 @@ def run_attach(pane: str, readonly: bool, sock: str | None, token: str | None) -
                 failure = VenomxError.from_dict(frame["error"])
                 if failure.code != "cancelled":
                     code = failure.exit_code
-                    line = visible(f"venomx: {failure.code}: {failure.message}")
-                    sys.stderr.write(f"\r\n{line}\r\n")
+                    said = visible(f"venomx: {failure.code}: {failure.message}")
             break
     except VenomxError as err:
         code = err.exit_code
+        said = visible(f"venomx: {err.code}: {err.message}")
     finally:
         if saved is not None:
             termios.tcsetattr(fd, termios.TCSADRAIN, saved)
@@ -94,6 +95,8 @@ def run_attach(pane: str, readonly: bool, sock: str | None, token: str | None) -
         if code == 0:
             out.write(b"[detached]\r\n" if detached.is_set() else b"[pane exited]\r\n")
         out.flush()
+        if said:  # after the alternate screen is gone, or it would go with it
+            sys.stderr.write(said + "\n")
         view.close()
         if keys is not None:
             keys.close()

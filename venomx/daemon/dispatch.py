@@ -117,6 +117,20 @@ class Context:
         return next(iter(found.values()), None)
 
 
+def result_size(size: int, max_frame: int) -> VenomxError:
+    """``unsupported.result_size`` for a reply of ``size`` bytes, counted as if its id were
+    0, so one request gets one error object whichever client's id sequence sent it
+    (RFC-0015 §13 compares the CLI's and MCP's)."""
+    size = max(size, max_frame + 1)
+    return VenomxError(
+        "unsupported.result_size",
+        f"reply of {size} bytes exceeds max_frame {max_frame}; ask for less: output=false "
+        "for a run's record (then read its rows with pane.capture_rows), a smaller limit "
+        "for a list",
+        {"bytes": size},
+    )
+
+
 def denied(right: str, resource: str | None) -> VenomxError:
     """The same error for every caller and target (RFC-0015 row 20: identical for all);
     the resource goes only to the audit record."""

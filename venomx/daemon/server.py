@@ -24,7 +24,7 @@ import socket
 from typing import TYPE_CHECKING, Any
 
 from venomx import PROTOCOL, __version__, unixdiag
-from venomx.daemon.dispatch import Context, dispatch
+from venomx.daemon.dispatch import Context, dispatch, result_size
 from venomx.daemon.readbuf import ReadsShared
 from venomx.daemon.registry import Principal, token_key
 from venomx.manifest.schema import validate
@@ -268,19 +268,7 @@ class Connection(ReadsShared):
         self.tasks.pop(rid, None) if rid is not None else None
         frame = dumps({"id": rid, "ok": result})
         if len(frame) > self.max_frame:
-            # Counted as if the id were 0, so one request gets one error object whichever
-            # client's id sequence sent it (RFC-0015 §13 compares the CLI's and MCP's).
-            size = max(len(frame) - len(str(rid)) + 1, self.max_frame + 1)
-            self.reply_error(
-                rid,
-                VenomxError(
-                    "unsupported.result_size",
-                    f"reply of {size} bytes exceeds max_frame {self.max_frame}; ask "
-                    "for less: output=false for a run's record (then read its rows with "
-                    "pane.capture_rows), a smaller limit for a list",
-                    {"bytes": size},
-                ),
-            )
+            self.reply_error(rid, result_size(len(frame) - len(str(rid)) + 1, self.max_frame))
             return
         self.send_frame(frame)
 

@@ -10,10 +10,12 @@ from __future__ import annotations
 import base64
 from typing import Any
 
-from venomx.daemon.dispatch import Context, handler
+from venomx.daemon.dispatch import Context, handler, result_size
 from venomx.daemon.registry import Grant, Pane, Session, Window
 from venomx.verbs.common import start_pane
 from venomx.verbs.keys import encode_keys
+from venomx.wire import dumps
+from workers.rows import TooLarge
 
 
 @handler("pane.split")
@@ -124,7 +126,12 @@ async def capture_rows(
     start: int | None = None,
     end: int | None = None,
 ) -> dict[str, Any]:
-    return {"pane": pane.id, **await ctx.panes.capture(pane, epoch, start, end, limit)}
+    try:
+        rows = await ctx.panes.capture(pane, epoch, start, end, limit, ctx.max_frame)
+    except TooLarge as exc:  # counted without building them: [] stands for the rows
+        empty = len(dumps({"id": 0, "ok": {"pane": pane.id, **exc.result}}))
+        raise result_size(empty - 2 + exc.lines, ctx.max_frame) from None
+    return {"pane": pane.id, **rows}
 
 
 def _exit_info(p: Pane) -> dict[str, Any]:

@@ -128,9 +128,17 @@ class Panes:
             await self.requests.resize(pane, self.link(pane), cols, rows)
 
     async def capture(
-        self, pane: Pane, epoch: int | None, start: int | None, end: int | None, limit: int
+        self,
+        pane: Pane,
+        epoch: int | None,
+        start: int | None,
+        end: int | None,
+        limit: int,
+        budget: int,
     ) -> dict[str, Any]:
-        """Rows from the live terminal, or from the final state once the pane has ended."""
+        """Rows from the live terminal, or from the final state once the pane has ended;
+        ``workers.rows.TooLarge`` when rows of a final state would take over ``budget``
+        bytes (a live one counts against the largest frame any client may have)."""
         res: dict[str, Any] | None = None
         if pane.live and not pane.sentinel_lost:
             res = await self.requests.capture(pane, self.link(pane), epoch, start, end, limit)
@@ -139,7 +147,7 @@ class Panes:
         if pane.final is None:
             raise no_screen(pane)
         try:
-            return capture(pane.final, epoch, start, end, limit)
+            return capture(pane.final, epoch, start, end, limit, budget)
         except EpochConflict as exc:
             raise VenomxError(
                 "conflict.epoch", "the row epoch changed", {"epoch": exc.epoch}

@@ -16,6 +16,7 @@ from typing import TYPE_CHECKING, Any
 from venomx.daemon.panes.sentinels import SENTINEL_BOUND, PaneGone
 from venomx.wire import VenomxError
 from workers import protocol as P
+from workers.rows import TooLarge
 
 if TYPE_CHECKING:
     from venomx.daemon.panes.link import Link
@@ -152,6 +153,9 @@ class Requests:
             return None
         assert isinstance(m, P.Rows)
         if m.error is not None:
+            lines = m.error.get("lines")
+            if m.error.get("code") == "unsupported.result_size" and type(lines) is int:
+                raise TooLarge(m.result, lines)
             raise VenomxError(
                 "conflict.epoch", "the row epoch changed", {"epoch": m.error.get("epoch")}
             )
