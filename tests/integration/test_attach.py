@@ -102,6 +102,13 @@ def test_venomx_attach_in_tmux(daemon: Daemon) -> None:
         wait_for(lambda: "attach-exit=" in screen(), 20, "venomx attach exited")
         assert "[detached]" in screen() and "attach-exit=0" in screen(), screen()
         assert shown() == "0 1 0"
+        # an error is said after the alternate screen is left, or it would go with it
+        subprocess.run(
+            [*tmux, "new-window", "-t", name, f"{PY} -m venomx attach --pane p999; sleep 60"],
+            env=env,
+            check=True,
+        )
+        wait_for(lambda: "venomx: not_found.pane" in screen(), 20, "the error on the screen")
         assert daemon.call("pane.list")["panes"][0]["state"] == "running"  # detach stops nothing
     finally:
         subprocess.run([*tmux, "kill-server"], capture_output=True)
