@@ -3,6 +3,7 @@ daemon; ``--json`` stays the result exactly as the daemon sent it."""
 
 from __future__ import annotations
 
+import json
 import os
 import re
 import signal
@@ -152,6 +153,9 @@ def test_a_programs_escape_sequences_are_shown_not_obeyed(
             out = d.cli(*args).out
             assert "x\\x1b]52;c;cHduZWQ=\\x07\\x1b[31mred\\x9b0m" in out, out
             assert not any(c in out for c in "\x1b\x07\x9b"), out
+        j = d.cli("pane", "list", "--json").out  # JSON leaves DEL and C1 raw; the CLI does not
+        assert "\\u009b0m" in j and "\x9b" not in j
+        assert json.loads(j) == d.call("pane.list")
     finally:
         os.kill(r["pid"], signal.SIGKILL)
         d.wait_exit(r["run"])

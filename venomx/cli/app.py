@@ -32,7 +32,8 @@ from venomx.cli.options import (
     with_version,
 )
 from venomx.cli.text import GROUP_HELP, ROOT_HELP
-from venomx.wire import VALUE_MAX_DEPTH, VenomxError, dumps, loads, parse_int
+from venomx.cli.visible import json_line
+from venomx.wire import VALUE_MAX_DEPTH, VenomxError, loads, parse_int
 
 if TYPE_CHECKING:
     from venomx.cli.render import Panes
@@ -152,12 +153,12 @@ def call_verb(
                 for item in client.stream(verb.name, params):
                     # the items, then the result as its own line (foundation §4)
                     last = item["result"] if item.keys() == {"result"} else item
-                    click.echo(dumps(last).decode())
+                    click.echo(json_line(last).decode())
                 sys.exit(0)
             with Clock(verb.clock and not as_json and sys.stderr.isatty(), params):
                 result = client.call(verb.name, params)
             if as_json:
-                text = dumps(result).decode()
+                text = json_line(result).decode()
             else:
                 from venomx.cli.visible import visible
 

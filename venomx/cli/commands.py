@@ -11,6 +11,7 @@ import click
 
 from venomx.cli.errors import Asked, emit_error
 from venomx.cli.options import socket_option, with_socket
+from venomx.cli.visible import json_line
 from venomx.paths import socket_path
 from venomx.wire import VenomxError, dumps
 
@@ -148,11 +149,11 @@ def events_cmd(
                 for item in c.stream("events.subscribe", params):
                     if "event" in item:
                         ev = item["event"]
-                        click.echo(dumps(ev).decode() if as_json else event_line(ev))
+                        click.echo(json_line(ev).decode() if as_json else event_line(ev))
             else:
                 res = c.call("events.read", {} if after is None else {"after": after})
                 for ev in res["events"]:
-                    click.echo(dumps(ev).decode() if as_json else event_line(ev))
+                    click.echo(json_line(ev).decode() if as_json else event_line(ev))
     except VenomxError as err:
         emit_error(err, as_json, Asked(socket_, tok))
     except KeyboardInterrupt:

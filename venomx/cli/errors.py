@@ -11,9 +11,9 @@ from typing import Any, NoReturn
 
 import click
 
-from venomx.cli.visible import visible
+from venomx.cli.visible import json_line, visible
 from venomx.paths import socket_path
-from venomx.wire import VenomxError, dumps
+from venomx.wire import VenomxError
 
 NOT_LISTENING = (errno.ENOENT, errno.ECONNREFUSED)
 
@@ -93,7 +93,7 @@ def human(err: VenomxError, asked: Asked) -> str:
 
 def emit_error(err: VenomxError, as_json: bool, asked: Asked | None = None) -> NoReturn:
     if as_json:
-        click.echo(dumps({"error": err.to_dict()}).decode())
+        click.echo(json_line({"error": err.to_dict()}).decode())
     else:
         click.echo(human(err, asked or Asked()), err=True)
     sys.exit(err.exit_code)

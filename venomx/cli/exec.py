@@ -26,9 +26,10 @@ from venomx.cli.errors import Asked, human
 from venomx.cli.render import human_duration, usage_text
 from venomx.cli.runlog import RowLog
 from venomx.cli.textlog import TextLines
+from venomx.cli.visible import json_line
 from venomx.client import Client, reconnecting
 from venomx.manifest.verbs import ENV_NAME_PATTERN, MAX_ENV_VALUE
-from venomx.wire import VenomxError, dumps
+from venomx.wire import VenomxError
 
 DEFAULT_SESSION = "default"
 # Variables that describe the caller's shell or service manager, not the command's
@@ -390,7 +391,7 @@ class Exec:
 
     def finish(self, record: dict[str, Any]) -> int:
         if self.opts.as_json:
-            self.out.write(dumps(record) + b"\n")
+            self.out.write(json_line(record) + b"\n")
             self.out.flush()
         self.note(summary(record))
         return int(record.get("status", 1))

@@ -8,6 +8,11 @@ the person's clipboard (OSC 52), title or colours. Rows of output are already pl
 
 from __future__ import annotations
 
+import re
+from typing import Any
+
+from venomx.wire import dumps
+
 # C0 but the newline that separates lines, DEL, and C1 (ESC's 8-bit forms)
 _ESCAPED = {c: f"\\x{c:02x}" for c in (*range(0x20), 0x7F, *range(0x80, 0xA0)) if c != 0x0A}
 
@@ -17,4 +22,18 @@ def visible(text: str) -> str:
     return text.translate(_ESCAPED)
 
 
-__all__ = ["visible"]
+# JSON escapes C0 itself; DEL and C1 (U+009B is CSI, U+009D OSC) it leaves as they are
+_RAW_IN_JSON = re.compile("[\x7f-\x9f]")
+
+
+def json_line(obj: Any) -> bytes:
+    """``obj`` as the one line of compact JSON the CLI prints, with DEL and C1 written as
+    ``\\u00XX``: the same value, and nothing a terminal would act on."""
+    data = dumps(obj)
+    text = data.decode()
+    if _RAW_IN_JSON.search(text) is None:
+        return data
+    return _RAW_IN_JSON.sub(lambda m: f"\\u{ord(m.group()):04x}", text).encode()
+
+
+__all__ = ["json_line", "visible"]
