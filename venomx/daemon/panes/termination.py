@@ -25,6 +25,9 @@ if TYPE_CHECKING:
     from venomx.daemon.registry import Pane
 
 KILL_WAIT = 1.0
+# Once the leader is dead, how long its sentinel may take to drain the PTY (workers'
+# DRAIN_MAX, 1 s, while an escaped process keeps writing) and report it.
+REPORT_WAIT = 2.0
 DEFAULT_SIGNAL, DEFAULT_GRACE_MS = TERMINATE_SIGNAL, TERMINATE_GRACE_MS
 
 
@@ -98,8 +101,8 @@ async def wait_terminated(pane: Pane, link: Link) -> None:
     the leader still alive.
 
     A leader that died within kill-wait has done what SIGKILL asks: the pane then ends
-    once its sentinel has drained the PTY (up to ``DRAIN_MAX``, as long as an escaped
-    process keeps writing) and reported, or is lost by its watchdog, so the wait goes on.
+    once its sentinel has drained the PTY (up to a second, as long as an escaped process
+    keeps writing) and reported, so the wait goes on for ``REPORT_WAIT`` more.
 
     Cancellation: ends only this wait; the termination goes on.
     """
@@ -116,8 +119,8 @@ async def wait_terminated(pane: Pane, link: Link) -> None:
         await asyncio.wait(
             [link.exited, link.leader_gone], timeout=remaining, return_when=asyncio.FIRST_COMPLETED
         )
-    if link.leader_gone.done():
-        await asyncio.shield(link.exited)
+    if link.leader_gone.done() and not link.exited.done():
+        await asyncio.wait([link.exited], timeout=REPORT_WAIT)
     if link.exited.done():
         return
     raise VenomxError(
