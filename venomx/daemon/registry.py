@@ -17,6 +17,8 @@ from typing import TYPE_CHECKING, Any
 if TYPE_CHECKING:
     from workers.rows import Snapshot
 
+UNDONE_MAX = 1024  # leaders of rolled-back starts remembered for a quiet reap
+
 
 _second: tuple[int, str] = (-1, "")  # the last whole second formatted, and its text
 
@@ -196,7 +198,15 @@ class Registry:
         # sentinel pid -> leader pid: exited panes whose sentinel reaps the leader as soon
         # as the daemon closes the channel (until then the zombie pins the group ID)
         self.reaps_after_exit: dict[int, int] = {}
+        # leader pids of starts rolled back after exec, for the daemon to reap quietly;
+        # the oldest are forgotten past UNDONE_MAX (a sentinel may have reaped one itself)
+        self.undone_leaders: dict[int, None] = {}
         self.runs: dict[str, AuthNode] = {}  # run ID -> node, while its record is retained
+
+    def undone(self, pid: int) -> None:
+        self.undone_leaders[pid] = None
+        if len(self.undone_leaders) > UNDONE_MAX:
+            del self.undone_leaders[next(iter(self.undone_leaders))]
 
     def next_id(self, prefix: str) -> str:
         n = self.counters[prefix]

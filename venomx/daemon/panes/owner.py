@@ -340,6 +340,9 @@ class Panes:
             # an exited pane's leader, whose sentinel died after EXIT, before reaping it
             reg.reaps_after_exit = {s: ld for s, ld in reg.reaps_after_exit.items() if ld != pid}
             return True
+        if pid in reg.undone_leaders:  # a start rolled back after its leader existed
+            del reg.undone_leaders[pid]
+            return True
         # last: a pid the daemon knows for something else is never taken for a spare
         return self.forkserver.was_retired(pid)  # a surplus spare, stopped on purpose
 

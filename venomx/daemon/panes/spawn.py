@@ -158,9 +158,13 @@ async def spawn(
         reg.leaders[pid] = pane_id
 
     def forget_leader() -> None:
+        """The start is rolled back after its leader existed: the channel's close makes
+        the sentinel stop the leader's group and leave the leader to the daemon (it lives),
+        which then reaps it as a start undone, not as an escaped process."""
         for pid in leaders:
             reg.leaders.pop(pid, None)
-            reg.early_exits.pop(pid, None)
+            if reg.early_exits.pop(pid, None) is None:
+                reg.undone(pid)
 
     try:
         # With nothing to pause at the barrier, the release travels with SPAWN.
