@@ -5,6 +5,7 @@ from __future__ import annotations
 import os
 import signal
 import subprocess
+import time
 from pathlib import Path
 from typing import Any
 
@@ -399,6 +400,31 @@ def test_spawn_cancel_before_barrier_rolls_back(daemon: Daemon) -> None:
     assert e.value.code == "cancelled"
     daemon.call("seam.set", {"name": "run.before_barrier", "state": "release"})
     wait_for(lambda: footprint(daemon) == before, 10, "rollback left nothing")
+
+
+def test_a_start_cancelled_as_it_is_sent_never_runs_twice(daemon: Daemon, tmp_path: Path) -> None:
+    """Without a seam the release travels with SPAWN, so from then on the start must
+    complete (foundation §6, RFC-0015 §8): a cancel that landed before READY rolled it
+    back and freed the key while the program ran, and a retry ran it again. Cancels at
+    a spread of moments; whatever each hits, the retry's program is the only other run."""
+    s = daemon.call("session.create")["session"]
+    for i in range(40):
+        marker = tmp_path / f"m{i}"
+        params = {"key": f"c{i}", "session": s, "shell": f"echo x >> {marker}"}
+        c = daemon.client()
+        rid = c.start("run", params)
+        until = time.perf_counter() + (i % 20) * 0.0001
+        while time.perf_counter() < until:
+            pass
+        c.cancel(rid)
+        try:
+            c.response(rid)  # the start may have completed before the cancel came
+        except VenomxError as e:
+            assert e.code == "cancelled", e
+        c.close()
+        retry = daemon.call("run", params)
+        daemon.wait_exit(retry["run"])
+        assert marker.read_text() == "x\n", (i, retry)
 
 
 def test_dead_spare_sentinels_do_not_fail_a_start(daemon: Daemon) -> None:

@@ -152,6 +152,18 @@ async def spawn(
     owner.preparing.add(pane_id)
     chan: Channel | None = None
     leaders: list[int] = []
+    cancelled_early = False
+
+    async def released(aw: Awaitable[T]) -> T:
+        """Await ``aw`` once SPAWN is sent: when it carries the release, the barrier is
+        released from then on, and the start must complete first (foundation §6) even if
+        the request is cancelled meanwhile, or the program may run with its key freed."""
+        nonlocal cancelled_early
+        if not release_now:
+            return await aw
+        result, cancelled = await uncancellable(aw)
+        cancelled_early = cancelled_early or cancelled
+        return result
 
     def started(pid: int) -> None:
         leaders.append(pid)
@@ -189,7 +201,7 @@ async def spawn(
             chan.on_started = started
             chan.send(spawn_msg)
             try:
-                ready = await chan.expect(P.Ready)
+                ready = await released(chan.expect(P.Ready))
             except ConnectionError:  # the spare died unnoticed; nothing has started yet
                 # Its reap is a spare's: neither this pane's sentinel lost nor an escapee.
                 if reg.sentinels.get(chan.sentinel_pid) == pane_id:
@@ -202,15 +214,16 @@ async def spawn(
             chan = await Channel.open(await owner.forkserver.fork_one())
             chan.on_started = started
             chan.send(spawn_msg)
-            hello = await chan.expect(P.Hello)
+            hello = await released(chan.expect(P.Hello))
             if isinstance(hello, P.Hello):
                 chan.sentinel_pid = hello.pid
                 reg.sentinels[hello.pid] = pane_id
-            ready = hello if isinstance(hello, P.Failed) else await chan.expect(P.Ready)
+            ready = hello if isinstance(hello, P.Failed) else await released(chan.expect(P.Ready))
         if isinstance(ready, P.Failed):
             give_back(owner, chan)
             chan = None
-            raise _spawn_failed(ready.errno)
+            failed = _spawn_failed(ready.errno)
+            raise CancelledAfter(failed) if cancelled_early else failed
         if pause is not None:
             await pause()
     except BaseException as exc:
@@ -236,6 +249,7 @@ async def spawn(
 
     try:
         started_msg, cancelled = await uncancellable(release())
+        cancelled = cancelled or cancelled_early
     except BaseException as exc:
         forget_leader()
         chan.close()
