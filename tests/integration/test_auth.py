@@ -185,3 +185,40 @@ def test_owner_from_another_uid(daemon: Daemon) -> None:
         cmd = [tool, "-u", "nobody", "--", PY, "-c", code]
     r = subprocess.run(cmd, capture_output=True, text=True, timeout=20)
     assert json.loads(r.stdout)["error"]["code"] == "denied.owner", r.stderr
+
+
+def test_a_start_in_flight_when_its_principal_is_revoked_fails(daemon: Daemon) -> None:
+    """foundation §5: a revoked token stops working at once, also for the start it asked
+    for that had not committed yet (it committed, and its pane's token worked)."""
+    s = daemon.call("session.create")["session"]
+    p = mint(daemon, ("spawn", "*"), ("read", "*"))
+    daemon.call("seam.set", {"name": "run.before_barrier", "state": "hold"})
+    c = daemon.client(token=p["token"])
+    rid = c.start("run", {"key": "revoked", "session": s, "argv": ["sleep", "60"]})
+    daemon.call("seam.wait", {"name": "run.before_barrier", "timeout_ms": 10000})
+    daemon.call("principal.revoke", {"principal": p["principal"]})
+    daemon.call("seam.set", {"name": "run.before_barrier", "state": "release"})
+    with pytest.raises(VenomxError) as e:
+        c.response(rid)
+    assert e.value.code == "denied.token"
+    assert daemon.call("run.list")["runs"] == [] and daemon.call("pane.list")["panes"] == []
+
+
+def test_requests_in_flight_end_when_their_principal_is_revoked(daemon: Daemon) -> None:
+    """A revoked token stops working at once: its attach and its wait end denied.token
+    (the attach went on delivering the pane's output)."""
+    s = daemon.call("session.create")["session"]
+    r = daemon.call("run", {"key": "watched", "session": s, "argv": ["sleep", "60"]})
+    p = mint(daemon, ("read", "*"))
+    watcher, waiter = daemon.client(token=p["token"]), daemon.client(token=p["token"])
+    stream = watcher.stream("pane.attach", {"pane": r["pane"]})
+    assert "screen" in next(stream)
+    rid = waiter.start("run.wait", {"run": r["run"], "timeout_ms": 60000})
+    daemon.call("principal.revoke", {"principal": p["principal"]})
+    with pytest.raises(VenomxError) as attach:
+        next(stream)
+    with pytest.raises(VenomxError) as wait:
+        waiter.response(rid)
+    assert attach.value.code == wait.value.code == "denied.token"
+    assert daemon.call("run.get", {"run": r["run"], "output": False})["state"] == "running"
+    os.kill(r["pid"], 9)

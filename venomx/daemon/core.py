@@ -103,6 +103,7 @@ class Daemon:
             self.collector,
         )
         config.listeners.append(self.on_config_changed)
+        registry.on_revoked = self.end_revoked
 
     def stop_pane(self, pane: Pane, cause: str) -> None:
         """A run's deadline passed: end its pane as removal and shutdown do."""
@@ -133,6 +134,15 @@ class Daemon:
         self.panes.forkserver.stop()
         self.priority.close()
         await self.panes.cgroups.stop()
+
+    def end_revoked(self, principals: list[str]) -> None:
+        """A revoked token stops working at once (foundation §5): the requests it has in
+        flight, a wait, an attach or an event stream, end now with ``denied.token``."""
+        revoked = set(principals)
+        for conn in list(self.connections):
+            if conn.principal is not None and conn.principal.id in revoked:
+                for task in list(conn.tasks.values()):
+                    task.cancel()
 
     def on_config_changed(self, paths: list[str]) -> None:
         s = self.services

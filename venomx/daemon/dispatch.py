@@ -317,7 +317,12 @@ def refuse(ctx: Context, exc: BaseException) -> None:
             ctx.audit.append(principal, verb.name, exc.code, resource)
         conn.reply_error(ctx.rid, exc)
     elif isinstance(exc, asyncio.CancelledError):
-        conn.reply_error(ctx.rid, VenomxError("cancelled", "request cancelled", {}))
+        if ctx.principal.revoked:  # ended by the revocation (Daemon.end_revoked)
+            gone = VenomxError("denied.token", "the principal was revoked", {})
+            ctx.audit.append(ctx.principal.id, verb.name, gone.code, ctx.resource)
+            conn.reply_error(ctx.rid, gone)
+        else:
+            conn.reply_error(ctx.rid, VenomxError("cancelled", "request cancelled", {}))
     else:
         log.error("internal error in verb=%s", verb.name, exc_info=exc)
         conn.reply_error(ctx.rid, VenomxError("internal", "internal error", {}))

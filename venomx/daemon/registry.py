@@ -11,6 +11,7 @@ import hashlib
 import secrets
 import time
 import uuid
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
@@ -201,6 +202,8 @@ class Registry:
         # leader pids of starts rolled back after exec, for the daemon to reap quietly;
         # the oldest are forgotten past UNDONE_MAX (a sentinel may have reaped one itself)
         self.undone_leaders: dict[int, None] = {}
+        # told the principals each revocation revoked (the daemon ends their requests)
+        self.on_revoked: Callable[[list[str]], None] | None = None
         self.runs: dict[str, AuthNode] = {}  # run ID -> node, while its record is retained
 
     def undone(self, pid: int) -> None:
@@ -229,12 +232,16 @@ class Registry:
         return p
 
     def add_principal(self, p: Principal) -> None:
-        """Make ``p`` known (its token too), under its parent."""
+        """Make ``p`` known (its token too), under its parent; a child of a revoked
+        parent is born revoked, as revocation covers every descendant."""
+        parent = self.principals.get(p.parent) if p.parent is not None else None
+        if parent is not None and parent.revoked:
+            p.revoked = True
         self.principals[p.id] = p
         self.added[p.id] = len(self.added)
         if p.parent is not None:
             self.children.setdefault(p.parent, []).append(p.id)
-        if p.token:
+        if p.token and not p.revoked:
             self.tokens[token_key(p.token)] = p.id
 
     def revoke(self, pid: str) -> list[str]:
@@ -254,6 +261,8 @@ class Registry:
                 if p.token:
                     self.tokens.pop(token_key(p.token), None)
                 out.append(p.id)
+        if out and self.on_revoked is not None:
+            self.on_revoked(out)
         return out
 
     def is_descendant(self, pid: str | None, ancestor: str) -> bool:

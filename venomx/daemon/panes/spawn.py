@@ -314,6 +314,8 @@ def commit(
     """Make the new pane (and window, principal, run) visible with their events: one turn."""
     reg = owner.registry
     owner.lifecycle.refuse_new_work()
+    if req.requester.revoked:  # while the start was prepared: its token stopped working
+        raise VenomxError("denied.token", "the principal was revoked during the start", {})
     # The target may have changed while we prepared.
     if req.session is not None:
         session = reg.sessions.get(req.session)
