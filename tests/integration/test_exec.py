@@ -40,6 +40,20 @@ def test_session_reuse_is_get_or_create_in_one_step(daemon: Daemon) -> None:
     assert len(named) == 1
 
 
+def test_session_reuse_never_takes_another_principals_session(daemon: Daemon) -> None:
+    """Else a principal that made a session named like exec's first would get read and
+    write (self) over every run the owner's exec then started in it."""
+    squatter = daemon.call(
+        "principal.create",
+        {"grants": [{"right": "spawn", "scope": "session:*"}, {"right": "read", "scope": "self"}]},
+    )
+    theirs = daemon.call("session.create", {"name": "default"}, token=squatter["token"])
+    mine = daemon.call("session.create", {"name": "default", "reuse": True})
+    assert mine["created"] is True and mine["session"] != theirs["session"]
+    again = daemon.call("session.create", {"name": "default", "reuse": True})
+    assert again["session"] == mine["session"]
+
+
 def exec_env(d: Daemon, **extra: str) -> dict[str, str]:
     e = {k: v for k, v in os.environ.items() if not k.startswith("VENOMX_")}
     e["VENOMX_SOCKET"] = d.socket

@@ -451,7 +451,7 @@ VERBS: tuple[Verb, ...] = (
     Verb(
         "session.create",
         "Create a session (a named container of windows); with reuse, return the oldest "
-        "session of that name you may start programs in, if there is one.",
+        "session of that name you created, if there is one.",
         (
             name_param("Session name: " + NAME_HINT),
             B(

@@ -16,11 +16,14 @@ from venomx.verbs.common import start_pane, window_view
 @handler("session.create")
 def session_create(ctx: Context, reuse: bool, name: str | None = None) -> dict[str, Any]:
     """With ``reuse`` and a name, the lookup and the creation are one reactor turn, so
-    concurrent callers asking for the same name end up in one session."""
+    concurrent callers asking for the same name end up in one session. Only a session
+    the caller made is reused: one another principal made under the same name would
+    give that principal read and write (``self``) over everything started in it."""
     reg = ctx.registry
     if reuse and name is not None:
+        me = ctx.principal.id
         for s in reg.sessions.values():
-            if s.name == name and not s.removing and ctx.can("spawn", f"session:{s.id}", s.node):
+            if s.name == name and not s.removing and s.node.owner == me:
                 return {"session": s.id, "name": name, "created": False}
     sid = reg.next_id("s")
     s = Session(sid, name, AuthNode(f"session:{sid}", ctx.principal.id))
