@@ -404,3 +404,64 @@ def test_a_bad_env_pair_is_refused_and_leaves_nothing(daemon: Daemon) -> None:
     assert b"invalid_params.env" in p.stderr and b"NAME=VALUE" in p.stderr
     assert daemon.call("session.list")["sessions"] == []
     assert daemon.call("run.list")["runs"] == []
+
+
+def test_a_reader_that_stops_early_does_not_cut_the_run_short(daemon: Daemon) -> None:
+    """`venomx exec ... | head -2`: the rest of the output is dropped, and exec still
+    waits for the run and exits with its status (it exited 1, the command running on)."""
+    p = subprocess.Popen(
+        [PY, "-m", "venomx", "exec", "--", "sh", "-c", "seq 1 20000; sleep 0.5; exit 7"],
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        env=exec_env(daemon),
+    )
+    assert p.stdout is not None and p.stdout.readline() == b"1\n"
+    p.stdout.close()
+    _, err = p.communicate(timeout=60)
+    assert p.returncode == 7, err
+    (run,) = daemon.call("run.list")["runs"]
+    assert run["state"] == "completed" and run["exit_code"] == 7
+
+
+def test_odd_surroundings_of_exec(daemon: Daemon, tmp_path: Path) -> None:
+    """A closed stdin is end of file; a terminal of size 0x0 gets the default size; a
+    deleted working directory is a clear error; --json puts a failed start's error on
+    stdout, as every verb does."""
+    closed = subprocess.run(
+        [PY, "-m", "venomx", "exec", "--", "sh", "-c", "exit 3"],
+        capture_output=True,
+        env=exec_env(daemon),
+        preexec_fn=lambda: os.close(0),
+        timeout=60,
+    )
+    assert closed.returncode == 3, closed.stderr
+    main, sub = os.openpty()  # a fresh pty says 0x0
+    try:
+        sized = subprocess.run(
+            [PY, "-m", "venomx", "exec", "--", "sh", "-c", r"stty size; printf '\033]2;x'; exit 4"],
+            stdout=sub,
+            stderr=subprocess.PIPE,
+            env=exec_env(daemon),
+            timeout=60,
+        )
+        shown = os.read(main, 65536)
+    finally:
+        os.close(sub)
+        os.close(main)
+    assert sized.returncode == 4, sized.stderr
+    # any string the program left open (here a title, when its bytes were streamed live)
+    # is ended before exec's own line (on stderr) follows
+    assert shown.startswith(b"50 200") and shown.endswith(b"\x1b\\\x1b[0m\x1b[?25h"), shown
+    gone = tmp_path / "gone"
+    gone.mkdir()
+    deleted = subprocess.run(
+        ["sh", "-c", f'cd {gone} && rmdir {gone} && exec "$0" -m venomx exec -- true', PY],
+        capture_output=True,
+        text=True,
+        env=exec_env(daemon),
+        timeout=60,
+    )
+    assert deleted.returncode == 2 and "invalid_params.cwd" in deleted.stderr, deleted
+    failed = exec_cli(daemon, "--json", "--", "/nonexistent")
+    assert failed.returncode == 127
+    assert json.loads(failed.stdout)["error"]["code"] == "unavailable.spawn"

@@ -116,6 +116,9 @@ class Exec:
         return Client(self.opts.socket, self.token, client="venomx-exec")
 
     def fail(self, err: VenomxError) -> int:
+        if self.opts.as_json:  # stdout has the record, or as for any verb, the error
+            self.out.write(json_line({"error": err.to_dict()}) + b"\n")
+            self.out.flush()
         if err.code == "unavailable.spawn":
             self.note(f"cannot start {self.asked.program}: {err.data.get('errno', err.message)}")
             return spawn_exit(err)
@@ -152,15 +155,27 @@ class Exec:
                     "invalid_params.env", f"--env takes NAME=VALUE, not {pair!r}", {"param": "env"}
                 )
             env[name] = value
+        cols, rows = LOG_COLS, LOG_ROWS
         if self.tty_out:
-            size = os.get_terminal_size(self.out.fileno())
-            cols, rows = size.columns, size.lines
-        else:
-            cols, rows = LOG_COLS, LOG_ROWS
+            try:
+                size = os.get_terminal_size(self.out.fileno())
+            except OSError:
+                size = os.terminal_size((0, 0))
+            if size.columns > 0 and size.lines > 0:  # a new pty may say 0x0: not known
+                cols, rows = size.columns, size.lines
+        if o.cwd is None:
+            try:
+                here = os.getcwd()
+            except FileNotFoundError:
+                raise VenomxError(
+                    "invalid_params.cwd",
+                    "the current directory no longer exists: give --cwd",
+                    {"param": "cwd", "reason": "missing"},
+                ) from None
         params: dict[str, Any] = {
             "key": o.key or f"exec-{uuid.uuid4().hex}",
             "argv": o.argv,
-            "cwd": o.cwd or os.getcwd(),
+            "cwd": o.cwd if o.cwd is not None else here,
             "cols": o.cols or cols,
             "rows": o.rows or rows,
             **self.target(c),
@@ -209,7 +224,7 @@ class Exec:
         of file at once, so nothing waits on a prompt."""
         try:
             with self.client() as c:
-                if self.opts.stdin:
+                if self.opts.stdin and sys.stdin is not None:
                     data = sys.stdin.buffer.read()
                     text = data.decode("utf-8", "replace")
                     for i in range(0, len(text), SEND_CHUNK):
@@ -242,23 +257,43 @@ class Exec:
         ended before the stream began is shown by its rows."""
         self.lines = None if self.tty_out else TextLines()
         reconnecting(self.client, self.follow, START_RETRY, 0.1)
-        if self.lines is not None:
-            last = self.lines.close()
-            if last is not None:
-                self.stream_to.write(last.encode() + b"\n")
-        self.stream_to.flush()
+        try:
+            if self.lines is not None:
+                last = self.lines.close()
+                if last is not None:
+                    self.stream_to.write(last.encode() + b"\n")
+            self.stream_to.flush()
+        except BrokenPipeError:
+            self.reader_gone()
 
     def emit(self, data: bytes) -> None:
-        if self.lines is None:
-            self.stream_to.write(data)
-        else:
-            for line in self.lines.feed(data):
-                self.stream_to.write(line.encode() + b"\n")
-        self.stream_to.flush()
+        try:
+            if self.lines is None:
+                self.stream_to.write(data)
+            else:
+                for line in self.lines.feed(data):
+                    self.stream_to.write(line.encode() + b"\n")
+            self.stream_to.flush()
+        except BrokenPipeError:
+            self.reader_gone()
+
+    def reader_gone(self) -> None:
+        """Whoever read the output stopped (``| head``): the rest is dropped, and exec
+        still waits for the run, whose status it exits with."""
+        devnull = os.open(os.devnull, os.O_WRONLY)
+        try:
+            os.dup2(devnull, self.stream_to.fileno())  # also for the flush at exit
+        except (OSError, ValueError):
+            pass
+        finally:
+            os.close(devnull)
 
     def gap(self, text: str) -> None:
         eol = b"\r\n" if self.lines is None else b"\n"
-        self.stream_to.write(f"[venomx: {text}]".encode() + eol)
+        try:
+            self.stream_to.write(f"[venomx: {text}]".encode() + eol)
+        except BrokenPipeError:
+            self.reader_gone()
 
     def follow(self, c: Client) -> None:
         """One attach, resuming after ``seen``, until the pane has exited."""
@@ -339,6 +374,12 @@ class Exec:
             return 128 + d.signum
         except VenomxError as err:
             return self.fail(err)
+        except BaseException:
+            # a fault of exec's own must not leave the command running unwatched, where a
+            # CI retry would run it again
+            if not self.opts.detach_on_interrupt:
+                self.cancel_quietly()
+            raise
         finally:
             if restore is not None:
                 restore()
@@ -347,6 +388,13 @@ class Exec:
         if not self.opts.keep_escapees:
             self.cleanup()
         return self.finish(record)
+
+    def cancel_quietly(self) -> None:
+        try:
+            with self.client() as c:
+                c.call("run.cancel", {"run": self.run_id, "grace_ms": 1000})
+        except VenomxError as err:
+            self.note(f"could not cancel {self.run_id}: {err.code}")
 
     def cleanup(self) -> None:
         """End what the run left behind (systemd's KillMode=control-group); the record,
@@ -364,9 +412,10 @@ class Exec:
             )
 
     def input(self) -> Callable[[], None]:
-        """Start feeding the command's input; returns what undoes the terminal's raw mode."""
-        fd = sys.stdin.fileno()
-        if not self.opts.stdin and os.isatty(fd):
+        """Start feeding the command's input; returns what undoes the terminal's raw mode.
+        A closed stdin (no ``sys.stdin`` at all) is end of file."""
+        fd = sys.stdin.fileno() if sys.stdin is not None else -1
+        if not self.opts.stdin and fd >= 0 and os.isatty(fd):
             import termios
             import tty
 
@@ -390,6 +439,14 @@ class Exec:
                         raise
 
     def finish(self, record: dict[str, Any]) -> int:
+        if self.tty_out:
+            # the program's bytes went to this terminal raw: a string it left open (an
+            # OSC title) or concealed text would hide the true outcome line
+            try:
+                self.stream_to.write(b"\x1b\\\x1b[0m\x1b[?25h")
+                self.stream_to.flush()
+            except OSError:
+                pass
         if self.opts.as_json:
             self.out.write(json_line(record) + b"\n")
             self.out.flush()
