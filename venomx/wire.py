@@ -7,6 +7,7 @@ from the daemon.
 from __future__ import annotations
 
 import json
+import re
 from typing import Any
 
 DEFAULT_MAX_FRAME = 1048576
@@ -145,13 +146,36 @@ def _too_deep(max_depth: int) -> JsonError:
 
 
 def dumps(obj: Any) -> bytes:
-    """Compact JSON, UTF-8, no trailing newline; NaN/Infinity are refused (not JSON).
+    """Compact JSON, UTF-8, no trailing newline; NaN is refused (not JSON).
 
     Text that cannot be UTF-8 (lone surrogates) is sent as ``\\u`` escapes, which is
-    still valid JSON, so the receiver can judge the value instead of the frame.
+    still valid JSON, so the receiver can judge the value instead of the frame. An
+    infinite float, which ``loads`` makes of a number too large (``1e999``), is written
+    as such a number, so it reaches the daemon and is judged there like any wrong value.
     """
-    text = json.dumps(obj, separators=(",", ":"), ensure_ascii=False, allow_nan=False)
+    text = _json(obj, False)
     try:
         return text.encode("utf-8")
     except UnicodeEncodeError:
-        return json.dumps(obj, separators=(",", ":"), allow_nan=False).encode("ascii")
+        return _json(obj, True).encode("ascii")
+
+
+# a JSON string (skipped whole) or a non-finite number token json.dumps wrote
+_NON_FINITE = re.compile(r'"(?:[^"\\]|\\.)*"|-?Infinity|NaN')
+
+
+def _json(obj: Any, ascii_only: bool) -> str:
+    try:
+        return json.dumps(obj, separators=(",", ":"), ensure_ascii=ascii_only, allow_nan=False)
+    except ValueError:
+        text = json.dumps(obj, separators=(",", ":"), ensure_ascii=ascii_only, allow_nan=True)
+        return _NON_FINITE.sub(_finite, text)
+
+
+def _finite(m: re.Match[str]) -> str:
+    token = m.group()
+    if token[0] == '"':
+        return token
+    if token == "NaN":
+        raise ValueError("NaN is not JSON")
+    return token.replace("Infinity", "1e999")

@@ -203,3 +203,18 @@ def test_a_value_the_cli_cannot_convert_gives_the_daemons_first_error(
             c.call(verb, params)
         r = d.cli(*args[:-2], "--json", *args[-2:]) if verb == "run" else d.cli(*args, "--json")
         assert json.loads(r.out)["error"] == e.value.to_dict(), (args, r.out)
+
+
+def test_a_number_too_large_for_a_float_is_the_daemons_to_judge(shared_daemon: Daemon) -> None:
+    """1e400 reads as an infinite float; it is sent as such a number (JSON has no
+    Infinity), and the daemon's error comes back, not a traceback."""
+    from venomx.client import Client
+    from venomx.wire import VenomxError
+
+    d = shared_daemon
+    s = d.call("session.create")["session"]
+    with Client(d.socket, "@owner") as c, pytest.raises(VenomxError) as e:
+        c.call("run", {"key": "inf", "session": s, "argv": ["true"], "env": {"A": float("inf")}})
+    assert e.value.code == "invalid_params.env"
+    r = d.cli("run", "--key", "inf", "--session", s, "--env", '{"A":1e400}', "--json", "--", "true")
+    assert r.code == 2 and json.loads(r.out)["error"] == e.value.to_dict(), r
