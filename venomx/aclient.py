@@ -11,7 +11,7 @@ from typing import Any
 
 from venomx import PROTOCOL, __version__
 from venomx.client import check_server, connect, default_socket, transport_error
-from venomx.wire import DEFAULT_MAX_FRAME, VenomxError, dumps
+from venomx.wire import DEFAULT_MAX_FRAME, MAX_MAX_FRAME, VenomxError, dumps
 
 
 class AsyncClient:
@@ -25,6 +25,7 @@ class AsyncClient:
         self.ids = itertools.count(1)
         self.waiting: dict[int, asyncio.Future[dict[str, Any]]] = {}
         self.pump: asyncio.Task[None] | None = None
+        self.max_frame = DEFAULT_MAX_FRAME  # as agreed at hello
 
     @property
     def connected(self) -> bool:
@@ -40,7 +41,8 @@ class AsyncClient:
         try:
             sock = connect(sock, self.path)  # a short local connect: blocking is fine here
             self.reader, self.writer = await asyncio.open_unix_connection(
-                sock=sock, limit=2 * DEFAULT_MAX_FRAME + 1024
+                sock=sock,
+                limit=MAX_MAX_FRAME + 1024,  # whatever max_frame hello agrees
             )
         except OSError as exc:
             sock.close()
@@ -57,7 +59,14 @@ class AsyncClient:
         params: dict[str, Any] = {"protocol": PROTOCOL, "client": f"venomx-mcp/{__version__}"}
         if self.token:
             params["token"] = self.token
-        await self.call("hello", params)
+        try:
+            hello = await self.call("hello", params)
+        except BaseException:
+            # the daemon keeps a connection whose hello it refused: without a new one every
+            # later call would be answered "hello must be the first request"
+            await self.close()
+            raise
+        self.max_frame = int(hello.get("max_frame", DEFAULT_MAX_FRAME))
 
     async def _pump(self) -> None:
         assert self.reader is not None
@@ -86,10 +95,19 @@ class AsyncClient:
             await self.connect()
         assert self.writer is not None
         rid = next(self.ids)
+        request = dumps({"id": rid, "verb": verb, "params": params or {}})
+        if len(request) > self.max_frame:
+            # the daemon's answer to it, which it can only send with no id (it cannot read
+            # one past max_frame): it would fail every call in flight on this connection
+            raise VenomxError(
+                "invalid_request.frame_size",
+                f"frame exceeds max_frame {self.max_frame}",
+                {"max_frame": self.max_frame},
+            )
         fut: asyncio.Future[dict[str, Any]] = asyncio.get_running_loop().create_future()
         self.waiting[rid] = fut
         try:
-            self.writer.write(dumps({"id": rid, "verb": verb, "params": params or {}}) + b"\n")
+            self.writer.write(request + b"\n")
             await self.writer.drain()
             frame = await fut
         except asyncio.CancelledError:
@@ -112,3 +130,4 @@ class AsyncClient:
             self.writer.close()
         if self.pump is not None:
             self.pump.cancel()
+        self.reader = self.writer = self.pump = None

@@ -13,7 +13,7 @@ from typing import Any
 import pytest
 
 from tests.adapters import CliApi, McpApi
-from tests.helpers import ROOT, Daemon, start_daemon, stop_daemon, wait_for
+from tests.helpers import PY, ROOT, Daemon, start_daemon, stop_daemon, wait_for
 from venomx.manifest.verbs import VERBS
 
 
@@ -242,3 +242,53 @@ def test_mcp_inspector_interoperates(daemon: Daemon) -> None:
     )
     result = waited["structuredContent"]
     assert isinstance(result, dict) and result["outcome"] == "succeeded" and result["status"] == 0
+
+
+def test_the_adapters_connection_survives_what_the_daemon_refuses(daemon: Daemon) -> None:
+    """The adapter's one connection: a refused hello is tried afresh at the next call (it
+    answered invalid_request.hello for ever), and a request over max_frame gets the
+    daemon's error alone (sent without an id, it failed every call in flight)."""
+    import asyncio
+
+    from venomx.aclient import AsyncClient
+    from venomx.wire import VenomxError
+
+    async def scenario() -> None:
+        bad = AsyncClient(daemon.socket, "0" * 64)
+        for _ in range(2):
+            with pytest.raises(VenomxError) as e:
+                await bad.call("whoami")
+            assert e.value.code == "denied.token"
+        await bad.close()
+        c = AsyncClient(daemon.socket, "@owner")
+        s = (await c.call("session.create"))["session"]
+        r = await c.call("run", {"key": "long", "session": s, "argv": ["sleep", "2"]})
+        waiting = asyncio.ensure_future(c.call("run.wait", {"run": r["run"]}))
+        with pytest.raises(VenomxError) as big:
+            await c.call("pane.send", {"pane": r["pane"], "text": "x" * 1_500_000})
+        assert big.value.code == "invalid_request.frame_size"
+        assert big.value.data == {"max_frame": 1048576}
+        assert (await waiting)["exit_code"] == 0
+        await c.close()
+
+    asyncio.run(scenario())
+
+
+def test_the_adapter_reads_replies_as_large_as_the_daemon_allows(daemon: Daemon) -> None:
+    import asyncio
+
+    from venomx.aclient import AsyncClient
+
+    daemon.call("config.set", {"path": "protocol.max_frame", "value": "8388608"})
+    s = daemon.call("session.create")["session"]
+    prog = "import sys; [print('x' * 9000) for _ in range(300)]; sys.stdin.readline()"
+    w = daemon.call("window.create", {"session": s, "argv": [PY, "-c", prog], "cols": 9000})
+
+    async def capture() -> dict[str, Any]:
+        c = AsyncClient(daemon.socket, "@owner")
+        try:
+            return await c.call("pane.capture_rows", {"pane": w["pane"], "limit": 300})
+        finally:
+            await c.close()
+
+    wait_for(lambda: len(asyncio.run(capture())["lines"]) == 300, 20, "3 MB of rows")
