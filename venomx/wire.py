@@ -102,6 +102,12 @@ def _reject_constant(name: str) -> Any:
     raise ValueError(f"{name} is not JSON")
 
 
+def too_deep(value: Any) -> bool:
+    """Whether a param's value nests deeper than a request can carry it (the CLI says
+    ``invalid_params.type`` of the param for such a value, as its JSON text fails)."""
+    return isinstance(value, (dict, list)) and _deeper_than(value, VALUE_MAX_DEPTH)
+
+
 def _deeper_than(value: Any, limit: int) -> bool:
     stack = [(value, 1)]
     while stack:

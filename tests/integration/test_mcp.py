@@ -44,6 +44,14 @@ def test_errors_and_schema_errors_match_the_cli(daemon: Daemon) -> None:
         assert o.err_code == "not_found.run" and o.code == 3
         missing = api.call("run", {"session": "s0"})
         assert missing.err_code == "invalid_params.missing"
+        deep: Any = []
+        for _ in range(70):  # deeper than a request may nest: the CLI cannot read its text
+            deep = [deep]
+        res = api.call_raw("window.create", {"session": "s0", "grants": deep})
+        args = ("window", "create", "--session", "s0", "--grants", json.dumps(deep), "--json")
+        cli_error = json.loads(daemon.cli(*args).out)["error"]
+        assert json.loads(res.content[0].text)["error"] == cli_error
+        assert cli_error["code"] == "invalid_params.type"
     finally:
         api.close()
 

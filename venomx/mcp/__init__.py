@@ -32,7 +32,7 @@ from venomx.manifest.schema import validate
 from venomx.manifest.verbs import SEAMS, verb_by_name
 from venomx.mcp.progress import wait_with_progress
 from venomx.mcp.tools import TOOLS, can_ever_call, every_tool, is_seam, listed
-from venomx.wire import VenomxError
+from venomx.wire import VenomxError, too_deep
 
 log = logging.getLogger(__name__)
 
@@ -112,7 +112,13 @@ class Adapter:
             )
         args = dict(params.arguments or {})
         try:
-            validate(verb, args)  # same schema errors as the daemon, before any I/O
+            checked = dict(args)
+            for p in verb.params:
+                if too_deep(args.get(p.name)):
+                    # the CLI cannot read such a value's JSON text and keeps the text, of
+                    # the wrong type: the same first error, and nothing is sent
+                    checked[p.name] = ""
+            validate(verb, checked)  # same schema errors as the daemon, before any I/O
             if verb.name == "run.wait" and progress_token(ctx) is not None:
 
                 async def notify(ms: int, message: str) -> None:
