@@ -216,7 +216,12 @@ def test_program_that_kills_its_sentinel_keeps_its_real_outcome(
 def test_lost_sentinel_with_hup_ignoring_leader_can_still_be_cancelled(daemon: Daemon) -> None:
     r = start_run(daemon, "trap '' HUP; echo ready; while :; do sleep 1; done", "ignore")
     ready(daemon, r["pane"], "ready")
+    watching = daemon.client().stream("pane.attach", {"pane": r["pane"]})
+    assert "screen" in next(watching)
     os.kill(sentinel_of(r["pid"]), signal.SIGKILL)
+    with pytest.raises(VenomxError) as ended:  # at once, not when the leader ends
+        next(watching)
+    assert ended.value.code == "unavailable.sentinel"
     wait_for(lambda: "pane.sentinel_lost" in events_of(daemon, r["pane"]), 10, "loss seen")
     assert daemon.call("run.get", {"run": r["run"]})["state"] == "running"
     assert daemon.call("doctor")["status"] == "fail"

@@ -203,18 +203,21 @@ class Requests:
                     failed.set_exception(exc)
 
         link.attachers[req] = on_message  # the request tag is unique
+        closed = link.channel.closed  # the sentinel is gone: nothing more will come
         link.channel.send(P.Stream(True, req, -1 if after is None else after))
         try:
             await asyncio.wait(
-                [screen, link.exited, failed],
+                [screen, link.exited, failed, closed],
                 timeout=SENTINEL_BOUND,
                 return_when=asyncio.FIRST_COMPLETED,
             )
-            if not (screen.done() or link.exited.done() or failed.done()):
+            if not (screen.done() or link.exited.done() or failed.done() or closed.done()):
                 raise silent(pane, SENTINEL_BOUND)
-            await asyncio.wait([link.exited, failed], return_when=asyncio.FIRST_COMPLETED)
+            await asyncio.wait([link.exited, failed, closed], return_when=asyncio.FIRST_COMPLETED)
             if failed.done():
                 failed.result()  # raises what the stream could not send
+            if not link.exited.done():  # lost with the pane still live (its leader too)
+                raise gone(pane)
         finally:
             if failed.done():
                 failed.exception()  # retrieved, whether raised above or not
