@@ -226,15 +226,16 @@ def start_exec(d: Daemon, *args: str) -> subprocess.Popen[bytes]:
     )
 
 
-def test_sigint_cancels_the_run_with_sigint(daemon: Daemon) -> None:
+@pytest.mark.parametrize("sig", [signal.SIGINT, signal.SIGHUP])
+def test_an_interrupt_cancels_the_run_with_its_signal(daemon: Daemon, sig: int) -> None:
     proc = start_exec(daemon, "--", "sh", "-c", "echo up; exec sleep 60")
     assert proc.stdout is not None and proc.stdout.readline() == b"up\n"
-    proc.send_signal(signal.SIGINT)
+    proc.send_signal(sig)
     _, err = proc.communicate(timeout=30)
     assert proc.returncode == 125, err
     runs = daemon.call("run.list")["runs"]
     assert [(r["outcome"], r["cause"], r["signal"]) for r in runs] == [
-        ("terminated", "cancel", "SIGINT")
+        ("terminated", "cancel", signal.Signals(sig).name)
     ]
 
 
@@ -465,3 +466,24 @@ def test_odd_surroundings_of_exec(daemon: Daemon, tmp_path: Path) -> None:
     failed = exec_cli(daemon, "--json", "--", "/nonexistent")
     assert failed.returncode == 127
     assert json.loads(failed.stdout)["error"]["code"] == "unavailable.spawn"
+
+
+def test_exec_follows_its_run_to_the_end_when_the_sentinel_is_lost(daemon: Daemon) -> None:
+    """The output stops (the screen went with the sentinel); exec still waits for the
+    run, whose record comes from the daemon's own reap, and exits with its status."""
+    import psutil
+
+    p = subprocess.Popen(
+        [PY, "-m", "venomx", "exec", "--", "sh", "-c", "trap '' HUP; echo ready; sleep 100"],
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        env=exec_env(daemon),
+    )
+    assert p.stdout is not None and p.stdout.readline() == b"ready\n"
+    (run,) = daemon.call("run.list")["runs"]
+    os.kill(psutil.Process(run["pid"]).ppid(), signal.SIGKILL)  # the sentinel
+    wait_for(lambda: daemon.call("doctor")["sentinels"]["lost"]["count"] >= 1, 10, "the loss")
+    os.killpg(run["pid"], signal.SIGKILL)
+    out, err = p.communicate(timeout=60)
+    assert p.returncode == 137, err
+    assert b"lost the pane's sentinel" in out

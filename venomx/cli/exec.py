@@ -296,7 +296,16 @@ class Exec:
             self.reader_gone()
 
     def follow(self, c: Client) -> None:
-        """One attach, resuming after ``seen``, until the pane has exited."""
+        """One attach, resuming after ``seen``, until the pane has exited (or lost its
+        sentinel: its record, which the wait then reads, says so)."""
+        try:
+            self.attached(c)
+        except VenomxError as err:
+            if err.code != "unavailable.sentinel" or err.data.get("reason") != "lost":
+                raise
+            self.gap("venomx lost the pane's sentinel: no more output can be shown")
+
+    def attached(self, c: Client) -> None:
         assert self.pane is not None
         held: bytes | None = None  # a repaint, shown only if the pane turns out live
         for item in c.stream("pane.attach", {"pane": self.pane, "after": self.seen}):
@@ -362,7 +371,8 @@ class Exec:
             return self.fail(err)
         self.run_id, self.pane = started["run"], started["pane"]
         previous: dict[int, Any] = {}
-        for sig in (signal.SIGINT, signal.SIGTERM):
+        # SIGHUP too: the terminal exec ran in went away, as for a shell's job
+        for sig in (signal.SIGINT, signal.SIGTERM, signal.SIGHUP):
             previous[sig] = signal.signal(sig, self.on_signal)
         restore: Callable[[], None] | None = None
         try:
