@@ -511,3 +511,22 @@ def test_sentinels_share_a_session_apart_from_the_daemon(daemon: Daemon) -> None
     assert sid(server[0]) == server[0] != sid(daemon.proc.pid)
     assert sid(sentinel.pid) == server[0]
     assert sid(w["pid"]) == w["pid"]
+
+
+def test_window_create_and_split_look_up_the_target_before_the_cwd(daemon: Daemon) -> None:
+    """As run does (RFC-0015 §11: the target, step 8, before the cwd, step 9)."""
+    bad_cwd = {"cwd": "/nonexistent/dir"}
+    assert daemon.error("window.create", {"session": "s99", **bad_cwd}).code == (
+        "not_found.session"
+    )
+    s = daemon.call("session.create")["session"]
+    w = daemon.call("window.create", {"session": s, "argv": ["true"]})
+    wait_for(
+        lambda: daemon.call("pane.list")["panes"][0]["state"] == "exited", 10, "the pane's exit"
+    )
+    for verb, params in (
+        ("pane.split", {"pane": w["pane"], "axis": "cols", **bad_cwd}),
+        ("run", {"key": "k", "pane": w["pane"], "axis": "cols", "argv": ["true"], **bad_cwd}),
+    ):
+        assert daemon.error(verb, params).code == "conflict.pane_exited", verb
+    assert daemon.error("window.create", {"session": s, **bad_cwd}).code == "invalid_params.cwd"

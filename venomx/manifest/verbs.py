@@ -323,7 +323,9 @@ CELLS = Group("max_product", ("cols", "rows"), "invalid_params.size", MAX_CELLS)
 # RFC-0015 §11 step 6's order, which window.create and pane.split share from argv on
 SPAWN_RULES: tuple[str | Group, ...] = ("argv", "name", CELLS, "env", "env_unset", "cwd")
 SPLIT_RULES = tuple(r for r in SPAWN_RULES if r != "name")
-SPAWN_STEPS = ("shutdown", "delegation", "rules", "cwd", "target")
+# RFC-0015 §11 for run, which window.create and pane.split mirror: the target (step 8)
+# is looked up before the cwd is resolved (step 9)
+SPAWN_STEPS = ("shutdown", "delegation", "rules", "target", "cwd")
 SPAWN_RESULT = (F("window"), F("pane"), F("session"), F("principal"), F("pid", "integer"))
 PANE_RECORD = (
     F("pane"),
