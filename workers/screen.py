@@ -102,10 +102,13 @@ def paired(cells: list[str]) -> list[str]:
     last = len(cells) - 1
     for x, c in enumerate(cells):
         if c == "":
-            if x == 0 or not _wide(cells[x - 1]):
+            if x == 0 or cells[x - 1] == "" or _width(cells[x - 1]) != 2:
                 cells[x] = " "
-        elif x == last or cells[x + 1] != "":
-            if not c.isascii() and _wide(c):
+        elif not c.isascii():
+            width = _width(c)
+            if width == 0:  # only zero-width code points (a half's mark): still a cell
+                cells[x] = " " + c
+            elif width == 2 and (x == last or cells[x + 1] != ""):
                 cells[x] = " "
     return cells
 
@@ -122,14 +125,14 @@ def padded_len(text: str, cols: int) -> int:
     return len(text) + max(0, cols - cells)
 
 
-def _wide(cell: str) -> bool:
-    """Whether the cell's character (after any zero-width code points that lead it, see
-    ``_take_lead``) takes two cells."""
+def _width(cell: str) -> int:
+    """The cells the cell's character takes (after any zero-width code points that lead
+    it, see ``_take_lead``); 0 when it holds only zero-width code points."""
     for c in cell:
         w = wcwidth(c)
         if w > 0:
-            return w == 2
-    return False
+            return int(w)
+    return 0
 
 
 def row_text(line: Any, cols: int) -> str:

@@ -87,6 +87,9 @@ def test_a_wide_character_written_half_over_is_blanked() -> None:
     t.feed("中中中".encode())
     t.feed(b"\x1b[1;2Ha\x1b[1;5Hb")  # the second half of the first, the first of the last
     assert t.row(0) == " a中b "
+    t = Terminal(4, 1)  # a mark on the half a deletion left: a cell of its own still
+    t.feed("中ab".encode() + b"\x1b[1;1H\x1b[P\x1b[C" + "\u0301".encode())
+    assert t.row(0) == " \u0301ab " and display_width(t.row(0)) == 4
 
 
 def test_alternate_screen_keeps_primary() -> None:
