@@ -112,19 +112,17 @@ class Requests:
         assert isinstance(m, P.Wrote)
         if m.written < len(payload):
             # only what reached the terminal counts; the rest was dropped, never sent late
+            took = f"pane {pane.id} took {m.written} of {len(payload)} bytes"
+            why = f"within {INPUT_BOUND:g} s"
             if time.monotonic() * 1000 < until_ms:
-                # cut short before its bound: the pane is ending (its EXIT follows at once)
+                # cut short before its bound: the pane is ending (its EXIT follows at once),
+                # or its program closed the terminal
                 await asyncio.wait([link.exited], timeout=EXIT_FOLLOWS)
                 if link.exited.done():
-                    raise VenomxError(
-                        "conflict.pane_exited",
-                        f"pane {pane.id} exited after taking {m.written} of {len(payload)} bytes",
-                        {},
-                    )
+                    raise VenomxError("conflict.pane_exited", f"{took}, then exited", {})
+                why = "before its terminal stopped taking input"
             raise VenomxError(
-                "timeout.input",
-                f"pane {pane.id} took {m.written} of {len(payload)} bytes within {INPUT_BOUND:g} s",
-                {"pane": pane.id, "bytes": m.written},
+                "timeout.input", f"{took} {why}", {"pane": pane.id, "bytes": m.written}
             )
         return m.written
 
