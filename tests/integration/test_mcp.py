@@ -52,6 +52,8 @@ def test_errors_and_schema_errors_match_the_cli(daemon: Daemon) -> None:
         cli_error = json.loads(daemon.cli(*args).out)["error"]
         assert json.loads(res.content[0].text)["error"] == cli_error
         assert cli_error["code"] == "invalid_params.type"
+        res = api.call_raw("session.create", {"name": deep})  # a string param: no stand-in
+        assert json.loads(res.content[0].text)["error"]["code"] == "invalid_params.type"
     finally:
         api.close()
 

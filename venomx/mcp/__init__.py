@@ -114,7 +114,8 @@ class Adapter:
         try:
             checked = dict(args)
             for p in verb.params:
-                if too_deep(args.get(p.name)):
+                # (a string param fails validation with any nested value as it is)
+                if p.kind != "string" and too_deep(args.get(p.name)):
                     # the CLI cannot read such a value's JSON text and keeps the text, of
                     # the wrong type: the same first error, and nothing is sent
                     checked[p.name] = ""
