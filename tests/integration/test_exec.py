@@ -239,6 +239,19 @@ def test_an_interrupt_cancels_the_run_with_its_signal(daemon: Daemon, sig: int) 
     ]
 
 
+def test_nohup_keeps_exec_watching_after_a_hangup(daemon: Daemon) -> None:
+    proc = subprocess.Popen(
+        ["nohup", PY, "-m", "venomx", "exec", "--", "sh", "-c", "echo up; sleep 1; exit 3"],
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        env=exec_env(daemon),
+    )
+    assert proc.stdout is not None and proc.stdout.readline() == b"up\n"
+    proc.send_signal(signal.SIGHUP)
+    _, err = proc.communicate(timeout=30)
+    assert proc.returncode == 3, err
+
+
 def test_detach_on_interrupt_leaves_the_run_going(daemon: Daemon) -> None:
     proc = start_exec(daemon, "--detach-on-interrupt", "--", "sh", "-c", "echo up; exec sleep 60")
     assert proc.stdout is not None and proc.stdout.readline() == b"up\n"

@@ -277,12 +277,12 @@ class Exec:
         except BrokenPipeError:
             self.reader_gone()
 
-    def reader_gone(self) -> None:
+    def reader_gone(self, stream: BinaryIO | None = None) -> None:
         """Whoever read the output stopped (``| head``): the rest is dropped, and exec
         still waits for the run, whose status it exits with."""
         devnull = os.open(os.devnull, os.O_WRONLY)
         try:
-            os.dup2(devnull, self.stream_to.fileno())  # also for the flush at exit
+            os.dup2(devnull, (stream or self.stream_to).fileno())  # also for the exit flush
         except (OSError, ValueError):
             pass
         finally:
@@ -340,9 +340,12 @@ class Exec:
         assert self.pane is not None and self.run_id is not None
         eol = b"\r\n" if self.lines is None else b"\n"
         out = self.stream_to
-        RowLog(self.run_id, lambda text: out.write(text.encode() + eol), out.flush).print_rows(
-            c, self.pane, final=True
-        )
+        try:
+            RowLog(self.run_id, lambda text: out.write(text.encode() + eol), out.flush).print_rows(
+                c, self.pane, final=True
+            )
+        except BrokenPipeError:
+            self.reader_gone()
 
     # -- interrupts ------------------------------------------------------------------------------
     def on_signal(self, signum: int, _frame: object) -> None:
@@ -371,9 +374,11 @@ class Exec:
             return self.fail(err)
         self.run_id, self.pane = started["run"], started["pane"]
         previous: dict[int, Any] = {}
-        # SIGHUP too: the terminal exec ran in went away, as for a shell's job
+        # SIGHUP too: the terminal exec ran in went away, as for a shell's job; one that
+        # exec was started ignoring (nohup, a background job) stays ignored
         for sig in (signal.SIGINT, signal.SIGTERM, signal.SIGHUP):
-            previous[sig] = signal.signal(sig, self.on_signal)
+            if signal.getsignal(sig) is not signal.SIG_IGN:
+                previous[sig] = signal.signal(sig, self.on_signal)
         restore: Callable[[], None] | None = None
         try:
             restore = self.input()
@@ -458,8 +463,11 @@ class Exec:
             except OSError:
                 pass
         if self.opts.as_json:
-            self.out.write(json_line(record) + b"\n")
-            self.out.flush()
+            try:
+                self.out.write(json_line(record) + b"\n")
+                self.out.flush()
+            except BrokenPipeError:
+                self.reader_gone(self.out)  # the status still says the outcome
         self.note(summary(record))
         return int(record.get("status", 1))
 
