@@ -62,17 +62,22 @@ class SpawnRequest:
     pids_max: int | None = None  # the pane cgroup's pids.max
 
 
-async def uncancellable(aw: Awaitable[T]) -> tuple[T, bool]:
-    """Await to completion even if cancelled; report whether a cancel arrived."""
+async def uncancellable(
+    aw: Awaitable[T], on_cancel: Callable[[], None] | None = None
+) -> tuple[T, bool]:
+    """Await to completion even if cancelled; report whether a cancel arrived, and tell
+    ``on_cancel`` at once, which hears of it even if ``aw`` then raises."""
     fut = asyncio.ensure_future(aw)
     cancelled = False
     while True:
         try:
             return await asyncio.shield(fut), cancelled
         except asyncio.CancelledError:
+            cancelled = True
+            if on_cancel is not None:
+                on_cancel()
             if fut.done():
                 return fut.result(), True
-            cancelled = True
 
 
 def _spawn_failed(errno_name: str) -> VenomxError:
@@ -152,17 +157,19 @@ async def spawn(
     owner.preparing.add(pane_id)
     chan: Channel | None = None
     leaders: list[int] = []
-    cancelled_early = False
+    cancelled_early = False  # a cancel came while the start could not be rolled back
+
+    def cancel_seen() -> None:
+        nonlocal cancelled_early
+        cancelled_early = True
 
     async def released(aw: Awaitable[T]) -> T:
         """Await ``aw`` once SPAWN is sent: when it carries the release, the barrier is
         released from then on, and the start must complete first (foundation §6) even if
         the request is cancelled meanwhile, or the program may run with its key freed."""
-        nonlocal cancelled_early
         if not release_now:
             return await aw
-        result, cancelled = await uncancellable(aw)
-        cancelled_early = cancelled_early or cancelled
+        result, _ = await uncancellable(aw, cancel_seen)
         return result
 
     def started(pid: int) -> None:
@@ -208,6 +215,8 @@ async def spawn(
                     del reg.sentinels[chan.sentinel_pid]
                 owner.forkserver.retire(chan)
                 chan = None
+                if cancelled_early:  # nothing ran: the cancel rolls the start back
+                    raise asyncio.CancelledError from None
         if chan is None:
             owner.forkserver.used()  # the pool is empty
             # SPAWN waits in the socket until the new sentinel reads it: no HELLO round trip
@@ -234,6 +243,8 @@ async def spawn(
         owner.preparing.discard(pane_id)
         cgroups.discard(pane_id)
         if isinstance(exc, OSError):  # the sentinel could not be had, or died
+            if cancelled_early:  # before READY, so before any program: a plain cancel
+                raise asyncio.CancelledError from None
             raise _daemon_failed(exc) from None
         raise
 
@@ -248,7 +259,7 @@ async def spawn(
         return msg
 
     try:
-        started_msg, cancelled = await uncancellable(release())
+        started_msg, cancelled = await uncancellable(release(), cancel_seen)
         cancelled = cancelled or cancelled_early
     except BaseException as exc:
         forget_leader()
@@ -257,7 +268,8 @@ async def spawn(
         owner.preparing.discard(pane_id)
         cgroups.discard(pane_id)  # kept, and accounted for, if the leader did start
         if isinstance(exc, ConnectionError):
-            raise _spawn_failed("EIO") from None
+            failed = _spawn_failed("EIO")
+            raise CancelledAfter(failed) if cancelled_early else failed from None
         raise
     owner.preparing.discard(pane_id)
     if isinstance(started_msg, P.Failed):
