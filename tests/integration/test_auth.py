@@ -222,3 +222,30 @@ def test_requests_in_flight_end_when_their_principal_is_revoked(daemon: Daemon) 
     assert attach.value.code == wait.value.code == "denied.token"
     assert daemon.call("run.get", {"run": r["run"], "output": False})["state"] == "running"
     os.kill(r["pid"], 9)
+
+
+def test_a_removal_that_revokes_its_caller_answers_once(daemon: Daemon, tmp_path: Path) -> None:
+    """An exited pane's principal, granted write on its session, removes its window,
+    which revokes that principal: one answer, ok, then its token stops working (a second
+    answer for the same request, cancelled, followed)."""
+    token_file = tmp_path / "token"
+    s = daemon.call("session.create")["session"]
+    grants = [{"right": "write", "scope": f"session:{s}"}, {"right": "read", "scope": "self"}]
+    w = daemon.call(
+        "window.create",
+        {
+            "session": s,
+            "grants": grants,
+            "argv": ["sh", "-c", f'printf %s "$VENOMX_TOKEN" > {token_file}'],
+        },
+    )
+    wait_for(
+        lambda: daemon.call("pane.list")["panes"][0]["state"] == "exited", 10, "the pane's exit"
+    )
+    c = daemon.client(token=token_file.read_text())
+    first = c.start("window.remove", {"window": w["window"]})
+    answer = c.read()
+    assert answer["id"] == first and "ok" in answer, answer
+    second = c.start("whoami")
+    answer = c.read()
+    assert answer["id"] == second and answer["error"]["code"] == "denied.token", answer

@@ -139,10 +139,12 @@ class Daemon:
         """A revoked token stops working at once (foundation §5): the requests it has in
         flight, a wait, an attach or an event stream, end now with ``denied.token``."""
         revoked = set(principals)
+        current = asyncio.current_task()  # a removal that revokes its own caller answers
         for conn in list(self.connections):
             if conn.principal is not None and conn.principal.id in revoked:
                 for task in list(conn.tasks.values()):
-                    task.cancel()
+                    if task is not current:
+                        task.cancel()
 
     def on_config_changed(self, paths: list[str]) -> None:
         s = self.services

@@ -428,10 +428,14 @@ class Connection(ReadsShared):
         task.add_done_callback(functools.partial(self.request_done, rid))
 
     def request_done(self, rid: int, task: asyncio.Task[None]) -> None:
-        if self.tasks.get(rid) is task:
+        unanswered = self.tasks.get(rid) is task  # an answer takes it out of the table
+        if unanswered:
             del self.tasks[rid]
-        if task.cancelled():  # cancelled before its first step: ``handled`` never ran
-            self.refuse_frame(rid, VenomxError("cancelled", "request cancelled", {}))
+        if task.cancelled() and unanswered:  # cancelled before its first step
+            if self.principal is not None and self.principal.revoked:
+                self.refuse_frame(rid, VenomxError("denied.token", "the principal was revoked", {}))
+            else:
+                self.refuse_frame(rid, VenomxError("cancelled", "request cancelled", {}))
 
     # -- hello and cancel -----------------------------------------------------------------------
     def hello(self, rid: int, raw: Any) -> None:
