@@ -279,6 +279,17 @@ def lines_size(src: RowSource, start: int, end: int) -> int:
     return total
 
 
+def _most(src: RowSource, start: int, end: int) -> int:
+    """At most the bytes of rows ``[start, end)`` as JSON (a code point takes at most six
+    escaped), from their unpadded text: a row is as wide as it was written, which may be
+    wider than the pane is now."""
+    total = 2
+    for n in range(start, end):
+        text, width = src.stripped(n)
+        total += 6 * len(text) + max(0, width - len(text)) + 3
+    return total
+
+
 def capture(
     src: RowSource,
     epoch: int | None,
@@ -311,7 +322,7 @@ def capture(
         "lines": [],
         "cursor": {"row": row, "col": col},
     }
-    if budget is not None and (e - s) * (src.cols + 3) > budget:  # may not fit: count first
+    if budget is not None and _most(src, s, e) > budget:  # may not fit: count exactly first
         size = lines_size(src, s, e)
         if size > budget:
             raise TooLarge(result, size)

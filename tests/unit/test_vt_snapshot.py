@@ -10,7 +10,7 @@ from hypothesis import strategies as st
 
 from workers import protocol as P
 from workers import vt
-from workers.rows import OTHER_SPACES, Snapshot, tail
+from workers.rows import OTHER_SPACES, Snapshot, TooLarge, capture, lines_size, tail
 from workers.vt import Terminal
 
 
@@ -119,3 +119,15 @@ def test_exit_leaves_out_the_oldest_rows_past_its_budget(monkeypatch: pytest.Mon
     assert P.snapshot_ok(d)
     assert not P.snapshot_ok({**d, "widths": [10] * 9})  # one per history row
     assert not P.snapshot_ok({**d, "widths": [10**12] * 10})  # never more than padding makes
+
+
+def test_a_capture_counts_rows_wider_than_the_pane_now() -> None:
+    """Rows written at 1000 columns stay that wide after a shrink to 10: a capture with a
+    budget counts them as they are, not by the pane's width now."""
+    t = Terminal(1000, 5, 100)
+    t.feed(b"".join(b"x" * 1000 + b"\r\n" for _ in range(50)))
+    t.resize(10, 5)
+    with pytest.raises(TooLarge) as e:
+        capture(t, None, None, None, 50, budget=10_000)
+    assert e.value.lines == lines_size(t, t.end - 50, t.end) > 40_000
+    assert capture(t, None, None, None, 50)["lines"][0] == "x" * 1000
