@@ -423,12 +423,7 @@ def test_a_bad_env_pair_is_refused_and_leaves_nothing(daemon: Daemon) -> None:
 def test_a_reader_that_stops_early_does_not_cut_the_run_short(daemon: Daemon) -> None:
     """`venomx exec ... | head -2`: the rest of the output is dropped, and exec still
     waits for the run and exits with its status (it exited 1, the command running on)."""
-    p = subprocess.Popen(
-        [PY, "-m", "venomx", "exec", "--", "sh", "-c", "seq 1 20000; sleep 0.5; exit 7"],
-        stdout=subprocess.PIPE,
-        stderr=subprocess.PIPE,
-        env=exec_env(daemon),
-    )
+    p = start_exec(daemon, "--", "sh", "-c", "seq 1 20000; sleep 0.5; exit 7")
     assert p.stdout is not None and p.stdout.readline() == b"1\n"
     p.stdout.close()
     _, err = p.communicate(timeout=60)
@@ -486,12 +481,7 @@ def test_exec_follows_its_run_to_the_end_when_the_sentinel_is_lost(daemon: Daemo
     run, whose record comes from the daemon's own reap, and exits with its status."""
     import psutil
 
-    p = subprocess.Popen(
-        [PY, "-m", "venomx", "exec", "--", "sh", "-c", "trap '' HUP; echo ready; sleep 100"],
-        stdout=subprocess.PIPE,
-        stderr=subprocess.PIPE,
-        env=exec_env(daemon),
-    )
+    p = start_exec(daemon, "--", "sh", "-c", "trap '' HUP; echo ready; sleep 100")
     assert p.stdout is not None and p.stdout.readline() == b"ready\n"
     (run,) = daemon.call("run.list")["runs"]
     os.kill(psutil.Process(run["pid"]).ppid(), signal.SIGKILL)  # the sentinel
