@@ -117,8 +117,11 @@ class Exec:
 
     def fail(self, err: VenomxError) -> int:
         if self.opts.as_json:  # stdout has the record, or as for any verb, the error
-            self.out.write(json_line({"error": err.to_dict()}) + b"\n")
-            self.out.flush()
+            try:
+                self.out.write(json_line({"error": err.to_dict()}) + b"\n")
+                self.out.flush()
+            except BrokenPipeError:
+                self.reader_gone(self.out)
         if err.code == "unavailable.spawn":
             self.note(f"cannot start {self.asked.program}: {err.data.get('errno', err.message)}")
             return spawn_exit(err)

@@ -425,14 +425,16 @@ class Connection(ReadsShared):
         self.deferring = True
         task = asyncio.get_running_loop().create_task(pending)
         self.tasks[rid] = task
-        task.add_done_callback(functools.partial(self.request_done, rid))
+        task.add_done_callback(functools.partial(self.request_done, rid, verb.name))
 
-    def request_done(self, rid: int, task: asyncio.Task[None]) -> None:
+    def request_done(self, rid: int, verb: str, task: asyncio.Task[None]) -> None:
         unanswered = self.tasks.get(rid) is task  # an answer takes it out of the table
         if unanswered:
             del self.tasks[rid]
         if task.cancelled() and unanswered:  # cancelled before its first step
-            if self.principal is not None and self.principal.revoked:
+            p = self.principal
+            if p is not None and p.revoked:  # by the revocation: a denial, so audited
+                self.services.audit.append(p.id, verb, "denied.token", None)
                 self.refuse_frame(rid, VenomxError("denied.token", "the principal was revoked", {}))
             else:
                 self.refuse_frame(rid, VenomxError("cancelled", "request cancelled", {}))
