@@ -95,3 +95,34 @@ def test_a_pool_left_short_is_topped_up(daemon: Daemon) -> None:
     s = daemon.call("session.create")["session"]
     daemon.call("window.create", {"session": s, "argv": ["sleep", "60"]})
     wait_for(lambda: pool(daemon) == (SPARES, SPARES), 10, "the pool topped up")
+
+
+def test_stopped_spares_and_fork_server_fail_doctor_and_no_start_waits_on_them(
+    daemon: Daemon,
+) -> None:
+    """A program of our uid can SIGSTOP them: doctor says so, and a start ends the
+    stopped spares it meets and uses a live sentinel (it waited on them for ever)."""
+    import os
+    import signal
+
+    from tests.helpers import forkserver_pid
+
+    wait_for(lambda: pool(daemon) == (SPARES, SPARES), 10, "the pool at rest")
+    spares = spare_pids(daemon)
+    for pid in spares:
+        os.kill(pid, signal.SIGSTOP)
+    doc = wait_for(
+        lambda: (d := daemon.call("doctor"))["sentinels"]["spares_stopped"] and d, 10, "seen"
+    )
+    assert doc["status"] == "fail" and sorted(spares) == doc["sentinels"]["spares_stopped"]
+    s = daemon.call("session.create")["session"]
+    r = daemon.call("run", {"key": "after", "session": s, "argv": ["true"]})
+    assert daemon.wait_exit(r["run"])["outcome"] == "succeeded"
+    fs = forkserver_pid(daemon.call("doctor"))
+    os.kill(fs, signal.SIGSTOP)
+    try:
+        check = next(c for c in daemon.call("doctor")["checks"] if c["name"] == "fork_server")
+        assert check == {"name": "fork_server", "status": "fail", "detail": f"pid {fs} is stopped"}
+    finally:
+        os.kill(fs, signal.SIGCONT)
+    wait_for(lambda: not daemon.call("doctor")["sentinels"]["spares_stopped"], 10, "ended")

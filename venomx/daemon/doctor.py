@@ -178,16 +178,17 @@ async def unresponsive(d: Doctor) -> list[str]:
 Section = tuple[dict[str, str], Any]  # a check, and what the report shows for it
 
 
+STOPPED = (psutil.STATUS_STOPPED, psutil.STATUS_TRACING_STOP)
+
+
 def fork_server(d: Doctor, facts: ProcFacts) -> dict[str, str]:
-    ok = (
-        d.panes.forkserver.pid in facts.children
-        and facts.children[d.panes.forkserver.pid][1] != psutil.STATUS_ZOMBIE
-    )
-    return check(
-        "fork_server",
-        "ok" if ok else "fail",
-        f"pid {d.panes.forkserver.pid}" if ok else "fork server not running",
-    )
+    pid = d.panes.forkserver.pid
+    state = facts.children[pid][1] if pid in facts.children else psutil.STATUS_ZOMBIE
+    if state == psutil.STATUS_ZOMBIE:
+        return check("fork_server", "fail", "fork server not running")
+    if state in STOPPED:  # it forks no sentinel: starts that need one wait for it
+        return check("fork_server", "fail", f"pid {pid} is stopped")
+    return check("fork_server", "ok", f"pid {pid}")
 
 
 def sentinel_panes(d: Doctor, facts: ProcFacts) -> dict[int, str]:
@@ -224,14 +225,18 @@ def sentinels(
         )
         or (pane not in reg.panes and pane not in d.panes.preparing)
     ]
-    # A stopped sentinel reads no output and answers nothing: its pane is wedged.
+    # A stopped sentinel reads no output and answers nothing: its pane is wedged; a
+    # stopped spare wedges the start that takes it.
     stopped = [
         p.id
         for p in live
-        if p.id not in missing
-        and facts.children.get(p.sentinel_pid, ("", ""))[1]
-        in (psutil.STATUS_STOPPED, psutil.STATUS_TRACING_STOP)
+        if p.id not in missing and facts.children.get(p.sentinel_pid, ("", ""))[1] in STOPPED
     ]
+    spares_stopped = sorted(
+        pid
+        for pid in d.panes.forkserver.spare_pids
+        if facts.children.get(pid, ("", ""))[1] in STOPPED
+    )
     section = {
         "expected": len(live),
         "alive": alive,
@@ -242,14 +247,17 @@ def sentinels(
         "spares": len(d.panes.forkserver.spares),
         "spares_target": d.panes.forkserver.size,
         "stopped": stopped,
+        "spares_stopped": spares_stopped,
         "unresponsive": silent,
         "lost": {"count": d.panes.losses.count, "recent": list(d.panes.losses.recent)},
     }
-    status = "fail" if missing or stopped or silent else ("warn" if orphaned else "ok")
+    failing = missing or stopped or spares_stopped or silent
+    status = "fail" if failing else ("warn" if orphaned else "ok")
     return check(
         "sentinels",
         status,
         f"{alive}/{len(live)} alive, {len(missing)} missing, {len(stopped)} stopped, "
+        f"{len(spares_stopped)} spares stopped, "
         f"{len(silent)} unresponsive, {len(orphaned)} orphaned, "
         f"{d.panes.losses.count} lost since start",
     ), section

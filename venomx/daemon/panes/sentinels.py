@@ -13,11 +13,13 @@ import errno
 import logging
 import os
 import resource
+import signal
 import socket
 import sys
 from collections.abc import Callable
 from typing import TYPE_CHECKING
 
+from venomx.daemon.panes.watch import stopped
 from venomx.daemon.readbuf import ReadsShared
 from workers import protocol as P
 
@@ -303,11 +305,17 @@ class ForkServer:
         up (``used``): one given back after a failed exec (``recycle``) costs nothing."""
         while self.spares:
             chan = self.spares.pop(0)
-            if not chan.closed.done():
+            if chan.closed.done():
+                # died before its reap was seen: when it comes, it is this spare's, not an
+                # escapee's
+                log.warning("a spare sentinel (pid %d) died before use", chan.sentinel_pid)
+            elif stopped(chan.sentinel_pid):
+                # stopped (SIGSTOP from a program of our uid): it would never answer the
+                # start; it is our unreaped child, so its pid is safe to kill
+                log.warning("a spare sentinel (pid %d) is stopped: ended", chan.sentinel_pid)
+                os.kill(chan.sentinel_pid, signal.SIGKILL)
+            else:
                 return chan
-            # died before its reap was seen: when it comes, it is this spare's, not an
-            # escapee's
-            log.warning("a spare sentinel (pid %d) died before use", chan.sentinel_pid)
             self.retire(chan)
         return None
 
@@ -397,6 +405,8 @@ class ForkServer:
         for task in self.recycling:
             task.cancel()
         for chan in self.spares:
+            if stopped(chan.sentinel_pid):  # a stopped spare never sees its channel close
+                os.kill(chan.sentinel_pid, signal.SIGKILL)
             self.retire(chan)
         self.spares.clear()
         if self.filling is not None:
