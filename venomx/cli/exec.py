@@ -87,19 +87,59 @@ def spawn_exit(err: VenomxError) -> int:
     return EXIT_NOT_FOUND if err.data.get("errno") == "ENOENT" else EXIT_NOT_EXECUTABLE
 
 
+class Reader:
+    """One of exec's outputs, whose reader may stop early (``venomx exec … | head``):
+    past a broken pipe, what is written is dropped, and exec still waits for the run and
+    exits with its status."""
+
+    def __init__(self, raw: BinaryIO) -> None:
+        self.raw = raw
+        self.gone = False
+
+    def write(self, data: bytes) -> None:
+        if not self.gone:
+            try:
+                self.raw.write(data)
+            except BrokenPipeError:
+                self.drop()
+
+    def flush(self) -> None:
+        if not self.gone:
+            try:
+                self.raw.flush()
+            except BrokenPipeError:
+                self.drop()
+
+    def drop(self) -> None:
+        self.gone = True
+        devnull = os.open(os.devnull, os.O_WRONLY)
+        try:
+            os.dup2(devnull, self.raw.fileno())  # for the flush at exit too
+        except (OSError, ValueError):
+            pass
+        finally:
+            os.close(devnull)
+
+    def isatty(self) -> bool:
+        return self.raw.isatty()
+
+    def fileno(self) -> int:
+        return self.raw.fileno()
+
+
 class Exec:
     """One ``venomx exec``: start, stream, wait, and the exit status."""
 
     def __init__(self, opts: ExecOptions, out: BinaryIO, err: BinaryIO) -> None:
         self.opts = opts
-        self.out = out
-        self.err = err
+        self.out = Reader(out)
+        self.err = Reader(err)
         self.token = opts.token or os.environ.get("VENOMX_TOKEN") or None
         if self.token is None and not os.environ.get("VENOMX_PANE"):
             self.token = "@owner"  # the daemon checks it: our uid, not a pane's program
         self.asked = Asked(opts.socket, self.token, repr(opts.argv[0]) if opts.argv else None)
         self.tty_out = out.isatty() and not opts.as_json
-        self.stream_to: BinaryIO = err if opts.as_json else out
+        self.stream_to = self.err if opts.as_json else self.out
         self.run_id: str | None = None
         self.pane: str | None = None
         self.interrupted: int | None = None
@@ -117,11 +157,8 @@ class Exec:
 
     def fail(self, err: VenomxError) -> int:
         if self.opts.as_json:  # stdout has the record, or as for any verb, the error
-            try:
-                self.out.write(json_line({"error": err.to_dict()}) + b"\n")
-                self.out.flush()
-            except BrokenPipeError:
-                self.reader_gone(self.out)
+            self.out.write(json_line({"error": err.to_dict()}) + b"\n")
+            self.out.flush()
         if err.code == "unavailable.spawn":
             self.note(f"cannot start {self.asked.program}: {err.data.get('errno', err.message)}")
             return spawn_exit(err)
@@ -260,43 +297,23 @@ class Exec:
         ended before the stream began is shown by its rows."""
         self.lines = None if self.tty_out else TextLines()
         reconnecting(self.client, self.follow, START_RETRY, 0.1)
-        try:
-            if self.lines is not None:
-                last = self.lines.close()
-                if last is not None:
-                    self.stream_to.write(last.encode() + b"\n")
-            self.stream_to.flush()
-        except BrokenPipeError:
-            self.reader_gone()
+        if self.lines is not None:
+            last = self.lines.close()
+            if last is not None:
+                self.stream_to.write(last.encode() + b"\n")
+        self.stream_to.flush()
 
     def emit(self, data: bytes) -> None:
-        try:
-            if self.lines is None:
-                self.stream_to.write(data)
-            else:
-                for line in self.lines.feed(data):
-                    self.stream_to.write(line.encode() + b"\n")
-            self.stream_to.flush()
-        except BrokenPipeError:
-            self.reader_gone()
-
-    def reader_gone(self, stream: BinaryIO | None = None) -> None:
-        """Whoever read the output stopped (``| head``): the rest is dropped, and exec
-        still waits for the run, whose status it exits with."""
-        devnull = os.open(os.devnull, os.O_WRONLY)
-        try:
-            os.dup2(devnull, (stream or self.stream_to).fileno())  # also for the exit flush
-        except (OSError, ValueError):
-            pass
-        finally:
-            os.close(devnull)
+        if self.lines is None:
+            self.stream_to.write(data)
+        else:
+            for line in self.lines.feed(data):
+                self.stream_to.write(line.encode() + b"\n")
+        self.stream_to.flush()
 
     def gap(self, text: str) -> None:
         eol = b"\r\n" if self.lines is None else b"\n"
-        try:
-            self.stream_to.write(f"[venomx: {text}]".encode() + eol)
-        except BrokenPipeError:
-            self.reader_gone()
+        self.stream_to.write(f"[venomx: {text}]".encode() + eol)
 
     def follow(self, c: Client) -> None:
         """One attach, resuming after ``seen``, until the pane has exited (or lost its
@@ -343,12 +360,9 @@ class Exec:
         assert self.pane is not None and self.run_id is not None
         eol = b"\r\n" if self.lines is None else b"\n"
         out = self.stream_to
-        try:
-            RowLog(self.run_id, lambda text: out.write(text.encode() + eol), out.flush).print_rows(
-                c, self.pane, final=True
-            )
-        except BrokenPipeError:
-            self.reader_gone()
+        RowLog(self.run_id, lambda text: out.write(text.encode() + eol), out.flush).print_rows(
+            c, self.pane, final=True
+        )
 
     # -- interrupts ------------------------------------------------------------------------------
     def on_signal(self, signum: int, _frame: object) -> None:
@@ -463,14 +477,11 @@ class Exec:
             try:
                 self.stream_to.write(b"\x1b\\\x1b[0m\x1b[?25h")
                 self.stream_to.flush()
-            except OSError:
+            except OSError:  # a terminal gone (EIO) is no reason to lose the status
                 pass
         if self.opts.as_json:
-            try:
-                self.out.write(json_line(record) + b"\n")
-                self.out.flush()
-            except BrokenPipeError:
-                self.reader_gone(self.out)  # the status still says the outcome
+            self.out.write(json_line(record) + b"\n")
+            self.out.flush()
         self.note(summary(record))
         return int(record.get("status", 1))
 
