@@ -27,7 +27,7 @@ from venomx.daemon.panes import watch
 from venomx.daemon.panes.exited import ExitedPanes
 from venomx.daemon.panes.link import Link
 from venomx.daemon.panes.pacing import Pacer
-from venomx.daemon.panes.requests import Requests
+from venomx.daemon.panes.requests import Requests, lost
 from venomx.daemon.panes.sentinels import ForkServer
 from venomx.daemon.panes.spawn import SpawnRequest, spawn
 from venomx.daemon.panes.termination import (
@@ -51,15 +51,6 @@ log = logging.getLogger(__name__)
 # cols, rows, offset, repaint bytes, and whether bytes after ``offset`` follow instead
 OnScreen = Callable[[int, int, int, bytes, bool], None]
 OnOutput = Callable[[bytes, int], None]  # bytes, offset after them
-
-
-def no_screen(pane: Pane) -> VenomxError:
-    """A pane whose sentinel was lost has no terminal state: it went with the sentinel."""
-    return VenomxError(
-        "unavailable.sentinel",
-        f"pane {pane.id} lost its sentinel, and its screen with it",
-        {"pane": pane.id, "reason": "lost"},
-    )
 
 
 class Panes:
@@ -145,7 +136,7 @@ class Panes:
         if res is not None:
             return res
         if pane.final is None:
-            raise no_screen(pane)
+            raise lost(pane)  # and the screen with it
         try:
             return capture(pane.final, epoch, start, end, limit, budget)
         except EpochConflict as exc:
@@ -189,7 +180,7 @@ class Panes:
         if pane.live and not pane.sentinel_lost:
             await asyncio.shield(link.exited)
         if pane.final is None:
-            raise no_screen(pane)
+            raise lost(pane)  # and the screen with it
         snap = pane.final
         on_screen(snap.cols, snap.rows, snap.offset, repaint(snap), False)
 

@@ -30,14 +30,18 @@ PING_BOUND = 1.0  # doctor: a sentinel silent this long is a fail
 EXIT_FOLLOWS = 2.0
 
 
+def lost(p: Pane) -> VenomxError:
+    """The error for what needs a pane's sentinel (or the screen that went with it) when
+    venomx lost it."""
+    return VenomxError(
+        "unavailable.sentinel", f"pane {p.id} lost its sentinel", {"pane": p.id, "reason": "lost"}
+    )
+
+
 def gone(p: Pane) -> VenomxError:
     """The error for a request whose pane exited, or lost its sentinel, before it answered."""
     if p.live:
-        return VenomxError(
-            "unavailable.sentinel",
-            f"pane {p.id} lost its sentinel",
-            {"pane": p.id, "reason": "lost"},
-        )
+        return lost(p)
     return VenomxError("conflict.pane_exited", f"pane {p.id} has exited", {})
 
 
@@ -76,11 +80,7 @@ class Requests:
         """Send a request and await its answer; ``PaneGone`` if the pane exits or loses
         its sentinel meanwhile, ``unavailable.sentinel`` after ``bound`` seconds."""
         if link.channel is None or pane.sentinel_lost:
-            raise VenomxError(
-                "unavailable.sentinel",
-                f"pane {pane.id} has no sentinel",
-                {"pane": pane.id, "reason": "lost"},
-            )
+            raise lost(pane)
         req = self.next_req()
         fut: asyncio.Future[P.Message] = asyncio.get_running_loop().create_future()
         self._waiting[req] = fut
