@@ -23,6 +23,7 @@ from collections.abc import Awaitable, Callable, Coroutine
 from typing import TYPE_CHECKING, Any, Protocol
 
 from venomx.daemon import auth, states
+from venomx.daemon.auth import AuditLog
 from venomx.daemon.registry import AuthNode, Pane, Principal
 from venomx.manifest.rules import check_group, check_rules
 from venomx.manifest.schema import validate
@@ -129,6 +130,12 @@ def result_size(size: int, max_frame: int) -> VenomxError:
         "for a list",
         {"bytes": size},
     )
+
+
+def revoked(audit: AuditLog, principal: Principal, verb: str, resource: str | None) -> VenomxError:
+    """A request a revocation ended (``Daemon.end_revoked``): a denial, so audited."""
+    audit.append(principal.id, verb, "denied.token", resource)
+    return VenomxError("denied.token", "the principal was revoked", {})
 
 
 def denied(right: str, resource: str | None) -> VenomxError:
@@ -317,10 +324,8 @@ def refuse(ctx: Context, exc: BaseException) -> None:
             ctx.audit.append(principal, verb.name, exc.code, resource)
         conn.reply_error(ctx.rid, exc)
     elif isinstance(exc, asyncio.CancelledError):
-        if ctx.principal.revoked:  # ended by the revocation (Daemon.end_revoked)
-            gone = VenomxError("denied.token", "the principal was revoked", {})
-            ctx.audit.append(ctx.principal.id, verb.name, gone.code, ctx.resource)
-            conn.reply_error(ctx.rid, gone)
+        if ctx.principal.revoked:
+            conn.reply_error(ctx.rid, revoked(ctx.audit, ctx.principal, verb.name, ctx.resource))
         else:
             conn.reply_error(ctx.rid, VenomxError("cancelled", "request cancelled", {}))
     else:

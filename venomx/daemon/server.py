@@ -24,7 +24,7 @@ import socket
 from typing import TYPE_CHECKING, Any
 
 from venomx import PROTOCOL, __version__, unixdiag
-from venomx.daemon.dispatch import Context, dispatch, result_size
+from venomx.daemon.dispatch import Context, dispatch, result_size, revoked
 from venomx.daemon.readbuf import ReadsShared
 from venomx.daemon.registry import Principal, token_key
 from venomx.manifest.schema import validate
@@ -433,9 +433,8 @@ class Connection(ReadsShared):
             del self.tasks[rid]
         if task.cancelled() and unanswered:  # cancelled before its first step
             p = self.principal
-            if p is not None and p.revoked:  # by the revocation: a denial, so audited
-                self.services.audit.append(p.id, verb, "denied.token", None)
-                self.refuse_frame(rid, VenomxError("denied.token", "the principal was revoked", {}))
+            if p is not None and p.revoked:
+                self.refuse_frame(rid, revoked(self.services.audit, p, verb, None))
             else:
                 self.refuse_frame(rid, VenomxError("cancelled", "request cancelled", {}))
 
