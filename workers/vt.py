@@ -193,11 +193,18 @@ class Terminal:
         base = 0 if self.alternate else self.scrolled
         return base + c.y, min(c.x, self.cols - 1)
 
+    def _kept(self, n: int) -> str | None:
+        """History row ``n`` without its trailing spaces (rows from the bulk path are
+        stored unpadded, others padded to the width they had); None for a screen row."""
+        if n < (0 if self.alternate else self.scrolled):
+            return self.history[n - self.oldest].rstrip(" ")
+        return None
+
     def row(self, n: int) -> str:
+        text = self._kept(n)
+        if text is not None:
+            return padded(text, self.cols)
         base = 0 if self.alternate else self.scrolled
-        if n < base:
-            # history rows from the bulk path are stored unpadded; the text form is padded
-            return padded(self.history[n - self.oldest].rstrip(" "), self.cols)
         self.materialize()
         # ``get``: the buffer is a defaultdict, and indexing a row never written would
         # store a new empty line object (a capture of a blank screen made one per row).
@@ -207,18 +214,15 @@ class Terminal:
         return row_text(line, self.cols)
 
     def stripped(self, n: int) -> tuple[str, int]:
-        base = 0 if self.alternate else self.scrolled
-        if n < base:
-            text = self.history[n - self.oldest].rstrip(" ")
+        text = self._kept(n)
+        if text is not None:
             return text, padded_len(text, self.cols)
         row = self.row(n)
         return row.rstrip(" "), len(row)
 
     def blank(self, n: int) -> bool:
-        base = 0 if self.alternate else self.scrolled
-        if n < base:
-            return not self.history[n - self.oldest].strip(" ")
-        return not self.row(n).strip(" ")
+        text = self._kept(n)
+        return not (self.row(n) if text is None else text).strip(" ")
 
     def snapshot(self) -> dict[str, Any]:
         """The whole state as plain data, for EXIT.
