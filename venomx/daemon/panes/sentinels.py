@@ -213,7 +213,8 @@ class ForkServer:
         """Stop a spare on purpose (or let one go that died): it exits when its channel
         closes, before any SPAWN, and its reap is then known for what it is. Only a pid
         that is still our unreaped child, running or a zombie, is noted: one already
-        reaped may be reused by any process."""
+        reaped may be reused by any process. A stopped one (SIGSTOP from a program of our
+        uid) never sees its channel close, so it is killed: it is still ours."""
         pid = chan.sentinel_pid
         chan.close()
         if not pid:
@@ -221,11 +222,13 @@ class ForkServer:
         try:
             # None: still running; a result: exited, its reap still to come. Either way
             # the pid stays ours until that reap.
-            os.waitid(os.P_PID, pid, os.WEXITED | os.WNOHANG | os.WNOWAIT)
+            exited = os.waitid(os.P_PID, pid, os.WEXITED | os.WNOHANG | os.WNOWAIT)
         except ChildProcessError:
             return  # reaped already (then counted as whatever it was taken for)
         except OSError:
-            pass
+            exited = None
+        if exited is None and stopped(pid):
+            os.kill(pid, signal.SIGKILL)
         self.retired.add(pid)
 
     def was_retired(self, pid: int) -> bool:
@@ -309,11 +312,8 @@ class ForkServer:
                 # died before its reap was seen: when it comes, it is this spare's, not an
                 # escapee's
                 log.warning("a spare sentinel (pid %d) died before use", chan.sentinel_pid)
-            elif stopped(chan.sentinel_pid):
-                # stopped (SIGSTOP from a program of our uid): it would never answer the
-                # start; it is our unreaped child, so its pid is safe to kill
+            elif stopped(chan.sentinel_pid):  # it would never answer the start: retired
                 log.warning("a spare sentinel (pid %d) is stopped: ended", chan.sentinel_pid)
-                os.kill(chan.sentinel_pid, signal.SIGKILL)
             else:
                 return chan
             self.retire(chan)
@@ -405,8 +405,6 @@ class ForkServer:
         for task in self.recycling:
             task.cancel()
         for chan in self.spares:
-            if stopped(chan.sentinel_pid):  # a stopped spare never sees its channel close
-                os.kill(chan.sentinel_pid, signal.SIGKILL)
             self.retire(chan)
         self.spares.clear()
         if self.filling is not None:
