@@ -89,6 +89,11 @@ def pid_in(path: Path) -> int:
     return int(path.read_text().strip())
 
 
+def written(path: Path) -> bool:
+    """Whether a shell's `echo $$ > path` has finished: the file exists before it is written."""
+    return path.exists() and path.read_text().strip() != ""
+
+
 @pytest.fixture
 def left() -> Iterator[list[int]]:
     """Pids a test left running on purpose; killed whatever happens."""
@@ -464,7 +469,7 @@ def test_off_exits_that_settle_together_count_their_own_escapees(
     runs = off.start_runs(
         [{"key": f"k{i}", "session": s, "shell": ln} for i, ln in enumerate(lines)]
     )
-    wait_for(lambda: all((tmp / f"e{i}").exists() for i in range(0, 8, 2)), 20, "escapees")
+    wait_for(lambda: all(written(tmp / f"e{i}") for i in range(0, 8, 2)), 20, "escapees")
     left.extend(pid_in(tmp / f"e{i}") for i in range(0, 8, 2))
     recs = []
     for w in range(2):
@@ -483,7 +488,7 @@ def test_off_a_lost_sentinels_pane_counts_its_escapee(
     mine = tmp / "e"
     stay = f"setsid /bin/sh -c 'echo $$ > {mine}; exec /bin/sleep 300' </dev/null >/dev/null 2>&1 &"
     r = start_run(off, f"{stay} while [ ! -s {mine} ]; do :; done; sleep 30")
-    wait_for(lambda: mine.exists() and mine.read_text().strip() != "", 20, "the escapee")
+    wait_for(lambda: written(mine), 20, "the escapee")
     left.append(pid_in(mine))
     sentinel = int(Path(f"/proc/{r['pid']}/stat").read_text().rsplit(")", 1)[1].split()[1])
     os.kill(sentinel, signal.SIGKILL)
