@@ -118,14 +118,15 @@ def test_row04_signaled(api: Api, daemon: Daemon) -> None:
 
 def test_row05_deadline(api: Api, daemon: Daemon) -> None:
     s = session(daemon)
-    # the shells get 1000 ms so that their trap is surely set when SIGHUP comes
+    # the shells get 3000 ms so that their trap is surely set when SIGHUP comes, even on
+    # a loaded machine
     runs = [
         ok(api.call("run", {"key": f"k5{i}", "session": s, **p}))["run"]
         for i, p in enumerate(
             [
                 {"argv": ["sleep", "100"], "deadline_ms": 300},
-                {"shell": 'trap "exit 0" HUP; sleep 100 & wait', "deadline_ms": 1000},
-                {"shell": 'trap "" HUP; sleep 100', "deadline_ms": 1000},
+                {"shell": 'trap "exit 0" HUP; sleep 100 & wait', "deadline_ms": 3000},
+                {"shell": 'trap "" HUP; sleep 100', "deadline_ms": 3000},
             ]
         )
     ]
@@ -707,8 +708,11 @@ def test_row26_escaped_writer(api: Api, daemon: Daemon, tmp_path: Path) -> None:
     final = daemon.call("run.get", {"run": r["run"]})
     assert not any("LATE" in ln for ln in final["output"]["lines"])
     os.kill(pid, signal.SIGKILL)
-    wait_for(lambda: daemon.call("doctor")["escapees"]["count"] == 0, 10, "escapee gone")
-    assert daemon.call("doctor")["zombies"] == 0
+    wait_for(
+        lambda: (x := daemon.call("doctor"))["escapees"]["count"] == 0 and x["zombies"] == 0,
+        10,
+        "escapee gone and reaped",
+    )
 
 
 def test_row27_interactive_split(api: Api, daemon: Daemon) -> None:
