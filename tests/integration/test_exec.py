@@ -105,11 +105,18 @@ def test_deadline_is_124(daemon: Daemon) -> None:
     assert b"terminated" in p.stderr and b"cause deadline" in p.stderr
 
 
-def test_output_lines_each_once_in_order_from_a_megabyte(daemon: Daemon) -> None:
-    p = exec_cli(daemon, "--", "seq", "1", "200000")
-    assert p.returncode == 0, p.stderr
-    assert len(p.stdout) > 1_000_000
-    assert p.stdout.decode().splitlines() == [str(i) for i in range(1, 200001)]
+def test_output_lines_each_once_in_order_from_a_megabyte(daemon: Daemon, tmp_path: Path) -> None:
+    # the megabyte starts once exec shows the first line: its attach is live by then, and
+    # a loaded machine cannot let the sentinel's replay move past offset 0 first
+    gate = tmp_path / "gate"
+    line = f"echo ready; while [ ! -e {gate} ]; do sleep 0.01; done; seq 1 200000"
+    p = start_exec(daemon, "--", "sh", "-c", line)
+    assert p.stdout is not None and p.stdout.readline().rstrip() == b"ready"
+    gate.touch()
+    out, err = p.communicate(timeout=60)
+    assert p.returncode == 0, err
+    assert len(out) > 1_000_000
+    assert out.decode().splitlines() == [str(i) for i in range(1, 200001)]
 
 
 def test_output_that_ends_first_still_shows(daemon: Daemon) -> None:
@@ -216,6 +223,14 @@ def test_json_puts_the_record_on_stdout_and_output_on_stderr(daemon: Daemon) -> 
     assert [s["session"] for s in named] == [rec["session"]]
 
 
+def read_or_eof(fd: int) -> bytes:
+    """The next bytes from a pty's main side; b"" once every other side is closed."""
+    try:
+        return os.read(fd, 65536)
+    except OSError:  # EIO: nothing holds the other side any more
+        return b""
+
+
 def start_exec(d: Daemon, *args: str) -> subprocess.Popen[bytes]:
     return subprocess.Popen(
         [PY, "-m", "venomx", "exec", *args],
@@ -298,9 +313,11 @@ def test_a_restarted_daemon_refuses_the_retry(tmp: Path) -> None:
         stop_daemon(first)
 
 
-def test_run_wait_shows_the_time_waited_on_a_terminal(daemon: Daemon) -> None:
+def test_run_wait_shows_the_time_waited_on_a_terminal(daemon: Daemon, tmp_path: Path) -> None:
     s = daemon.call("session.create")["session"]
-    run = daemon.call("run", {"key": "k", "session": s, "argv": ["sleep", "2.5"]})["run"]
+    gate = tmp_path / "gate"  # the run ends once the first tick is seen, however slow the CLI
+    shell = f"while [ ! -e {gate} ]; do sleep 0.05; done"
+    run = daemon.call("run", {"key": "k", "session": s, "shell": shell})["run"]
     master, slave = pty.openpty()
     proc = subprocess.Popen(
         [PY, "-m", "venomx", "run", "wait", "--run", run],
@@ -316,10 +333,13 @@ def test_run_wait_shows_the_time_waited_on_a_terminal(daemon: Daemon) -> None:
             if not chunk:
                 break
             seen += chunk
+            if re.search(rb"waiting for r\d+: 1 s", seen):
+                gate.touch()
     except OSError:
         pass
     finally:
         os.close(master)
+        gate.touch()
     assert proc.wait(30) == 0
     assert re.search(rb"venomx: waiting for r\d+: 1 s", seen), seen
     assert seen.endswith(b"\r\x1b[K")
@@ -453,9 +473,14 @@ def test_odd_surroundings_of_exec(daemon: Daemon, tmp_path: Path) -> None:
             env=exec_env(daemon),
             timeout=60,
         )
-        shown = os.read(main, 65536)
-    finally:
         os.close(sub)
+        sub = -1
+        shown = b""
+        while chunk := read_or_eof(main):  # a pty passes writes on asynchronously
+            shown += chunk
+    finally:
+        if sub >= 0:
+            os.close(sub)
         os.close(main)
     assert sized.returncode == 4, sized.stderr
     # any string the program left open (here a title, when its bytes were streamed live)
@@ -482,7 +507,7 @@ def test_exec_follows_its_run_to_the_end_when_the_sentinel_is_lost(daemon: Daemo
     import psutil
 
     p = start_exec(daemon, "--", "sh", "-c", "trap '' HUP; echo ready; sleep 100")
-    assert p.stdout is not None and p.stdout.readline() == b"ready\n"
+    assert p.stdout is not None and p.stdout.readline().rstrip() == b"ready"
     (run,) = daemon.call("run.list")["runs"]
     os.kill(psutil.Process(run["pid"]).ppid(), signal.SIGKILL)  # the sentinel
     wait_for(lambda: daemon.call("doctor")["sentinels"]["lost"]["count"] >= 1, 10, "the loss")

@@ -259,7 +259,7 @@ def test_stopped_sentinel_does_not_stop_a_kill(daemon: Daemon) -> None:
 
 
 def test_deadline_fires_with_the_sentinel_stopped(daemon: Daemon) -> None:
-    r = start_run(daemon, "echo ready; sleep 30", "deadline", deadline_ms=1000)
+    r = start_run(daemon, "echo ready; sleep 30", "deadline", deadline_ms=4000)
     ready(daemon, r["pane"], "ready")
     os.kill(sentinel_of(r["pid"]), signal.SIGSTOP)
     rec = wait_run(daemon, r["run"])
