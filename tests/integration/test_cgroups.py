@@ -16,10 +16,11 @@ import subprocess
 import sys
 import tempfile
 import uuid
-from collections.abc import Iterator
+from collections.abc import Iterable, Iterator
 from pathlib import Path
 from typing import Any
 
+import psutil
 import pytest
 
 from tests.helpers import (
@@ -77,14 +78,6 @@ def subtree(d: Daemon) -> str:
     return os.path.join(HERE.directory or "", socket_key(d.socket))
 
 
-def kill_quietly(pids: list[int]) -> None:
-    for pid in pids:
-        try:
-            os.kill(pid, signal.SIGKILL)
-        except OSError:
-            pass
-
-
 def pid_in(path: Path) -> int:
     return int(path.read_text().strip())
 
@@ -94,12 +87,40 @@ def written(path: Path) -> bool:
     return path.exists() and path.read_text().strip() != ""
 
 
+class Left(list[int]):
+    """Pids a test left running on purpose, each with its start time: pid_max may be as
+    low as 32768, and a pid reaped during the test may be another's process by the end."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.born: dict[int, float] = {}
+
+    def append(self, pid: int) -> None:
+        try:
+            self.born[pid] = psutil.Process(pid).create_time()
+        except psutil.Error:
+            pass  # already gone: nothing to end
+        super().append(pid)
+
+    def extend(self, pids: Iterable[int]) -> None:
+        for pid in pids:
+            self.append(pid)
+
+    def end(self) -> None:
+        for pid, born in self.born.items():
+            try:
+                if psutil.Process(pid).create_time() == born:
+                    os.kill(pid, signal.SIGKILL)
+            except (psutil.Error, OSError):
+                pass
+
+
 @pytest.fixture
-def left() -> Iterator[list[int]]:
+def left() -> Iterator[Left]:
     """Pids a test left running on purpose; killed whatever happens."""
-    pids: list[int] = []
+    pids = Left()
     yield pids
-    kill_quietly(pids)
+    pids.end()
 
 
 def start_run(d: Daemon, line: str, **extra: Any) -> dict[str, Any]:
@@ -394,7 +415,7 @@ def test_two_daemons_side_by_side_never_touch_each_others(tmp: Path, left: list[
         ra = completed(a, escapee(tmp / "a", keep_env=False))
         rb = completed(b, escapee(tmp / "b", keep_env=False))
         pa, pb = pid_in(tmp / "a"), pid_in(tmp / "b")
-        left += [pa, pb]
+        left.extend([pa, pb])
         assert ra["pane"] == rb["pane"]  # the same pane ID in each, and separate cgroups
         assert cgroup_of(pa) != cgroup_of(pb)
         assert a.call("run.cleanup", {"run": ra["run"]})["ended"] == 1
