@@ -38,13 +38,17 @@ class Raw:
         """Several requests in one write, so the daemon reads them together."""
         self.send(b"".join(json.dumps(f).encode() + b"\n" for f in frames))
 
-    def frame(self) -> dict[str, Any]:
+    def line(self) -> bytes:
+        """The next frame as it came, without its newline."""
         while b"\n" not in self.buf:
             chunk = self.sock.recv(65536)
             assert chunk, "connection closed"
             self.buf += chunk
         line, _, self.buf = self.buf.partition(b"\n")
-        obj: dict[str, Any] = json.loads(line)
+        return line
+
+    def frame(self) -> dict[str, Any]:
+        obj: dict[str, Any] = json.loads(self.line())
         return obj
 
     def hello(self, **params: Any) -> dict[str, Any]:
@@ -150,6 +154,25 @@ def test_max_frame_defaults_to_the_configured_one(daemon: Daemon) -> None:
         r.close()
     with daemon.client() as c:  # the CLI's client asks for nothing, as the MCP adapter
         assert c.hello["max_frame"] == 4194304
+
+
+def test_an_error_reply_fits_max_frame_too(shared_daemon: Daemon) -> None:
+    """foundation §2: the agreed max_frame bounds every frame, errors included. An error
+    naming a caller's long text has that text cut; the code and the data's keys stay."""
+    r = Raw(shared_daemon.socket)
+    assert r.hello(max_frame=4096)["ok"]["max_frame"] == 4096
+    path = "a" * 4000
+    r.send_frames([{"id": 1, "verb": "config.get", "params": {"path": path}}])
+    line = r.line()
+    assert len(line) <= 4096
+    err = json.loads(line)["error"]
+    assert err["code"] == "invalid_params.config"
+    assert err["data"] == {"path": path[:256], "reason": "unknown key"}
+    r.send_frames([{"id": 2, "verb": "config.get", "params": {"path": "b" * 100}}])
+    err = r.frame()["error"]  # one that fits is whole
+    assert err["data"] == {"path": "b" * 100, "reason": "unknown key"}
+    assert err["message"] == "b" * 100 + ": unknown key"
+    r.close()
 
 
 def test_frame_size_limit_both_ways(shared_daemon: Daemon) -> None:

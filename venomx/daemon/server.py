@@ -207,6 +207,15 @@ class Listener:
             task.cancel()
 
 
+ERROR_TEXT = 256  # characters of an error's message or data string left in one cut short
+
+
+def shortened(err: VenomxError) -> dict[str, Any]:
+    """``err`` with its message and top-level data strings cut to ``ERROR_TEXT``."""
+    data = {k: v[:ERROR_TEXT] if isinstance(v, str) else v for k, v in err.data.items()}
+    return {"code": err.code, "message": err.message[:ERROR_TEXT], "data": data}
+
+
 class Connection(ReadsShared):
     """One client's conversation: framing, hello, cancel, a task per request that waits,
     and the peer's credentials."""
@@ -280,8 +289,16 @@ class Connection(ReadsShared):
     def refuse_frame(self, rid: int | None, err: VenomxError) -> None:
         """Answer without touching the table of requests in flight: a frame that is no
         request of its own (a bad one, a duplicate id, hello, cancel), whose id may be
-        an in-flight request's, or a request already taken out of the table."""
-        self.send({"id": rid, "error": err.to_dict()})
+        an in-flight request's, or a request already taken out of the table.
+
+        An error, too, fits the agreed ``max_frame`` (foundation §2: it bounds every
+        frame): one that would not has its texts cut, and failing that its data dropped."""
+        frame = dumps({"id": rid, "error": err.to_dict()})
+        if len(frame) > self.max_frame:
+            frame = dumps({"id": rid, "error": shortened(err)})
+            if len(frame) > self.max_frame:
+                frame = dumps({"id": rid, "error": {**shortened(err), "data": {}}})
+        self.send_frame(frame)
 
     # -- framing ------------------------------------------------------------------------------
     def data_received(self, data: bytes | memoryview) -> None:
