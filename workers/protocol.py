@@ -18,7 +18,7 @@ from typing import Any, ClassVar
 
 import msgpack
 
-PROTOCOL_VERSION = 7
+PROTOCOL_VERSION = 8
 REPLAY_BYTES = 262144  # the latest output a sentinel holds for an attach that resumes
 # The fork server takes at most this many channel fds (sentinels) per request.
 FORK_BATCH_MAX = 8
@@ -44,6 +44,7 @@ class Kind(IntEnum):
     STREAM = 7
     CAPTURE = 8
     PING = 9
+    FREEZE = 10
     # sentinel -> daemon
     HELLO = 32
     READY = 33
@@ -129,6 +130,14 @@ class Stream(Message):
     on: bool
     req: int = 0
     after: int = -1
+
+
+@dataclass(frozen=True)
+class Freeze(Message):
+    """The pane is terminating and its input frozen (foundation §9): what is still queued
+    is dropped, each INPUT answered by WROTE with what it wrote, and nothing more written."""
+
+    KIND: ClassVar[Kind] = Kind.FREEZE
 
 
 @dataclass(frozen=True)
@@ -356,6 +365,7 @@ MESSAGES: dict[int, type[Message]] = {
         Stream,
         Capture,
         Ping,
+        Freeze,
         Hello,
         Ready,
         Started,

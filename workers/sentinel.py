@@ -296,6 +296,7 @@ class Sentinel:
         return True
 
     master_eof = False
+    frozen = False  # FREEZE: the pane is terminating, nothing more reaches its program
 
     def consume(self, data: bytes) -> None:
         term = self.vt
@@ -326,7 +327,7 @@ class Sentinel:
         while self.input:
             entry = self.input[0]
             req, data, until_ms, written = entry
-            if written < len(data) and now_ms < until_ms and not self.master_eof:
+            if written < len(data) and now_ms < until_ms and not (self.master_eof or self.frozen):
                 try:
                     entry[3] = written + os.write(self.master, data[written : written + 65536])
                     continue
@@ -346,6 +347,9 @@ class Sentinel:
     def handle(self, m: P.Message) -> None:
         if isinstance(m, P.Input):
             self.input.append([m.req, m.data, m.until_ms, 0])
+            self.write_pty()
+        elif isinstance(m, P.Freeze):
+            self.frozen = True
             self.write_pty()
         elif isinstance(m, P.Resize):
             set_winsize(self.master, m.cols, m.rows)

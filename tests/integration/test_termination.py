@@ -305,3 +305,69 @@ def test_input_cut_short_by_the_panes_exit_says_so(daemon: Daemon) -> None:
     e = daemon.error("pane.send", {"pane": r["pane"], "data": data})
     assert (e.code, e.data) == ("conflict.pane_exited", {}), e
     assert daemon.wait_exit(r["run"])["exit_code"] == 7
+
+
+FROZEN = r"""
+import fcntl, os, signal, sys, termios, time, tty
+tty.setraw(0)
+out = sys.argv[1]
+def hup(*_):
+    got, idle = 0, 0
+    os.set_blocking(0, False)
+    while idle < 5:  # what the terminal holds, then a quarter second of nothing
+        try:
+            got += len(os.read(0, 65536))
+            idle = 0
+        except BlockingIOError:
+            idle += 1
+            time.sleep(0.05)
+    with open(out + ".part", "w") as f:
+        f.write(str(got))
+    os.rename(out + ".part", out)
+    os._exit(0)
+signal.signal(signal.SIGHUP, hup)
+print("raw", flush=True)
+buf = bytearray(4)
+while True:  # the line discipline full: the rest of the input waits in the sentinel
+    fcntl.ioctl(0, termios.FIONREAD, buf)
+    if int.from_bytes(buf, sys.byteorder) >= 4095:
+        open(out + ".full", "w").close()
+        break
+    time.sleep(0.01)
+while True:
+    signal.pause()
+"""
+
+
+def test_termination_freezes_input_already_queued(daemon: Daemon, tmp_path: Path) -> None:
+    """foundation §6/§9: once a pane is terminating its input is frozen. Input queued in
+    the sentinel behind a full terminal is dropped, not typed into the terminating pane
+    during its grace, and its pane.send fails conflict.pane_terminating."""
+    import sys
+
+    got = tmp_path / "got"
+    w = spawn(daemon, [sys.executable, "-c", FROZEN, str(got)])
+    ready(daemon, w["pane"], "raw")
+    text = "x" * 128000  # far more than a pty holds
+    result: dict[str, Any] = {}
+
+    def send() -> None:
+        with daemon.client() as c:
+            try:
+                result["ok"] = c.call("pane.send", {"pane": w["pane"], "text": text})
+            except VenomxError as e:
+                result["error"] = e
+
+    sender = threading.Thread(target=send)
+    sender.start()
+    wait_for(lambda: Path(f"{got}.full").exists(), 10, "the terminal full")
+    daemon.call("pane.kill", {"pane": w["pane"], "grace_ms": 5000})
+    sender.join(10)
+    assert not sender.is_alive()
+    err = result.get("error")
+    assert err is not None, result
+    assert err.code == "conflict.pane_terminating" and err.data == {}
+    took = int(err.message.split(" took ")[1].split(" of ")[0])
+    assert 4095 <= took < len(text)
+    wait_for(lambda: exited(daemon, w["pane"]), 10, "the pane exited")
+    assert 4095 <= int(got.read_text()) <= took

@@ -33,6 +33,7 @@ SAMPLES = [
     P.Resize(10, 5, 6),
     P.Stream(True, 3),
     P.Ping(8),
+    P.Freeze(),
     P.Capture(1, None, 0, None, 100),
     P.Hello(42),
     P.Ready(),

@@ -113,6 +113,8 @@ class Requests:
         if m.written < len(payload):
             # only what reached the terminal counts; the rest was dropped, never sent late
             took = f"pane {pane.id} took {m.written} of {len(payload)} bytes"
+            if link.termination is not None:  # its FREEZE dropped the rest
+                raise VenomxError("conflict.pane_terminating", f"{took}, then terminated", {})
             why = f"within {INPUT_BOUND:g} s"
             if time.monotonic() * 1000 < until_ms:
                 # cut short before its bound: the pane is ending (its EXIT follows at once),

@@ -18,6 +18,7 @@ from typing import TYPE_CHECKING
 
 from venomx.manifest.verbs import TERMINATE_GRACE_MS, TERMINATE_SIGNAL
 from venomx.wire import VenomxError
+from workers import protocol as P
 
 if TYPE_CHECKING:
     from venomx.daemon.panes.link import Link
@@ -72,6 +73,8 @@ def terminate(
     t = Termination(owner, pane, signame, grace_ms, cause)
     link.termination = t
     pane.state = "terminating"
+    if link.channel is not None:  # input is frozen: what is queued goes no further
+        link.channel.send(P.Freeze())
     owner.events.emit(
         "pane.terminating",
         f"pane:{pane.id}",
