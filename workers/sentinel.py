@@ -255,11 +255,15 @@ class Sentinel:
                 timeout = (
                     POLL_WITHOUT_PIDFD if timeout is None else min(timeout, POLL_WITHOUT_PIDFD)
                 )
-            for fd, ev in poll.poll(timeout):
+            events = poll.poll(timeout)
+            # the daemon's messages first: a FREEZE must stop input before the terminal,
+            # ready in the same pass, takes more of it
+            for fd, _ in events:
                 if fd == chan:
                     for m in self.recv():
                         self.handle(m)
-                elif fd == master:
+            for fd, ev in events:
+                if fd == master:
                     # a hang-up or an error wakes both sides, as ``selectors`` reports it
                     if ev & ~select.EPOLLOUT:
                         self.read_pty()

@@ -311,21 +311,8 @@ FROZEN = r"""
 import fcntl, os, signal, sys, termios, time, tty
 tty.setraw(0)
 out = sys.argv[1]
-def hup(*_):
-    got, idle = 0, 0
-    os.set_blocking(0, False)
-    while idle < 5:  # what the terminal holds, then a quarter second of nothing
-        try:
-            got += len(os.read(0, 65536))
-            idle = 0
-        except BlockingIOError:
-            idle += 1
-            time.sleep(0.05)
-    with open(out + ".part", "w") as f:
-        f.write(str(got))
-    os.rename(out + ".part", out)
-    os._exit(0)
-signal.signal(signal.SIGHUP, hup)
+hup = []
+signal.signal(signal.SIGHUP, lambda *_: hup.append(1))
 print("raw", flush=True)
 buf = bytearray(4)
 while True:  # the line discipline full: the rest of the input waits in the sentinel
@@ -334,21 +321,36 @@ while True:  # the line discipline full: the rest of the input waits in the sent
         open(out + ".full", "w").close()
         break
     time.sleep(0.01)
-while True:
-    signal.pause()
+while not hup:  # output all the while: the sentinel finds its terminal and channel ready
+    os.write(1, b"z" * 2000 + b"\r\n")
+    time.sleep(0.001)
+got, idle = 0, 0
+os.set_blocking(0, False)
+while idle < 5:  # what the terminal holds, then a quarter second of nothing
+    try:
+        got += len(os.read(0, 65536))
+        idle = 0
+    except BlockingIOError:
+        idle += 1
+        time.sleep(0.05)
+with open(out + ".part", "w") as f:
+    f.write(str(got))
+os.rename(out + ".part", out)
 """
 
 
 def test_termination_freezes_input_already_queued(daemon: Daemon, tmp_path: Path) -> None:
     """foundation §6/§9: once a pane is terminating its input is frozen. Input queued in
     the sentinel behind a full terminal is dropped, not typed into the terminating pane
-    during its grace, and its pane.send fails conflict.pane_terminating."""
+    during its grace, and its pane.send fails conflict.pane_terminating. (The program
+    prints all the while, so the sentinel finds its terminal and its channel ready at
+    once: FREEZE is handled first.)"""
     import sys
 
     got = tmp_path / "got"
     w = spawn(daemon, [sys.executable, "-c", FROZEN, str(got)])
     ready(daemon, w["pane"], "raw")
-    text = "x" * 128000  # far more than a pty holds
+    text = "x" * 1_000_000  # far more than a pty holds
     result: dict[str, Any] = {}
 
     def send() -> None:
