@@ -272,7 +272,7 @@ def test_typed_input_reaches_the_program_and_resize(daemon: Daemon) -> None:
         "resized",
     )
     assert cap["epoch"] == 2 and all(len(ln) == 30 for ln in cap["lines"])
-    for stale in (1, 0):  # 0, which no pane ever had, differs from the epoch as well
+    for stale in (1, 0, -1):  # epochs no pane ever had differ from its epoch as well
         e = daemon.error("pane.capture_rows", {"pane": p, "epoch": stale})
         assert e.code == "conflict.epoch" and e.data == {"epoch": 2}
     assert (

@@ -714,7 +714,7 @@ VERBS: tuple[Verb, ...] = (
         "Read rows of a pane's screen and history as text.",
         (
             S("pane", required=True),
-            I("epoch", "Fail unless the row epoch is this", min=0, max=2**62),
+            I("epoch", "Fail unless the row epoch is this", min=-(2**62), max=2**62),
             I("start", "First row", min=0, max=2**62),
             I("end", "One past the last row", min=0, max=2**62),
             I("limit", "Most rows", default=1000, min=1, max=10000),
