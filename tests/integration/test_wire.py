@@ -157,21 +157,28 @@ def test_max_frame_defaults_to_the_configured_one(daemon: Daemon) -> None:
 
 
 def test_an_error_reply_fits_max_frame_too(shared_daemon: Daemon) -> None:
-    """foundation §2: the agreed max_frame bounds every frame, errors included. An error
-    naming a caller's long text has that text cut; the code and the data's keys stay."""
+    """foundation §2: the agreed max_frame bounds every frame, and a reply over it is
+    never truncated. An error naming a caller's long text fails unsupported.result_size,
+    as a result would, counted as if its id were 0."""
     r = Raw(shared_daemon.socket)
     assert r.hello(max_frame=4096)["ok"]["max_frame"] == 4096
     path = "a" * 4000
-    r.send_frames([{"id": 1, "verb": "config.get", "params": {"path": path}}])
+    sent = {"verb": "config.get", "params": {"path": path}}
+    r.send_frames([{"id": 1, **sent}])
     line = r.line()
     assert len(line) <= 4096
     err = json.loads(line)["error"]
-    assert err["code"] == "invalid_params.config"
-    assert err["data"] == {"path": path[:256], "reason": "unknown key"}
+    assert err["code"] == "unsupported.result_size"
+    whole = {"code": "invalid_params.config", "message": f"{path}: unknown key"}
+    full = {"id": 0, "error": {**whole, "data": {"path": path, "reason": "unknown key"}}}
+    assert err["data"] == {"bytes": len(json.dumps(full, separators=(",", ":")))}
     r.send_frames([{"id": 2, "verb": "config.get", "params": {"path": "b" * 100}}])
     err = r.frame()["error"]  # one that fits is whole
-    assert err["data"] == {"path": "b" * 100, "reason": "unknown key"}
-    assert err["message"] == "b" * 100 + ": unknown key"
+    assert err == {
+        "code": "invalid_params.config",
+        "message": "b" * 100 + ": unknown key",
+        "data": {"path": "b" * 100, "reason": "unknown key"},
+    }
     r.close()
 
 

@@ -207,15 +207,6 @@ class Listener:
             task.cancel()
 
 
-ERROR_TEXT = 256  # characters of an error's message or data string left in one cut short
-
-
-def shortened(err: VenomxError) -> dict[str, Any]:
-    """``err`` with its message and top-level data strings cut to ``ERROR_TEXT``."""
-    data = {k: v[:ERROR_TEXT] if isinstance(v, str) else v for k, v in err.data.items()}
-    return {"code": err.code, "message": err.message[:ERROR_TEXT], "data": data}
-
-
 class Connection(ReadsShared):
     """One client's conversation: framing, hello, cancel, a task per request that waits,
     and the peer's credentials."""
@@ -291,13 +282,13 @@ class Connection(ReadsShared):
         request of its own (a bad one, a duplicate id, hello, cancel), whose id may be
         an in-flight request's, or a request already taken out of the table.
 
-        An error, too, fits the agreed ``max_frame`` (foundation §2: it bounds every
-        frame): one that would not has its texts cut, and failing that its data dropped."""
+        An error is a reply too (foundation §2: ``max_frame`` bounds every frame, and a
+        reply over it is never truncated): one that does not fit fails
+        ``unsupported.result_size`` instead, as a result would."""
         frame = dumps({"id": rid, "error": err.to_dict()})
         if len(frame) > self.max_frame:
-            frame = dumps({"id": rid, "error": shortened(err)})
-            if len(frame) > self.max_frame:
-                frame = dumps({"id": rid, "error": {**shortened(err), "data": {}}})
+            size = result_size(len(frame) - len(str(rid)) + 1, self.max_frame)
+            frame = dumps({"id": rid, "error": size.to_dict()})
         self.send_frame(frame)
 
     # -- framing ------------------------------------------------------------------------------
