@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import base64
+import contextlib
 import os
 import shutil
 import subprocess
@@ -112,6 +113,8 @@ def test_venomx_attach_in_tmux(daemon: Daemon) -> None:
         assert daemon.call("pane.list")["panes"][0]["state"] == "running"  # detach stops nothing
     finally:
         subprocess.run([*tmux, "kill-server"], capture_output=True)
+        with contextlib.suppress(FileNotFoundError):
+            os.unlink(sock)
 
 
 def test_readonly_attach_from_a_pipe_follows_the_pane_until_it_exits(

@@ -12,12 +12,13 @@ import signal
 import socket
 import stat
 import subprocess
+import tempfile
 from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
 
-from tests.helpers import PY, Daemon, running, start_daemon, stop_daemon, wait_for
+from tests.helpers import MADE, PY, Daemon, running, start_daemon, stop_daemon, wait_for
 from venomx import unixdiag
 from venomx.aclient import AsyncClient
 from venomx.client import Client
@@ -118,7 +119,9 @@ def test_ancestor_writable_by_others_without_sticky_bit_is_refused(tmp: Path) ->
 
 def start_in(sock: Path, extra: list[str] | None = None) -> Daemon:
     """A daemon on ``sock`` managed like the fixture's."""
-    log = sock.parent.parent / f"{sock.parent.name}.log"
+    logs = tempfile.mkdtemp(prefix="vx", dir="/tmp")  # beside the socket's, removed at the end
+    MADE.append(logs)
+    log = Path(logs) / "daemon.log"
     with open(log, "wb") as logf:
         proc = subprocess.Popen(
             [PY, "-m", "venomx", "serve", "--socket", str(sock), *(extra or [])],

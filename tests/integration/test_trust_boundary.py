@@ -401,6 +401,7 @@ def test_same_uid_program_cannot_ptrace_or_steal_fds() -> None:
         except subprocess.TimeoutExpired:
             os.killpg(proc.pid, signal.SIGKILL)
             proc.wait(5)
+        shutil.rmtree(d, ignore_errors=True)
 
 
 # -- requests to a sentinel have a bound ---------------------------------------------------
