@@ -55,7 +55,19 @@ def escapee(path: Path, keep_env: bool = True) -> str:
     until it has written its pid; ``keep_env`` False: double-forked, environment cleared."""
     inner = f"echo $$ > {path}; exec /bin/sleep 300"
     start = "setsid -f" if keep_env else "env -i /usr/bin/setsid -f"
-    return f"{start} /bin/sh -c '{inner}' </dev/null >/dev/null 2>&1; while [ ! -s {path} ]; do :; done"
+    line = f"{start} /bin/sh -c '{inner}' </dev/null >/dev/null 2>&1; "
+    return line + (settled(path) if keep_env else f"while [ ! -s {path} ]; do :; done")
+
+
+def settled(path: Path) -> str:
+    """A shell loop until the process that writes its pid to ``path`` has done so and
+    finished its exec of sleep with VENOMX_PANE: mid-exec its /proc/PID/environ reads
+    empty, and a daemon without cgroups that counted then would not see it as the pane's."""
+    return (
+        f"while [ ! -s {path} ]; do :; done; p=$(cat {path}); "
+        f'while [ "$(cat /proc/$p/comm)" != sleep ] || ! grep -qa VENOMX_PANE= /proc/$p/environ; '
+        "do :; done"
+    )
 
 
 def alive(pid: int) -> bool:
@@ -481,7 +493,7 @@ def test_off_exits_that_settle_together_count_their_own_escapees(
     for i in range(8):
         mine = tmp / f"e{i}"
         stay = f"setsid /bin/sh -c 'echo $$ > {mine}; exec /bin/sleep 300' </dev/null >/dev/null 2>&1 &"
-        ready = f"while [ ! -s {mine} ]; do :; done; " if i % 2 == 0 else ""
+        ready = f"{settled(mine)}; " if i % 2 == 0 else ""
         wave = tmp / f"go{i // 4}"
         lines.append(
             (stay if i % 2 == 0 else "") + f"{ready}while [ ! -e {wave} ]; do sleep 0.01; done"
@@ -508,8 +520,8 @@ def test_off_a_lost_sentinels_pane_counts_its_escapee(
     leaves is re-parented only then, and the record still counts it."""
     mine = tmp / "e"
     stay = f"setsid /bin/sh -c 'echo $$ > {mine}; exec /bin/sleep 300' </dev/null >/dev/null 2>&1 &"
-    r = start_run(off, f"{stay} while [ ! -s {mine} ]; do :; done; sleep 30")
-    wait_for(lambda: written(mine), 20, "the escapee")
+    r = start_run(off, f"{stay} {settled(mine)}; touch {mine}.ok; sleep 30")
+    wait_for(lambda: Path(f"{mine}.ok").exists(), 20, "the escapee")
     left.append(pid_in(mine))
     sentinel = int(Path(f"/proc/{r['pid']}/stat").read_text().rsplit(")", 1)[1].split()[1])
     os.kill(sentinel, signal.SIGKILL)
