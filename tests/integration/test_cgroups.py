@@ -20,7 +20,6 @@ from collections.abc import Iterable, Iterator
 from pathlib import Path
 from typing import Any
 
-import psutil
 import pytest
 
 from tests.helpers import (
@@ -66,7 +65,7 @@ def settled(path: Path) -> str:
     return (
         f"while [ ! -s {path} ]; do :; done; p=$(cat {path}); "
         f'while [ "$(cat /proc/$p/comm)" != sleep ] || ! grep -qa VENOMX_PANE= /proc/$p/environ; '
-        "do :; done"
+        "do [ -e /proc/$p ] || exit 1; done"
     )
 
 
@@ -100,17 +99,18 @@ def written(path: Path) -> bool:
 
 
 class Left(list[int]):
-    """Pids a test left running on purpose, each with its start time: pid_max may be as
-    low as 32768, and a pid reaped during the test may be another's process by the end."""
+    """Pids a test left running on purpose, each held by a pidfd taken while it is known
+    alive: pid_max may be as low as 32768, and a pid reaped during the test may be
+    another's process by the end."""
 
     def __init__(self) -> None:
         super().__init__()
-        self.born: dict[int, float] = {}
+        self.fds: list[int] = []
 
     def append(self, pid: int) -> None:
         try:
-            self.born[pid] = psutil.Process(pid).create_time()
-        except psutil.Error:
+            self.fds.append(os.pidfd_open(pid))
+        except OSError:
             pass  # already gone: nothing to end
         super().append(pid)
 
@@ -119,12 +119,13 @@ class Left(list[int]):
             self.append(pid)
 
     def end(self) -> None:
-        for pid, born in self.born.items():
+        for fd in self.fds:
             try:
-                if psutil.Process(pid).create_time() == born:
-                    os.kill(pid, signal.SIGKILL)
-            except (psutil.Error, OSError):
+                signal.pidfd_send_signal(fd, signal.SIGKILL)
+            except OSError:
                 pass
+            finally:
+                os.close(fd)
 
 
 @pytest.fixture

@@ -333,7 +333,7 @@ def test_run_wait_shows_the_time_waited_on_a_terminal(daemon: Daemon, tmp_path: 
             if not chunk:
                 break
             seen += chunk
-            if re.search(rb"waiting for r\d+: 1 s", seen):
+            if re.search(rb"waiting for r\d+: \d+ s", seen):  # a late tick may say 2 s
                 gate.touch()
     except OSError:
         pass
@@ -341,7 +341,7 @@ def test_run_wait_shows_the_time_waited_on_a_terminal(daemon: Daemon, tmp_path: 
         os.close(master)
         gate.touch()
     assert proc.wait(30) == 0
-    assert re.search(rb"venomx: waiting for r\d+: 1 s", seen), seen
+    assert re.search(rb"venomx: waiting for r\d+: [1-9]\d* s", seen), seen
     assert seen.endswith(b"\r\x1b[K")
 
 

@@ -164,7 +164,7 @@ def test_an_error_reply_fits_max_frame_too(shared_daemon: Daemon) -> None:
     assert r.hello(max_frame=4096)["ok"]["max_frame"] == 4096
     path = "a" * 4000
     sent = {"verb": "config.get", "params": {"path": path}}
-    r.send_frames([{"id": 1, **sent}])
+    r.send_frames([{"id": 123456, **sent}])  # bytes counts it as id 0 all the same
     line = r.line()
     assert len(line) <= 4096
     err = json.loads(line)["error"]
