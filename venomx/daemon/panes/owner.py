@@ -28,7 +28,7 @@ from venomx.daemon.panes.exited import ExitedPanes
 from venomx.daemon.panes.link import Link
 from venomx.daemon.panes.pacing import Pacer
 from venomx.daemon.panes.requests import Requests, lost
-from venomx.daemon.panes.sentinels import ForkServer
+from venomx.daemon.panes.sentinels import SENTINEL_BOUND, ForkServer
 from venomx.daemon.panes.spawn import SpawnRequest, spawn
 from venomx.daemon.panes.termination import (
     DEFAULT_GRACE_MS,
@@ -47,6 +47,8 @@ from workers import protocol as P
 from workers.rows import EpochConflict, Snapshot, capture, repaint
 
 log = logging.getLogger(__name__)
+
+SETTLE_WITHIN = SENTINEL_BOUND  # seconds a removal waits for starts past their barrier
 
 # cols, rows, offset, repaint bytes, and whether bytes after ``offset`` follow instead
 OnScreen = Callable[[int, int, int, bytes, bool], None]
@@ -77,6 +79,9 @@ class Panes:
         self.forkserver = ForkServer(config["spawn.spares_max"], config["spawn.spares_idle_ms"])
         self.links: dict[str, Link] = {}
         self.preparing: set[str] = set()  # pane IDs whose spawn has not committed yet
+        # Starts past their barrier, by pane ID: (session, the split's window or None, done
+        # once committed or rolled back). A removal of their session or window waits.
+        self.released: dict[str, tuple[str, str | None, asyncio.Future[None]]] = {}
         self.losses = watch.Losses()
         self.exited_panes = ExitedPanes()
         self.requests = Requests()
@@ -527,6 +532,30 @@ class Panes:
         )
         return [window_id]
 
+    def hold(self, pane_id: str, session: str, window: str | None) -> None:
+        """A start's barrier is being released into ``session`` (``window``, for a split)."""
+        if pane_id not in self.released:
+            done = asyncio.get_running_loop().create_future()
+            self.released[pane_id] = (session, window, done)
+
+    def start_done(self, pane_id: str) -> None:
+        """The start of ``pane_id`` committed or rolled back."""
+        entry = self.released.pop(pane_id, None)
+        if entry is not None and not entry[2].done():
+            entry[2].set_result(None)
+
+    async def starts_settled(self, session: str, window: str | None = None) -> None:
+        """Wait for the starts past their barrier into ``session`` (or only ``window``):
+        their programs run, so they become panes before a removal counts what it ends.
+        A start reaches its commit within its sentinel's bound or is rolled back."""
+        waiting = [
+            done
+            for s, w, done in self.released.values()
+            if s == session and (window is None or w == window)
+        ]
+        if waiting:
+            await asyncio.wait(waiting, timeout=SETTLE_WITHIN)
+
     def _live_conflict(self, panes: list[Pane]) -> None:
         live = [p.id for p in panes if p.live]
         if live:
@@ -536,13 +565,14 @@ class Panes:
         """Remove a window: with ``recursive`` its live panes are terminated first (cause
         removal), and it is marked removing meanwhile so nothing new starts in it."""
         reg = self.registry
-        panes = [reg.panes[p] for p in w.panes]
         if w.removing:
             raise VenomxError("conflict.removing", f"window {w.id} is being removed", {})
-        if not recursive:
-            self._live_conflict(panes)
         w.removing = True
         try:
+            await self.starts_settled(w.session, w.id)
+            panes = [reg.panes[p] for p in w.panes]
+            if not recursive:
+                self._live_conflict(panes)
             await self.terminate_all(panes, "removal")
         finally:
             w.removing = False
@@ -554,13 +584,14 @@ class Panes:
     async def remove_session(self, s: Session, recursive: bool) -> list[str]:
         """Remove a session and all its windows, as ``remove_window`` does for one."""
         reg = self.registry
-        panes = [reg.panes[p] for w in s.windows for p in reg.windows[w].panes]
         if s.removing:
             raise VenomxError("conflict.removing", f"session {s.id} is being removed", {})
-        if not recursive:
-            self._live_conflict(panes)
         s.removing = True
         try:
+            await self.starts_settled(s.id)
+            panes = [reg.panes[p] for w in s.windows for p in reg.windows[w].panes]
+            if not recursive:
+                self._live_conflict(panes)
             await self.terminate_all(panes, "removal")
             removed: list[str] = []
             for w in list(s.windows):

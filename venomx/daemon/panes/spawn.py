@@ -131,7 +131,48 @@ async def spawn(
 
     Limits the daemon cannot apply fail ``unsupported.cgroups`` first, before any ID is
     taken: after authorization, the value rules and the target's resolution (for ``run``
-    also after its key lookup, with the run limit: what this daemon can do)."""
+    also after its key lookup, with the run limit: what this daemon can do).
+
+    The target is looked up again in the turn the barrier is released, where a change
+    still rolls the start back with nothing run. From then on the start completes first
+    (foundation §6): the commit does not fail on the target's state, and a removal of
+    its window or session waits for it (``Panes.released``)."""
+    held: list[str] = []
+    try:
+        return await _spawn(owner, req, on_commit, held)
+    finally:
+        for pane_id in held:
+            owner.start_done(pane_id)
+
+
+def release_point(owner: Panes, req: SpawnRequest, pane_id: str, held: list[str]) -> None:
+    """The target as the commit needs it, checked in the turn the barrier is released;
+    from here a removal of its window or session waits for this start."""
+    reg = owner.registry
+    owner.lifecycle.refuse_new_work()
+    if req.requester.revoked:
+        raise VenomxError("denied.token", "the principal was revoked during the start", {})
+    if req.session is not None:
+        session = reg.sessions.get(req.session)
+        if session is None:
+            raise VenomxError("not_found.session", f"session {req.session} not found", {})
+        not_removing(reg, session)
+        owner.hold(pane_id, session.id, None)
+    else:
+        assert req.split is not None
+        target = reg.panes.get(req.split)
+        if target is None:
+            raise VenomxError("not_found.pane", f"pane {req.split} not found", {})
+        not_removing(reg, target)
+        must_run(target)
+        owner.hold(pane_id, target.session, target.window)
+    if pane_id not in held:
+        held.append(pane_id)
+
+
+async def _spawn(
+    owner: Panes, req: SpawnRequest, on_commit: Callable[[Pane], None] | None, held: list[str]
+) -> Pane:
     cgroups = owner.cgroups
     cgroups.check_limits(req.memory_max, req.pids_max)
     await owner.pacer.turn()  # a burst's starts begin a few per reactor turn
@@ -201,6 +242,8 @@ async def spawn(
             cgroup,
             cgroups.leaf if cgroup is not None else None,
         )
+        if release_now:
+            release_point(owner, req, pane_id, held)
         chan = owner.forkserver.take()  # a spare said HELLO long ago
         ready: P.Message | None = None
         if chan is not None:
@@ -221,6 +264,8 @@ async def spawn(
             owner.forkserver.used()  # the pool is empty
             # SPAWN waits in the socket until the new sentinel reads it: no HELLO round trip
             chan = await Channel.open(await owner.forkserver.fork_one())
+            if release_now:  # again: the fork took turns, and this SPAWN releases
+                release_point(owner, req, pane_id, held)
             chan.on_started = started
             chan.send(spawn_msg)
             hello = await released(chan.expect(P.Hello))
@@ -251,6 +296,7 @@ async def spawn(
     async def release() -> P.Message:
         assert chan is not None
         if not release_now:
+            release_point(owner, req, pane_id, held)
             chan.send(P.Release())
         msg = await chan.expect(P.Started)
         if req.run is not None:
@@ -328,12 +374,13 @@ def commit(
     owner.lifecycle.refuse_new_work()
     if req.requester.revoked:  # while the start was prepared: its token stopped working
         raise VenomxError("denied.token", "the principal was revoked during the start", {})
-    # The target may have changed while we prepared.
+    # Past the barrier: the target was checked as it was released, and a removal waits
+    # for this start, so it is here; a split's target may have exited or begun terminating
+    # since, and the new pane still goes beside it.
     if req.session is not None:
         session = reg.sessions.get(req.session)
         if session is None:
             raise VenomxError("not_found.session", f"session {req.session} not found", {})
-        not_removing(reg, session)
         s_id, snode = session.id, session.node
         assert window_id is not None
         wnode = AuthNode(f"window:{window_id}", req.requester.id, snode)
@@ -344,8 +391,6 @@ def commit(
         if target is None:
             raise VenomxError("not_found.pane", f"pane {req.split} not found", {})
         window = reg.windows[target.window]
-        not_removing(reg, target)
-        must_run(target)
         s_id = window.session
     pnode = AuthNode(f"pane:{pane_id}", req.requester.id, window.node)
     principal = Principal(principal_id, req.requester.id, req.grants, token, None, pane_id)

@@ -1,0 +1,156 @@
+"""A start past its barrier completes first (foundation §6, RFC-0015 §8): its program runs,
+so its target changing meanwhile neither fails it nor frees its key; before the barrier a
+change still rolls it back with nothing run. Real daemons, held at the test seams."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+
+from tests.helpers import Daemon, marker_count, wait_for
+from venomx.wire import VenomxError
+
+
+def hold(d: Daemon, seam: str) -> None:
+    d.call("seam.set", {"name": seam, "state": "hold"})
+
+
+def release(d: Daemon, seam: str) -> None:
+    d.call("seam.set", {"name": seam, "state": "release"})
+
+
+def reached(d: Daemon, seam: str) -> None:
+    d.call("seam.wait", {"name": seam, "timeout_ms": 10000})
+
+
+def host(d: Daemon, s: str) -> str:
+    """A pane that exits when it is sent a line."""
+    return str(d.call("window.create", {"session": s, "argv": ["sh", "-c", "read x"]})["pane"])
+
+
+def exit_host(d: Daemon, pane: str) -> None:
+    d.call("pane.send", {"pane": pane, "text": "\n"})
+    wait_for(
+        lambda: any(
+            p["pane"] == pane and p["state"] == "exited" for p in d.call("pane.list")["panes"]
+        ),
+        10,
+        "the host exited",
+    )
+
+
+def test_a_split_whose_target_exits_after_the_barrier_commits(
+    daemon: Daemon, tmp_path: Path
+) -> None:
+    """RFC-0015 §1: conflict.pane_exited means nothing was created and the key is free;
+    so once the program ran, the split is committed beside its exited target, and a retry
+    finds that run instead of running the program again."""
+    marker = tmp_path / "m"
+    s = daemon.call("session.create")["session"]
+    target = host(daemon, s)
+    params = {"key": "k", "pane": target, "axis": "cols", "shell": f"echo x >> {marker}; sleep 30"}
+    hold(daemon, "run.after_barrier")
+    c = daemon.client()
+    rid = c.start("run", params)
+    reached(daemon, "run.after_barrier")
+    wait_for(lambda: marker_count(marker) == 1, 10, "the program ran")
+    exit_host(daemon, target)
+    release(daemon, "run.after_barrier")
+    first = c.response(rid)
+    panes = {p["pane"]: p for p in daemon.call("pane.list")["panes"]}
+    assert panes[first["pane"]]["window"] == panes[target]["window"]
+    assert panes[first["pane"]]["state"] == "running"
+    again = daemon.call("run", params)
+    assert again["run"] == first["run"] and again["reused"] is True
+    assert marker_count(marker) == 1
+
+
+def test_a_target_that_exits_before_the_barrier_rolls_the_start_back(
+    daemon: Daemon, tmp_path: Path
+) -> None:
+    marker = tmp_path / "m"
+    s = daemon.call("session.create")["session"]
+    target = host(daemon, s)
+    params = {"key": "k", "pane": target, "axis": "cols", "shell": f"echo x >> {marker}"}
+    hold(daemon, "run.before_barrier")
+    c = daemon.client()
+    rid = c.start("run", params)
+    reached(daemon, "run.before_barrier")
+    exit_host(daemon, target)
+    release(daemon, "run.before_barrier")
+    with pytest.raises(VenomxError) as e:
+        c.response(rid)
+    assert e.value.code == "conflict.pane_exited"
+    assert daemon.call("run.list")["runs"] == [] and marker_count(marker) == 0
+    assert [p["pane"] for p in daemon.call("pane.list")["panes"]] == [target]
+
+
+@pytest.mark.parametrize("recursive", [True, False])
+def test_a_session_removed_after_the_barrier_waits_for_the_start(
+    daemon: Daemon, tmp_path: Path, recursive: bool
+) -> None:
+    """The removal counts the started program as the live pane it is about to be: a
+    recursive one ends it (cause removal), a plain one fails conflict.live_panes."""
+    marker = tmp_path / "m"
+    s = daemon.call("session.create")["session"]
+    params = {"key": "k", "session": s, "shell": f"echo x >> {marker}; sleep 30"}
+    hold(daemon, "run.after_barrier")
+    c = daemon.client()
+    rid = c.start("run", params)
+    reached(daemon, "run.after_barrier")
+    wait_for(lambda: marker_count(marker) == 1, 10, "the program ran")
+    remover = daemon.client()
+    removal = remover.start("session.remove", {"session": s, "recursive": recursive})
+    release(daemon, "run.after_barrier")
+    run = c.response(rid)
+    if recursive:
+        assert s in remover.response(removal)["removed"]
+        rec = daemon.wait_exit(run["run"])
+        assert (rec["outcome"], rec["cause"]) == ("terminated", "removal")
+    else:
+        with pytest.raises(VenomxError) as e:
+            remover.response(removal)
+        assert e.value.code == "conflict.live_panes"
+        assert e.value.data == {"panes": [run["pane"]]}
+    again = daemon.call("run", params)
+    assert again["run"] == run["run"] and again["reused"] is True
+    assert marker_count(marker) == 1
+
+
+def test_a_request_that_joined_a_start_cancelled_before_its_barrier_starts_it(
+    daemon: Daemon, tmp_path: Path
+) -> None:
+    """RFC-0015 §13 row 15: before the barrier nothing ran, and the repeat starts it. One
+    that joined the cancelled start (it was waiting on it) is such a repeat too."""
+    marker = tmp_path / "m"
+    s = daemon.call("session.create")["session"]
+    params = {"key": "k", "session": s, "shell": f"echo x >> {marker}"}
+    hold(daemon, "run.before_barrier")
+    first, joiner = daemon.client(), daemon.client()
+    rid = first.start("run", params)
+    reached(daemon, "run.before_barrier")
+    jid = joiner.start("run", params)
+    wait_for(lambda: daemon.call("doctor")["run"]["joined"] >= 1, 10, "the joiner waiting")
+    first.cancel(rid)
+    with pytest.raises(VenomxError) as e:
+        first.response(rid)
+    assert e.value.code == "cancelled"
+    release(daemon, "run.before_barrier")
+    run = joiner.response(jid)
+    assert run["reused"] is False
+    assert daemon.wait_exit(run["run"])["outcome"] == "succeeded"
+    assert marker_count(marker) == 1
+
+
+def test_doctor_while_a_start_prepares_leaves_its_cgroup(daemon: Daemon) -> None:
+    """Doctor tidies empty pane cgroups; a start's is empty until its leader joins it."""
+    s = daemon.call("session.create")["session"]
+    hold(daemon, "run.before_barrier")
+    c = daemon.client()
+    rid = c.start("run", {"key": "k", "session": s, "argv": ["true"]})
+    reached(daemon, "run.before_barrier")
+    daemon.call("doctor")
+    release(daemon, "run.before_barrier")
+    run = c.response(rid)
+    assert daemon.wait_exit(run["run"])["outcome"] == "succeeded"
