@@ -76,13 +76,18 @@ async def run(
     runs = ctx.runs
     owner = ctx.principal.id
     digest = runs.digest(params)
-    found = runs.lookup_key(owner, key, digest)
-    if isinstance(found, Run):
-        runs.reused += 1
-        return found.result(ctx.source, reused=True)
-    if isinstance(found, Pending):
+    while True:
+        found = runs.lookup_key(owner, key, digest)
+        if isinstance(found, Run):
+            runs.reused += 1
+            return found.result(ctx.source, reused=True)
+        if not isinstance(found, Pending):
+            break
         runs.joined += 1
-        joined = await asyncio.shield(found.future)
+        try:
+            joined = await asyncio.shield(found.future)
+        except Withdrawn:  # nothing ran and the key is free again: look it up afresh
+            continue
         return joined.result(ctx.source, reused=True)
     # 8. target lookup and state
     ctx.resolve()
@@ -124,17 +129,26 @@ async def run(
         else:
             if isinstance(exc, CancelledAfter):
                 exc = exc.error
-            err = (
-                exc
-                if isinstance(exc, VenomxError)
-                else VenomxError("cancelled", "the start this request joined was cancelled", {})
-            )
+            err: BaseException
+            if isinstance(exc, VenomxError):
+                err = exc
+            elif isinstance(exc, asyncio.CancelledError):
+                # this request was cancelled before its barrier: requests that joined it
+                # were not, and RFC-0015 §13 row 15 has a repeat start what never ran
+                err = Withdrawn()
+            else:
+                err = VenomxError("cancelled", "the start this request joined was cancelled", {})
             future.set_exception(err)
             future.exception()  # joiners may be none; the error must not be reported as lost
         raise
     runs.pending.pop((owner, key), None)
     future.set_result(record)
     return record.result(ctx.source, reused=False)
+
+
+class Withdrawn(Exception):
+    """A start whose request was cancelled before its barrier: nothing ran, the key is
+    free, and the requests that joined it look the key up again."""
 
 
 @handler("run.wait")
