@@ -28,7 +28,7 @@ import os
 import re
 import signal as _signal
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Container
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 from typing import Any
@@ -492,11 +492,12 @@ class Cgroups:
         g = self.groups.get(pane_id)
         return None if g is None else members(g.directory)
 
-    def tidy(self) -> None:
-        """Remove kept cgroups whose processes have all exited since."""
+    def tidy(self, starting: Container[str] = ()) -> None:
+        """Remove kept cgroups whose processes have all exited since; not those of the
+        panes ``starting``, empty until their leader joins."""
         for g in list(self.groups.values()):
-            if g.pane in self.removing:
-                continue  # its thread is on it
+            if g.pane in self.removing or g.pane in starting:
+                continue  # its thread is on it, or its leader is on its way
             if not members(g.directory) and _rmdir(g.directory):
                 del self.groups[g.pane]
 

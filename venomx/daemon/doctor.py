@@ -444,7 +444,7 @@ def counters(d: Doctor) -> dict[str, Any]:
 async def report(d: Doctor) -> dict[str, Any]:
     """Every check, each with its section, and the worst status over them."""
     cg = d.panes.cgroups
-    cg.tidy()
+    cg.tidy(d.panes.preparing)
     groups = {g.pane: g.directory for g in cg.groups.values()}
     facts, silent = await asyncio.gather(asyncio.to_thread(gather, groups), unresponsive(d))
     sentinel_of = sentinel_panes(d, facts)
