@@ -55,7 +55,7 @@ class Param(NamedTuple):
 
     Value rules apply to a string, to each item of an array and to each key (``pattern``)
     or value (the rest) of an object. Lengths are UTF-8 bytes, as exec and the spec count
-    them; an array's ``max_length`` counts all items, each with its terminating NUL.
+    them; an array's ``max_length`` counts all items' bytes together.
     """
 
     name: str
