@@ -8,7 +8,7 @@ from pathlib import Path
 
 import pytest
 
-from tests.helpers import Daemon, marker_count, wait_for
+from tests.helpers import Daemon, marker_count, start_daemon, stop_daemon, wait_for
 from venomx.wire import VenomxError
 
 
@@ -154,3 +154,47 @@ def test_doctor_while_a_start_prepares_leaves_its_cgroup(daemon: Daemon) -> None
     release(daemon, "run.before_barrier")
     run = c.response(rid)
     assert daemon.wait_exit(run["run"])["outcome"] == "succeeded"
+
+
+def test_an_exited_target_is_not_evicted_under_a_start_past_its_barrier(tmp_path: Path) -> None:
+    """With exited panes capped (panes.exited_max_bytes), the target's exit would evict
+    it at once; a split past its barrier still needs it, so it stays until the commit."""
+    d = start_daemon(config="[panes]\nexited_max_bytes = 1\n")
+    try:
+        marker = tmp_path / "m"
+        s = d.call("session.create")["session"]
+        target = host(d, s)
+        params = {"key": "k", "pane": target, "axis": "cols", "shell": f"echo x >> {marker}"}
+        hold(d, "run.after_barrier")
+        c = d.client()
+        rid = c.start("run", params)
+        reached(d, "run.after_barrier")
+        d.call("pane.send", {"pane": target, "text": "\n"})
+        wait_for(lambda: d.call("doctor")["counters"]["panes"]["exited"] >= 1, 10, "exited")
+        release(d, "run.after_barrier")
+        run = c.response(rid)
+        assert d.wait_exit(run["run"])["outcome"] == "succeeded"
+        assert d.call("run", params)["reused"] is True
+        assert marker_count(marker) == 1
+    finally:
+        stop_daemon(d)
+
+
+@pytest.mark.timeout(60)
+def test_a_removal_gives_up_on_a_start_stalled_past_its_bound(
+    daemon: Daemon, tmp_path: Path
+) -> None:
+    """A start that has not committed 5 s into a removal of its session (a stalled
+    sentinel; here a held seam) is given up: the removal goes on, and the start is then
+    turned away with conflict.removing instead of becoming a pane nothing ends."""
+    s = daemon.call("session.create")["session"]
+    hold(daemon, "run.after_barrier")
+    c = daemon.client()
+    rid = c.start("run", {"key": "k", "session": s, "argv": ["sleep", "60"]})
+    reached(daemon, "run.after_barrier")
+    assert s in daemon.call("session.remove", {"session": s, "recursive": True})["removed"]
+    release(daemon, "run.after_barrier")
+    with pytest.raises(VenomxError) as e:
+        c.response(rid)
+    assert e.value.code == "conflict.removing"
+    assert daemon.call("run.list")["runs"] == [] and daemon.call("pane.list")["panes"] == []

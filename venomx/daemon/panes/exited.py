@@ -57,11 +57,15 @@ class ExitedPanes:
 
     def enforce(self, owner: Panes) -> None:
         """Remove the oldest exited panes while their total passes ``panes.exited_max_bytes``
-        (0: never), skipping any pane whose run record is retained."""
+        (0: never), skipping any pane whose run record is retained and any that a start
+        past its barrier is about to be committed beside."""
         limit = int(owner.config["panes.exited_max_bytes"])
         if not limit or self.total <= limit:
             return
+        targets = owner.split_targets()
         for pane_id in list(self.held):
+            if pane_id in targets:
+                continue
             if self.total <= limit:
                 return
             pane = owner.registry.panes.get(pane_id)

@@ -16,6 +16,7 @@ import os
 import signal as signal_mod
 import time
 from collections.abc import Callable
+from dataclasses import dataclass
 from typing import Any
 
 from venomx.daemon.cgroups import Cgroups, strangers
@@ -50,6 +51,19 @@ log = logging.getLogger(__name__)
 
 SETTLE_WITHIN = SENTINEL_BOUND  # seconds a removal waits for starts past their barrier
 
+
+@dataclass
+class Held:
+    """A start past its barrier: where it will be committed, and done when it has been
+    (or was rolled back); ``abandoned`` once a removal stopped waiting for it."""
+
+    session: str
+    window: str | None
+    target: str | None
+    done: asyncio.Future[None]
+    abandoned: bool = False
+
+
 # cols, rows, offset, repaint bytes, and whether bytes after ``offset`` follow instead
 OnScreen = Callable[[int, int, int, bytes, bool], None]
 OnOutput = Callable[[bytes, int], None]  # bytes, offset after them
@@ -79,9 +93,9 @@ class Panes:
         self.forkserver = ForkServer(config["spawn.spares_max"], config["spawn.spares_idle_ms"])
         self.links: dict[str, Link] = {}
         self.preparing: set[str] = set()  # pane IDs whose spawn has not committed yet
-        # Starts past their barrier, by pane ID: (session, the split's window or None, done
-        # once committed or rolled back). A removal of their session or window waits.
-        self.released: dict[str, tuple[str, str | None, asyncio.Future[None]]] = {}
+        # Starts past their barrier, by pane ID. A removal of their session or window waits
+        # for them; an exited split target is not evicted under them.
+        self.released: dict[str, Held] = {}
         self.losses = watch.Losses()
         self.exited_panes = ExitedPanes()
         self.requests = Requests()
@@ -532,29 +546,37 @@ class Panes:
         )
         return [window_id]
 
-    def hold(self, pane_id: str, session: str, window: str | None) -> None:
-        """A start's barrier is being released into ``session`` (``window``, for a split)."""
+    def hold(self, pane_id: str, session: str, window: str | None, target: str | None) -> None:
+        """A start's barrier is being released into ``session`` (beside ``target`` in
+        ``window``, for a split)."""
         if pane_id not in self.released:
             done = asyncio.get_running_loop().create_future()
-            self.released[pane_id] = (session, window, done)
+            self.released[pane_id] = Held(session, window, target, done)
 
     def start_done(self, pane_id: str) -> None:
         """The start of ``pane_id`` committed or rolled back."""
-        entry = self.released.pop(pane_id, None)
-        if entry is not None and not entry[2].done():
-            entry[2].set_result(None)
+        held = self.released.pop(pane_id, None)
+        if held is not None and not held.done.done():
+            held.done.set_result(None)
+
+    def split_targets(self) -> set[str]:
+        """Panes a start past its barrier is about to be committed beside."""
+        return {h.target for h in self.released.values() if h.target is not None}
 
     async def starts_settled(self, session: str, window: str | None = None) -> None:
         """Wait for the starts past their barrier into ``session`` (or only ``window``):
         their programs run, so they become panes before a removal counts what it ends.
-        A start reaches its commit within its sentinel's bound or is rolled back."""
-        waiting = [
-            done
-            for s, w, done in self.released.values()
-            if s == session and (window is None or w == window)
+        One that has not committed within ``SETTLE_WITHIN`` (a stalled sentinel) is given
+        up: its commit then fails ``conflict.removing``, as before a barrier."""
+        held = [
+            h
+            for h in self.released.values()
+            if h.session == session and (window is None or h.window == window)
         ]
-        if waiting:
-            await asyncio.wait(waiting, timeout=SETTLE_WITHIN)
+        if held:
+            await asyncio.wait([h.done for h in held], timeout=SETTLE_WITHIN)
+            for h in held:
+                h.abandoned = True
 
     def _live_conflict(self, panes: list[Pane]) -> None:
         live = [p.id for p in panes if p.live]

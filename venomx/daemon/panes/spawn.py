@@ -157,7 +157,7 @@ def release_point(owner: Panes, req: SpawnRequest, pane_id: str, held: list[str]
         if session is None:
             raise VenomxError("not_found.session", f"session {req.session} not found", {})
         not_removing(reg, session)
-        owner.hold(pane_id, session.id, None)
+        owner.hold(pane_id, session.id, None, None)
     else:
         assert req.split is not None
         target = reg.panes.get(req.split)
@@ -165,7 +165,7 @@ def release_point(owner: Panes, req: SpawnRequest, pane_id: str, held: list[str]
             raise VenomxError("not_found.pane", f"pane {req.split} not found", {})
         not_removing(reg, target)
         must_run(target)
-        owner.hold(pane_id, target.session, target.window)
+        owner.hold(pane_id, target.session, target.window, target.id)
     if pane_id not in held:
         held.append(pane_id)
 
@@ -376,7 +376,11 @@ def commit(
         raise VenomxError("denied.token", "the principal was revoked during the start", {})
     # Past the barrier: the target was checked as it was released, and a removal waits
     # for this start, so it is here; a split's target may have exited or begun terminating
-    # since, and the new pane still goes beside it.
+    # since, and the new pane still goes beside it. Only a removal that gave up waiting
+    # (the start stalled past SETTLE_WITHIN) turns it away.
+    held = owner.released.get(pane_id)
+    if held is not None and held.abandoned:
+        raise VenomxError("conflict.removing", "the target was removed during the start", {})
     if req.session is not None:
         session = reg.sessions.get(req.session)
         if session is None:
