@@ -492,12 +492,13 @@ class Cgroups:
         g = self.groups.get(pane_id)
         return None if g is None else members(g.directory)
 
-    def tidy(self, starting: Container[str] = ()) -> None:
+    def tidy(self, busy: Container[str] = ()) -> None:
         """Remove kept cgroups whose processes have all exited since; not those of the
-        panes ``starting``, empty until their leader joins."""
+        panes ``busy``: starting ones, empty until their leader joins, and live ones,
+        whose exit still reads the cgroup once the leader is gone."""
         for g in list(self.groups.values()):
-            if g.pane in self.removing or g.pane in starting:
-                continue  # its thread is on it, or its leader is on its way
+            if g.pane in self.removing or g.pane in busy:
+                continue  # its thread is on it, or its pane still needs it
             if not members(g.directory) and _rmdir(g.directory):
                 del self.groups[g.pane]
 

@@ -444,7 +444,7 @@ def counters(d: Doctor) -> dict[str, Any]:
 async def report(d: Doctor) -> dict[str, Any]:
     """Every check, each with its section, and the worst status over them."""
     cg = d.panes.cgroups
-    cg.tidy(d.panes.preparing)
+    cg.tidy(d.panes.preparing | {p.id for p in d.registry.panes.values() if p.live})
     groups = {g.pane: g.directory for g in cg.groups.values()}
     facts, silent = await asyncio.gather(asyncio.to_thread(gather, groups), unresponsive(d))
     sentinel_of = sentinel_panes(d, facts)
