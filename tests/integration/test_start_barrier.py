@@ -5,10 +5,12 @@ change still rolls it back with nothing run. Real daemons, held at the test seam
 from __future__ import annotations
 
 from pathlib import Path
+from typing import Any
 
 import pytest
 
 from tests.helpers import Daemon, marker_count, start_daemon, stop_daemon, wait_for
+from venomx.client import Client
 from venomx.wire import VenomxError
 
 
@@ -40,6 +42,20 @@ def exit_host(d: Daemon, pane: str) -> None:
     )
 
 
+def split_across_exit(d: Daemon, seam: str, shell: str) -> tuple[Client, int, dict[str, Any], str]:
+    """A split run of ``shell`` held at ``seam`` while its target exits, then released:
+    the client and request it is answered on, its params and the target."""
+    target = host(d, d.call("session.create")["session"])
+    params = {"key": "k", "pane": target, "axis": "cols", "shell": shell}
+    hold(d, seam)
+    c = d.client()
+    rid = c.start("run", params)
+    reached(d, seam)
+    exit_host(d, target)
+    release(d, seam)
+    return c, rid, params, target
+
+
 def test_a_split_whose_target_exits_after_the_barrier_commits(
     daemon: Daemon, tmp_path: Path
 ) -> None:
@@ -47,22 +63,15 @@ def test_a_split_whose_target_exits_after_the_barrier_commits(
     so once the program ran, the split is committed beside its exited target, and a retry
     finds that run instead of running the program again."""
     marker = tmp_path / "m"
-    s = daemon.call("session.create")["session"]
-    target = host(daemon, s)
-    params = {"key": "k", "pane": target, "axis": "cols", "shell": f"echo x >> {marker}; sleep 30"}
-    hold(daemon, "run.after_barrier")
-    c = daemon.client()
-    rid = c.start("run", params)
-    reached(daemon, "run.after_barrier")
-    wait_for(lambda: marker_count(marker) == 1, 10, "the program ran")
-    exit_host(daemon, target)
-    release(daemon, "run.after_barrier")
+    shell = f"echo x >> {marker}; sleep 30"
+    c, rid, params, target = split_across_exit(daemon, "run.after_barrier", shell)
     first = c.response(rid)
     panes = {p["pane"]: p for p in daemon.call("pane.list")["panes"]}
     assert panes[first["pane"]]["window"] == panes[target]["window"]
     assert panes[first["pane"]]["state"] == "running"
     again = daemon.call("run", params)
     assert again["run"] == first["run"] and again["reused"] is True
+    wait_for(lambda: marker_count(marker) == 1, 10, "the program ran")
     assert marker_count(marker) == 1
 
 
@@ -70,15 +79,7 @@ def test_a_target_that_exits_before_the_barrier_rolls_the_start_back(
     daemon: Daemon, tmp_path: Path
 ) -> None:
     marker = tmp_path / "m"
-    s = daemon.call("session.create")["session"]
-    target = host(daemon, s)
-    params = {"key": "k", "pane": target, "axis": "cols", "shell": f"echo x >> {marker}"}
-    hold(daemon, "run.before_barrier")
-    c = daemon.client()
-    rid = c.start("run", params)
-    reached(daemon, "run.before_barrier")
-    exit_host(daemon, target)
-    release(daemon, "run.before_barrier")
+    c, rid, _, target = split_across_exit(daemon, "run.before_barrier", f"echo x >> {marker}")
     with pytest.raises(VenomxError) as e:
         c.response(rid)
     assert e.value.code == "conflict.pane_exited"
