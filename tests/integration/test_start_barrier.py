@@ -199,3 +199,23 @@ def test_a_removal_gives_up_on_a_start_stalled_past_its_bound(
         c.response(rid)
     assert e.value.code == "conflict.removing"
     assert daemon.call("run.list")["runs"] == [] and daemon.call("pane.list")["panes"] == []
+
+
+@pytest.mark.timeout(60)
+def test_a_plain_removal_counts_a_stalled_start_as_live(daemon: Daemon, tmp_path: Path) -> None:
+    """A plain removal that waited its 5 s for a start fails conflict.live_panes naming it,
+    and gives nothing up: the start then commits, and a retry finds its run."""
+    marker = tmp_path / "m"
+    s = daemon.call("session.create")["session"]
+    params = {"key": "k", "session": s, "shell": f"echo x >> {marker}; sleep 30"}
+    hold(daemon, "run.after_barrier")
+    c = daemon.client()
+    rid = c.start("run", params)
+    reached(daemon, "run.after_barrier")
+    err = daemon.error("session.remove", {"session": s})
+    assert err.code == "conflict.live_panes" and len(err.data["panes"]) == 1
+    release(daemon, "run.after_barrier")
+    run = c.response(rid)
+    assert err.data["panes"] == [run["pane"]]
+    assert daemon.call("run", params)["reused"] is True
+    wait_for(lambda: marker_count(marker) == 1, 10, "the program ran")

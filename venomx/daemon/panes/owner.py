@@ -53,10 +53,11 @@ SETTLE_WITHIN = SENTINEL_BOUND  # seconds a removal waits for starts past their 
 
 
 @dataclass
-class Held:
+class PastBarrier:
     """A start past its barrier: where it will be committed, and done when it has been
-    (or was rolled back); ``abandoned`` once a removal stopped waiting for it."""
+    (or was rolled back); ``abandoned`` once a recursive removal stopped waiting for it."""
 
+    pane: str
     session: str
     window: str | None
     target: str | None
@@ -95,7 +96,7 @@ class Panes:
         self.preparing: set[str] = set()  # pane IDs whose spawn has not committed yet
         # Starts past their barrier, by pane ID. A removal of their session or window waits
         # for them; an exited split target is not evicted under them.
-        self.released: dict[str, Held] = {}
+        self.past_barrier: dict[str, PastBarrier] = {}
         self.losses = watch.Losses()
         self.exited_panes = ExitedPanes()
         self.requests = Requests()
@@ -548,53 +549,70 @@ class Panes:
 
     def hold(self, pane_id: str, session: str, window: str | None, target: str | None) -> None:
         """A start's barrier is being released into ``session`` (beside ``target`` in
-        ``window``, for a split)."""
-        if pane_id not in self.released:
+        ``window``, for a split); a second call for the same start changes nothing."""
+        if pane_id not in self.past_barrier:
             done = asyncio.get_running_loop().create_future()
-            self.released[pane_id] = Held(session, window, target, done)
+            self.past_barrier[pane_id] = PastBarrier(pane_id, session, window, target, done)
 
     def start_done(self, pane_id: str) -> None:
         """The start of ``pane_id`` committed or rolled back."""
-        held = self.released.pop(pane_id, None)
-        if held is not None and not held.done.done():
-            held.done.set_result(None)
+        start = self.past_barrier.pop(pane_id, None)
+        if start is not None and not start.done.done():
+            start.done.set_result(None)
+        if start is not None and start.target is not None:
+            self.exited_panes.enforce(self)  # its target may have been spared for it
 
     def split_targets(self) -> set[str]:
         """Panes a start past its barrier is about to be committed beside."""
-        return {h.target for h in self.released.values() if h.target is not None}
+        return {
+            s.target for s in self.past_barrier.values() if s.target is not None and not s.abandoned
+        }
 
-    async def starts_settled(self, session: str, window: str | None = None) -> None:
-        """Wait for the starts past their barrier into ``session`` (or only ``window``):
-        their programs run, so they become panes before a removal counts what it ends.
-        One that has not committed within ``SETTLE_WITHIN`` (a stalled sentinel) is given
-        up: its commit then fails ``conflict.removing``, as before a barrier."""
-        held = [
-            h
-            for h in self.released.values()
-            if h.session == session and (window is None or h.window == window)
+    async def wait_for_starts(self, session: str, window: str | None = None) -> list[str]:
+        """Wait up to ``SETTLE_WITHIN`` for the starts past their barrier into ``session``
+        (or only ``window``): their programs run, so they become panes before a removal
+        counts what it ends. Returns the pane IDs of those still uncommitted (a stalled
+        sentinel), for the removal to count as live or to give up on (``abandon``).
+
+        Cancellation: ends only this wait; the starts go on."""
+        starts = [
+            s
+            for s in self.past_barrier.values()
+            if s.session == session and (window is None or s.window == window) and not s.abandoned
         ]
-        if held:
-            await asyncio.wait([h.done for h in held], timeout=SETTLE_WITHIN)
-            for h in held:
-                h.abandoned = True
+        if starts:
+            await asyncio.wait([s.done for s in starts], timeout=SETTLE_WITHIN)
+        return [s.pane for s in starts if not s.done.done()]
 
-    def _live_conflict(self, panes: list[Pane]) -> None:
-        live = [p.id for p in panes if p.live]
+    def abandon(self, panes: list[str]) -> None:
+        """A recursive removal goes on without these starts: their commits fail
+        ``conflict.removing``, and so does their release if it has not happened yet."""
+        for pane_id in panes:
+            start = self.past_barrier.get(pane_id)
+            if start is not None:
+                start.abandoned = True
+
+    def _live_conflict(self, panes: list[Pane], starting: list[str]) -> None:
+        live = [p.id for p in panes if p.live] + list(starting)
         if live:
             raise VenomxError("conflict.live_panes", "live panes remain", {"panes": live})
 
     async def remove_window(self, w: Window, recursive: bool) -> list[str]:
         """Remove a window: with ``recursive`` its live panes are terminated first (cause
-        removal), and it is marked removing meanwhile so nothing new starts in it."""
+        removal), and it is marked removing meanwhile so nothing new starts in it. Splits
+        past their barrier count as live panes once committed (waited for up to
+        ``SETTLE_WITHIN``; one still stalled then is live to a plain removal and given up by
+        a recursive one)."""
         reg = self.registry
         if w.removing:
             raise VenomxError("conflict.removing", f"window {w.id} is being removed", {})
         w.removing = True
         try:
-            await self.starts_settled(w.session, w.id)
+            stalled = await self.wait_for_starts(w.session, w.id)
             panes = [reg.panes[p] for p in w.panes]
             if not recursive:
-                self._live_conflict(panes)
+                self._live_conflict(panes, stalled)
+            self.abandon(stalled)
             await self.terminate_all(panes, "removal")
         finally:
             w.removing = False
@@ -604,16 +622,18 @@ class Panes:
         return removed
 
     async def remove_session(self, s: Session, recursive: bool) -> list[str]:
-        """Remove a session and all its windows, as ``remove_window`` does for one."""
+        """Remove a session and all its windows, as ``remove_window`` does for one (with
+        the starts past their barrier into any of them)."""
         reg = self.registry
         if s.removing:
             raise VenomxError("conflict.removing", f"session {s.id} is being removed", {})
         s.removing = True
         try:
-            await self.starts_settled(s.id)
+            stalled = await self.wait_for_starts(s.id)
             panes = [reg.panes[p] for w in s.windows for p in reg.windows[w].panes]
             if not recursive:
-                self._live_conflict(panes)
+                self._live_conflict(panes, stalled)
+            self.abandon(stalled)
             await self.terminate_all(panes, "removal")
             removed: list[str] = []
             for w in list(s.windows):

@@ -136,20 +136,23 @@ async def spawn(
     The target is looked up again in the turn the barrier is released, where a change
     still rolls the start back with nothing run. From then on the start completes first
     (foundation §6): the commit does not fail on the target's state, and a removal of
-    its window or session waits for it (``Panes.released``)."""
-    held: list[str] = []
+    its window or session waits for it (``Panes.past_barrier``)."""
+    releasing: list[str] = []
     try:
-        return await _spawn(owner, req, on_commit, held)
+        return await _spawn(owner, req, on_commit, releasing)
     finally:
-        for pane_id in held:
+        for pane_id in releasing:
             owner.start_done(pane_id)
 
 
-def release_point(owner: Panes, req: SpawnRequest, pane_id: str, held: list[str]) -> None:
+def release_point(owner: Panes, req: SpawnRequest, pane_id: str, releasing: list[str]) -> None:
     """The target as the commit needs it, checked in the turn the barrier is released;
     from here a removal of its window or session waits for this start."""
     reg = owner.registry
     owner.lifecycle.refuse_new_work()
+    given_up = owner.past_barrier.get(pane_id)
+    if given_up is not None and given_up.abandoned:  # a removal went on without it
+        raise VenomxError("conflict.removing", f"the target of pane {pane_id} was removed", {})
     if req.requester.revoked:
         raise VenomxError("denied.token", "the principal was revoked during the start", {})
     if req.session is not None:
@@ -166,12 +169,15 @@ def release_point(owner: Panes, req: SpawnRequest, pane_id: str, held: list[str]
         not_removing(reg, target)
         must_run(target)
         owner.hold(pane_id, target.session, target.window, target.id)
-    if pane_id not in held:
-        held.append(pane_id)
+    if pane_id not in releasing:
+        releasing.append(pane_id)
 
 
 async def _spawn(
-    owner: Panes, req: SpawnRequest, on_commit: Callable[[Pane], None] | None, held: list[str]
+    owner: Panes,
+    req: SpawnRequest,
+    on_commit: Callable[[Pane], None] | None,
+    releasing: list[str],
 ) -> Pane:
     cgroups = owner.cgroups
     cgroups.check_limits(req.memory_max, req.pids_max)
@@ -243,7 +249,7 @@ async def _spawn(
             cgroups.leaf if cgroup is not None else None,
         )
         if release_now:
-            release_point(owner, req, pane_id, held)
+            release_point(owner, req, pane_id, releasing)
         chan = owner.forkserver.take()  # a spare said HELLO long ago
         ready: P.Message | None = None
         if chan is not None:
@@ -265,7 +271,7 @@ async def _spawn(
             # SPAWN waits in the socket until the new sentinel reads it: no HELLO round trip
             chan = await Channel.open(await owner.forkserver.fork_one())
             if release_now:  # again: the fork took turns, and this SPAWN releases
-                release_point(owner, req, pane_id, held)
+                release_point(owner, req, pane_id, releasing)
             chan.on_started = started
             chan.send(spawn_msg)
             hello = await released(chan.expect(P.Hello))
@@ -296,7 +302,7 @@ async def _spawn(
     async def release() -> P.Message:
         assert chan is not None
         if not release_now:
-            release_point(owner, req, pane_id, held)
+            release_point(owner, req, pane_id, releasing)
             chan.send(P.Release())
         msg = await chan.expect(P.Started)
         if req.run is not None:
@@ -378,9 +384,9 @@ def commit(
     # for this start, so it is here; a split's target may have exited or begun terminating
     # since, and the new pane still goes beside it. Only a removal that gave up waiting
     # (the start stalled past SETTLE_WITHIN) turns it away.
-    held = owner.released.get(pane_id)
-    if held is not None and held.abandoned:
-        raise VenomxError("conflict.removing", "the target was removed during the start", {})
+    start = owner.past_barrier.get(pane_id)
+    if start is not None and start.abandoned:
+        raise VenomxError("conflict.removing", f"the target of pane {pane_id} was removed", {})
     if req.session is not None:
         session = reg.sessions.get(req.session)
         if session is None:
