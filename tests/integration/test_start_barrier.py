@@ -87,6 +87,18 @@ def test_a_target_that_exits_before_the_barrier_rolls_the_start_back(
     assert [p["pane"] for p in daemon.call("pane.list")["panes"]] == [target]
 
 
+def held_in_session(d: Daemon, seam: str, shell: str) -> tuple[Client, int, dict[str, Any], str]:
+    """A run of ``shell`` in a new session, held at ``seam``: the client and request it is
+    answered on, its params and the session."""
+    s = d.call("session.create")["session"]
+    params = {"key": "k", "session": s, "shell": shell}
+    hold(d, seam)
+    c = d.client()
+    rid = c.start("run", params)
+    reached(d, seam)
+    return c, rid, params, s
+
+
 @pytest.mark.parametrize("recursive", [True, False])
 def test_a_session_removed_after_the_barrier_waits_for_the_start(
     daemon: Daemon, tmp_path: Path, recursive: bool
@@ -94,12 +106,8 @@ def test_a_session_removed_after_the_barrier_waits_for_the_start(
     """The removal counts the started program as the live pane it is about to be: a
     recursive one ends it (cause removal), a plain one fails conflict.live_panes."""
     marker = tmp_path / "m"
-    s = daemon.call("session.create")["session"]
-    params = {"key": "k", "session": s, "shell": f"echo x >> {marker}; sleep 30"}
-    hold(daemon, "run.after_barrier")
-    c = daemon.client()
-    rid = c.start("run", params)
-    reached(daemon, "run.after_barrier")
+    shell = f"echo x >> {marker}; sleep 30"
+    c, rid, params, s = held_in_session(daemon, "run.after_barrier", shell)
     wait_for(lambda: marker_count(marker) == 1, 10, "the program ran")
     remover = daemon.client()
     removal = remover.start("session.remove", {"session": s, "recursive": recursive})
@@ -206,12 +214,8 @@ def test_a_plain_removal_counts_a_stalled_start_as_live(daemon: Daemon, tmp_path
     """A plain removal that waited its 5 s for a start fails conflict.live_panes naming it,
     and gives nothing up: the start then commits, and a retry finds its run."""
     marker = tmp_path / "m"
-    s = daemon.call("session.create")["session"]
-    params = {"key": "k", "session": s, "shell": f"echo x >> {marker}; sleep 30"}
-    hold(daemon, "run.after_barrier")
-    c = daemon.client()
-    rid = c.start("run", params)
-    reached(daemon, "run.after_barrier")
+    shell = f"echo x >> {marker}; sleep 30"
+    c, rid, params, s = held_in_session(daemon, "run.after_barrier", shell)
     err = daemon.error("session.remove", {"session": s})
     assert err.code == "conflict.live_panes" and len(err.data["panes"]) == 1
     release(daemon, "run.after_barrier")
