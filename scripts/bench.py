@@ -9,6 +9,7 @@ soak) runs only when named.
 from __future__ import annotations
 
 import argparse
+import contextlib
 import fcntl
 import json
 import os
@@ -118,6 +119,13 @@ class Daemon:
         shutil.rmtree(self.dir, ignore_errors=True)
 
 
+def end_tmux(sock: str) -> None:
+    """Stop the tmux server on ``sock`` and remove the socket, which tmux leaves behind."""
+    subprocess.run(["tmux", "-S", sock, "kill-server"], capture_output=True)
+    with contextlib.suppress(FileNotFoundError):
+        os.unlink(sock)
+
+
 class Tmux:
     """A tmux server driven through one control-mode client."""
 
@@ -158,7 +166,7 @@ class Tmux:
                 return time.perf_counter()
 
     def stop(self) -> None:
-        subprocess.run(["tmux", "-S", self.sock, "kill-server"], capture_output=True)
+        end_tmux(self.sock)
         self.proc.wait(10)
 
 
@@ -334,7 +342,7 @@ def bench_throughput(lines: int) -> None:
                 "target >= 1.0",
             )
         finally:
-            subprocess.run([*tmux, "kill-server"], capture_output=True)
+            end_tmux(sock)
     t0 = time.perf_counter()
     pid, fd = pty.fork()
     if pid == 0:
@@ -401,7 +409,7 @@ def tmux_cat(path: Path) -> float:
         subprocess.run([*tmux, "wait-for", "done"], check=True)
         return time.perf_counter() - t0
     finally:
-        subprocess.run([*tmux, "kill-server"], capture_output=True)
+        end_tmux(sock)
 
 
 def bench_output(quick: bool) -> None:
@@ -1280,7 +1288,7 @@ def bench_exec(n: int) -> None:
             tmux_sample,
         )
     finally:
-        subprocess.run(["tmux", "-S", tsock, "kill-server"], capture_output=True)
+        end_tmux(tsock)
         d.stop()
     base = statistics.median(times["tmux"])
     for name in ("exec", "timeout", "tmux"):
