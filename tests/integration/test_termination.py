@@ -201,7 +201,9 @@ def test_a_killed_leader_is_terminated_while_an_escapee_keeps_writing(
     wait_for(lambda: pidfile.exists() and pidfile.read_text().strip() != "", 10, "the escapee")
     try:
         rec = daemon.call("run.cancel", {"run": r["run"], "grace_ms": 0})
-        assert rec["state"] == "completed" and rec["signal"] == "SIGHUP", rec
+        # with no grace SIGKILL follows at once: a shell that had SIGHUP blocked at that
+        # moment (dash does, around its waits) dies of SIGKILL instead
+        assert rec["state"] == "completed" and rec["signal"] in ("SIGHUP", "SIGKILL"), rec
     finally:
         try:
             os.kill(int(pidfile.read_text()), signal.SIGKILL)
