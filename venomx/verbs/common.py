@@ -57,6 +57,7 @@ async def start_pane(
         env_unset,
         memory_max=memory_max,
         pids_max=pids_max,
+        target=ctx.resolve,
         **where,
     )
     return spawn_result(await ctx.panes.spawn(req))

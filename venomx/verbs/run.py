@@ -119,6 +119,7 @@ async def run(
         run=run_id,
         memory_max=memory_max,
         pids_max=pids_max,
+        target=ctx.resolve,
     )
     try:
         await ctx.panes.spawn(req, on_commit=lambda p: runs.commit(record, p, deadline_ms))

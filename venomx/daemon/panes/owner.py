@@ -557,9 +557,10 @@ class Panes:
     def start_done(self, pane_id: str) -> None:
         """The start of ``pane_id`` committed or rolled back."""
         start = self.past_barrier.pop(pane_id, None)
-        if start is not None and not start.done.done():
-            start.done.set_result(None)
-        if start is not None and start.target is not None:
+        if start is None:
+            return
+        start.done.set_result(None)
+        if start.target is not None:
             self.exited_panes.enforce(self)  # its target may have been spared for it
 
     def split_targets(self) -> set[str]:

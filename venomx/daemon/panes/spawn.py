@@ -21,8 +21,7 @@ from venomx.daemon.layout import split_layout
 from venomx.daemon.panes.link import Link
 from venomx.daemon.panes.sentinels import Channel
 from venomx.daemon.panes.watch import watch
-from venomx.daemon.registry import AuthNode, Grant, Pane, Principal, Window
-from venomx.daemon.states import must_run, not_removing
+from venomx.daemon.registry import AuthNode, Grant, Pane, Principal, Session, Window
 from venomx.wire import VenomxError
 from workers import protocol as P
 
@@ -60,6 +59,9 @@ class SpawnRequest:
     owner_node_id: str | None = None
     memory_max: int | None = None  # bytes: the pane cgroup's memory.max
     pids_max: int | None = None  # the pane cgroup's pids.max
+    # The verb's own lookup of its target and that target's state (``Context.resolve``:
+    # RFC-0015 §11 step 8), done again as the barrier is released.
+    target: Callable[[], Session | Pane] | None = None
 
 
 async def uncancellable(
@@ -145,29 +147,26 @@ async def spawn(
             owner.start_done(pane_id)
 
 
-def release_point(owner: Panes, req: SpawnRequest, pane_id: str, releasing: list[str]) -> None:
-    """The target as the commit needs it, checked in the turn the barrier is released;
-    from here a removal of its window or session waits for this start."""
-    reg = owner.registry
+def still_wanted(owner: Panes, req: SpawnRequest, pane_id: str) -> None:
+    """What ends a start before its commit whatever its target: shutdown, a revoked
+    requester, a recursive removal that went on without it."""
     owner.lifecycle.refuse_new_work()
-    given_up = owner.past_barrier.get(pane_id)
-    if given_up is not None and given_up.abandoned:  # a removal went on without it
-        raise VenomxError("conflict.removing", f"the target of pane {pane_id} was removed", {})
-    if req.requester.revoked:
+    if req.requester.revoked:  # while the start was prepared: its token stopped working
         raise VenomxError("denied.token", "the principal was revoked during the start", {})
-    if req.session is not None:
-        session = reg.sessions.get(req.session)
-        if session is None:
-            raise VenomxError("not_found.session", f"session {req.session} not found", {})
-        not_removing(reg, session)
-        owner.hold(pane_id, session.id, None, None)
+    start = owner.past_barrier.get(pane_id)
+    if start is not None and start.abandoned:
+        raise VenomxError("conflict.removing", f"the target of pane {pane_id} was removed", {})
+
+
+def release_point(owner: Panes, req: SpawnRequest, pane_id: str, releasing: list[str]) -> None:
+    """The target as step 8 wants it, checked again in the turn the barrier is released;
+    from here a removal of its window or session waits for this start."""
+    still_wanted(owner, req, pane_id)
+    assert req.target is not None
+    target = req.target()
+    if isinstance(target, Session):
+        owner.hold(pane_id, target.id, None, None)
     else:
-        assert req.split is not None
-        target = reg.panes.get(req.split)
-        if target is None:
-            raise VenomxError("not_found.pane", f"pane {req.split} not found", {})
-        not_removing(reg, target)
-        must_run(target)
         owner.hold(pane_id, target.session, target.window, target.id)
     if pane_id not in releasing:
         releasing.append(pane_id)
@@ -377,16 +376,11 @@ def commit(
 ) -> Pane:
     """Make the new pane (and window, principal, run) visible with their events: one turn."""
     reg = owner.registry
-    owner.lifecycle.refuse_new_work()
-    if req.requester.revoked:  # while the start was prepared: its token stopped working
-        raise VenomxError("denied.token", "the principal was revoked during the start", {})
     # Past the barrier: the target was checked as it was released, and a removal waits
     # for this start, so it is here; a split's target may have exited or begun terminating
     # since, and the new pane still goes beside it. Only a removal that gave up waiting
     # (the start stalled past SETTLE_WITHIN) turns it away.
-    start = owner.past_barrier.get(pane_id)
-    if start is not None and start.abandoned:
-        raise VenomxError("conflict.removing", f"the target of pane {pane_id} was removed", {})
+    still_wanted(owner, req, pane_id)
     if req.session is not None:
         session = reg.sessions.get(req.session)
         if session is None:
