@@ -81,6 +81,62 @@ def id_number(ident: str, prefix: str) -> int | None:
     return int(n) if len(n) <= ID_DIGITS else ID_BEYOND
 
 
+# How much of a frame over max_frame is searched for its id, and how many steps that
+# search may take: a request has a handful of top-level members, so a frame whose id
+# does not turn up within them is answered with null rather than scanned at length.
+ID_SCAN_BYTES = 65536
+ID_SCAN_STEPS = 256
+_TOKEN = re.compile(rb'[ \t\r\n]*+(?:("(?:[^"\\]|\\.)*+")|([{}\[\]:,])|([^ \t\r\n"{}\[\]:,]++))')
+# inside a nested value only brackets matter: strings and everything else are skipped
+# (possessive quantifiers: a cut frame must not make the search backtrack)
+_NESTED = re.compile(rb'(?:[^"{}\[\]]++|"(?:[^"\\]|\\.)*+")*+([{}\[\]])')
+_INT = re.compile(rb"-?(?:0|[1-9][0-9]{0,18})")
+
+
+def frame_id(prefix: bytes) -> int | None:
+    """The top-level integer ``id`` of a frame too large to parse, or None when it has
+    none within its first ``ID_SCAN_BYTES`` and ``ID_SCAN_STEPS`` (foundation §2: a bad
+    frame is answered with its id, or null where it has none)."""
+    data = prefix[:ID_SCAN_BYTES]
+    m = _TOKEN.match(data)
+    if m is None or m.group(2) != b"{":
+        return None
+    pos, expect, key, steps = m.end(), "key", b"", 0
+    while steps < ID_SCAN_STEPS:
+        steps += 1
+        m = _TOKEN.match(data, pos)
+        if m is None:
+            return None
+        pos = m.end()
+        string, delim, bare = m.groups()
+        if expect == "key" and string is not None:
+            key, expect = string, "colon"
+        elif expect == "colon" and delim == b":":
+            expect = "value"
+        elif expect == "value" and delim in (b"{", b"["):
+            depth = 1
+            while depth:
+                steps += 1
+                n = _NESTED.match(data, pos)
+                if n is None or depth > MAX_DEPTH or steps > ID_SCAN_STEPS:
+                    return None
+                pos = n.end()
+                depth += 1 if n.group(1) in (b"{", b"[") else -1
+            expect = "comma"
+        elif expect == "value" and delim is None:
+            if key == b'"id"':
+                token = bare or b""
+                if _INT.fullmatch(token) and -(2**63) <= int(token) < 2**63:
+                    return int(token)
+                return None
+            expect = "comma"
+        elif expect == "comma" and delim == b",":
+            expect = "key"
+        else:
+            return None
+    return None
+
+
 # Deepest nesting of arrays and objects in a frame; no verb needs more than four. A value
 # inside a request's params, or a config value (echoed inside replies), gets two less.
 MAX_DEPTH = 64

@@ -193,17 +193,22 @@ def test_frame_size_limit_both_ways(shared_daemon: Daemon) -> None:
     r.send(frame[:-2] + b'a"}\n')  # max_frame + 1
     f = r.frame()
     assert f == {
-        "id": None,
+        "id": 1,  # a bad frame is answered with its id (foundation §2), read unparsed
         "error": {
             "code": "invalid_request.frame_size",
             "message": f["error"]["message"],
             "data": {"max_frame": 4096},
         },
     }
-    r.send(b"x" * 50000)  # a long frame arriving in pieces is discarded up to its newline
+    # the top-level id wherever it stands, not one inside params
+    r.send(b'{"verb":"whoami","params":{"id":9,"x":"' + b"a" * 5000 + b'"},"id":7}\n')
+    assert r.frame() == {**f, "id": 7}
+    r.send(b'{"id":8,"verb":"whoami","x":"' + b"a" * 50000)  # arriving in pieces
     r.send(b"y" * 50000 + b'\n{"id":3,"verb":"whoami"}\n')
-    assert r.frame()["error"]["code"] == "invalid_request.frame_size"
+    assert r.frame() == {**f, "id": 8}
     assert r.frame()["id"] == 3
+    r.send(b"x" * 5000 + b"\n")  # no id: null
+    assert r.frame() == f | {"id": None}
     s = shared_daemon.call("session.create")["session"]
     r.send(
         json.dumps(

@@ -31,11 +31,13 @@ from venomx.manifest.schema import validate
 from venomx.manifest.verbs import verb_by_name
 from venomx.wire import (
     DEFAULT_MAX_FRAME,
+    ID_SCAN_BYTES,
     MAX_DEPTH,
     MIN_MAX_FRAME,
     JsonError,
     VenomxError,
     dumps,
+    frame_id,
     loads,
 )
 
@@ -315,9 +317,10 @@ class Connection(ReadsShared):
             nl = self.buf.find(b"\n")
             if nl < 0:
                 if len(self.buf) > self.max_frame:
+                    rid = frame_id(bytes(self.buf[:ID_SCAN_BYTES]))
                     self.buf.clear()
                     self.discarding = True
-                    self.frame_too_big()
+                    self.frame_too_big(rid)
                 self.reading(True)
                 return
             if handled == FRAMES_PER_TURN:
@@ -329,7 +332,7 @@ class Connection(ReadsShared):
             del self.buf[: nl + 1]
             handled += 1
             if len(frame) > self.max_frame:
-                self.frame_too_big()
+                self.frame_too_big(frame_id(frame))
                 continue
             try:
                 self.handle_frame(frame)
@@ -358,9 +361,10 @@ class Connection(ReadsShared):
             return None
         return rid if isinstance(rid, (str, float, bool)) and len(str(rid)) <= 64 else None
 
-    def frame_too_big(self) -> None:
-        self.reply_error(
-            None,
+    def frame_too_big(self, rid: int | None) -> None:
+        # its id (if one could be read) may be a request's in flight: answered, not popped
+        self.refuse_frame(
+            rid,
             VenomxError(
                 "invalid_request.frame_size",
                 f"frame exceeds max_frame {self.max_frame}",
