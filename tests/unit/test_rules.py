@@ -93,23 +93,23 @@ def error(name: str, params: dict[str, Any]) -> tuple[str, dict[str, Any]]:
         (
             {"env": {"1A": "x"}},
             "invalid_params.env",
-            {"param": "env", "reason": "name", "name": "1A"},
+            {"reason": "name", "name": "1A"},
         ),
-        ({"env": {"A": 1}}, "invalid_params.env", {"param": "env", "reason": "type", "name": "A"}),
-        ({"env": {"A\0": "x"}}, "invalid_params.env", {"param": "env", "reason": "name"}),
+        ({"env": {"A": 1}}, "invalid_params.env", {"reason": "type", "name": "A"}),
+        ({"env": {"A\0": "x"}}, "invalid_params.env", {"reason": "name"}),
         (
             {"env": {"A": "x" * (MAX_ENV_VALUE + 1)}},
             "invalid_params.env",
-            {"param": "env", "reason": "size", "name": "A"},
+            {"reason": "size", "name": "A"},
         ),
         (
             {"env_unset": ["B-"]},
             "invalid_params.env",
-            {"param": "env", "reason": "name", "name": "B-"},
+            {"reason": "name", "name": "B-"},
         ),
-        ({"cwd": "rel"}, "invalid_params.cwd", {"param": "cwd", "reason": "relative"}),
-        ({"cwd": "/a\0"}, "invalid_params.cwd", {"param": "cwd", "reason": "relative"}),
-        ({"cwd": "/\udc80"}, "invalid_params.cwd", {"param": "cwd", "reason": "relative"}),
+        ({"cwd": "rel"}, "invalid_params.cwd", {"reason": "relative"}),
+        ({"cwd": "/a\0"}, "invalid_params.cwd", {"reason": "relative"}),
+        ({"cwd": "/\udc80"}, "invalid_params.cwd", {"reason": "relative"}),
     ],
 )
 def test_run_rules(change: dict[str, Any], code: str, data: dict[str, Any]) -> None:

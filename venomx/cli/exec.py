@@ -192,7 +192,9 @@ class Exec:
             name, sep, value = pair.partition("=")
             if not sep:
                 raise VenomxError(
-                    "invalid_params.env", f"--env takes NAME=VALUE, not {pair!r}", {"param": "env"}
+                    "invalid_params.env",
+                    f"--env takes NAME=VALUE, not {pair!r}",
+                    {"reason": "syntax"},
                 )
             env[name] = value
         cols, rows = LOG_COLS, LOG_ROWS
@@ -210,7 +212,7 @@ class Exec:
                 raise VenomxError(
                     "invalid_params.cwd",
                     "the current directory no longer exists: give --cwd",
-                    {"param": "cwd", "reason": "missing"},
+                    {"reason": "missing"},
                 ) from None
         params: dict[str, Any] = {
             "key": o.key or f"exec-{uuid.uuid4().hex}",

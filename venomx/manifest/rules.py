@@ -17,9 +17,11 @@ from typing import Any
 from venomx.manifest.verbs import CELLS, CWD, Group, Param, Verb
 from venomx.wire import VenomxError
 
-# Codes named for their subject (RFC-0007 argv, RFC-0013 env and cwd): data.param is the
-# subject even for a neighbour such as env_unset.
+# Codes named for their subject (RFC-0007 argv, RFC-0013 env and cwd), whose data
+# foundation §6 spells out: argv's names its param, env's and cwd's do not, and env's
+# names the variable (so env_unset's errors are env's too).
 SUBJECT_CODES = frozenset({"invalid_params.argv", "invalid_params.env", "invalid_params.cwd"})
+NAMES_PARAM = frozenset({"invalid_params.argv"})
 # foundation §4's invalid_params.name carries only the param
 PARAM_ONLY = frozenset({"invalid_params.name"})
 
@@ -50,7 +52,9 @@ def value_error(p: Param, reason: str, name: str | None = None) -> VenomxError:
     code = p.code or "invalid_params.type"
     if code in SUBJECT_CODES:
         subject = code.split(".", 1)[1]
-        data: dict[str, Any] = {"param": subject, "reason": reason}
+        data: dict[str, Any] = {"reason": reason}
+        if code in NAMES_PARAM:
+            data = {"param": subject, **data}
         if name is not None and "\0" not in name and len(name) <= 256:
             data["name"] = name
         return VenomxError(code, f"{subject} is invalid: {reason}", data)
