@@ -118,6 +118,44 @@ def test_minted_principal_and_delegation(daemon: Daemon) -> None:
     assert (
         daemon.error("principal.revoke", {"principal": "g0"}, token=None).code == "denied.anonymous"
     )
+    # forgotten once revoked: to the owner, revoking it again revokes nothing
+    again = daemon.call("principal.revoke", {"principal": p["principal"]})
+    assert again == {"principal": p["principal"], "revoked": []}
+    assert daemon.error("principal.revoke", {"principal": "g999"}).code == "not_found.principal"
+
+
+def test_what_a_revoked_principal_made_stays_its_ancestors(daemon: Daemon, tmp_path: Path) -> None:
+    """A pane principal is revoked (and forgotten) with its pane; the run it started
+    keeps its owner chain, so its parent still reads it by ``self`` (§5)."""
+    s = daemon.call("session.create")["session"]
+    own = [{"right": r, "scope": "self"} for r in ("read", "write", "spawn")]
+    alice = daemon.call(
+        "principal.create", {"grants": [*own, {"right": "spawn", "scope": f"session:{s}"}]}
+    )
+    stranger = daemon.call("principal.create", {"grants": own})
+    token, gate = tmp_path / "token", tmp_path / "gate"
+    a = daemon.call(
+        "run",
+        {
+            "key": "a",
+            "session": s,
+            "shell": f'echo "$VENOMX_TOKEN" > {token}.new && mv {token}.new {token}; '
+            f"while [ ! -e {gate} ]; do sleep 0.05; done",
+        },
+        token=alice["token"],
+    )
+    wait_for(token.exists, 10, "the pane's token")
+    pane_token = token.read_text().strip()
+    b = daemon.call(
+        "run", {"key": "b", "pane": a["pane"], "axis": "cols", "argv": ["true"]}, token=pane_token
+    )
+    gate.touch()
+    daemon.call("run.wait", {"run": a["run"]})
+    daemon.call("run.wait", {"run": b["run"]})
+    daemon.call("pane.remove", {"pane": a["pane"]})
+    assert daemon.error("whoami", token=pane_token).code == "denied.token"
+    assert daemon.call("run.get", {"run": b["run"]}, token=alice["token"])["outcome"] == "succeeded"
+    assert daemon.error("run.get", {"run": b["run"]}, token=stranger["token"]).code == "denied.read"
 
 
 def test_denied_identical_for_existing_and_missing(daemon: Daemon) -> None:

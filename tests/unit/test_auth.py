@@ -18,12 +18,12 @@ def world() -> tuple[Registry, dict[str, AuthNode], dict[str, Principal]]:
     owner = reg.new_principal(None, list(auth.OWNER_GRANTS), with_token=False)  # g0
     alice = reg.new_principal(owner.id, [], name="alice")  # g1
     child = reg.new_principal(alice.id, [], pane="p1")  # g2, pane principal of p1
-    s0 = AuthNode("session:s0", owner.id)
-    w0 = AuthNode("window:w0", owner.id, s0)
-    p0 = AuthNode("pane:p0", owner.id, w0)
-    p1 = AuthNode("pane:p1", alice.id, w0)
-    r0 = AuthNode("run:r0", owner.id, p0)
-    r1 = AuthNode("run:r1", child.id, p1)  # a run started by alice's pane principal
+    s0 = owner.node("session:s0")
+    w0 = owner.node("window:w0", s0)
+    p0 = owner.node("pane:p0", w0)
+    p1 = alice.node("pane:p1", w0)
+    r0 = owner.node("run:r0", p0)
+    r1 = child.node("run:r1", p1)  # a run started by alice's pane principal
     nodes = {n.resource: n for n in (s0, w0, p0, p1, r0, r1)}
     return reg, nodes, {"owner": owner, "alice": alice, "child": child}
 
@@ -185,3 +185,33 @@ def test_audit_list_pages_as_a_filter_over_the_retained_records_would(
     got, nxt = log.list(after, limit)
     assert got == want
     assert nxt == (want[-1]["seq"] if want else (after or 0))
+
+
+def test_revoked_principals_are_forgotten_and_their_resources_still_judge_self() -> None:
+    """Every spawn makes a principal: a revoked one must not stay in the registry for
+    the daemon's lifetime, while what outlives it keeps its owner chain (§5)."""
+    reg = Registry()
+    owner = reg.new_principal(None, list(auth.OWNER_GRANTS), with_token=False)
+    alice = reg.new_principal(owner.id, [Grant("read", "self")])
+    pane_p = reg.new_principal(alice.id, [], pane="p1")
+    grandchild = reg.new_principal(pane_p.id, [])
+    node = grandchild.node("run:r5", pane_p.node("pane:p2"))
+    assert reg.revoke(pane_p.id) == [pane_p.id, grandchild.id]
+    assert pane_p.revoked and grandchild.revoked
+    assert set(reg.principals) == {owner.id, alice.id}
+    assert reg.children == {owner.id: {alice.id: None}}
+    assert set(reg.tokens.values()) == {alice.id}
+    assert auth.check(reg, alice, "read", "run:r5", node)
+    assert reg.revoke(pane_p.id) == []
+    late = reg.new_principal(pane_p.id, [])  # under a revoked parent: born revoked
+    assert late.revoked and late.id not in reg.principals
+
+
+def test_spawning_and_revoking_leaves_the_registry_as_it_was() -> None:
+    reg = Registry()
+    owner = reg.new_principal(None, list(auth.OWNER_GRANTS), with_token=False)
+    for _ in range(1000):
+        p = reg.new_principal(owner.id, [], pane="p")
+        reg.new_principal(p.id, [])
+        reg.revoke(p.id)
+    assert (len(reg.principals), len(reg.children), len(reg.tokens)) == (1, 0, 0)

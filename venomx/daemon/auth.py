@@ -64,7 +64,7 @@ def scope_covers(
     chain = node.chain() if node is not None else []
     if scope == "self":
         for n in chain:
-            if n.owner is not None and reg.is_descendant(n.owner, holder.id):
+            if n.lineage is not None and n.lineage.descends_from(holder.id):
                 return True
             if holder.pane is not None and n.resource == f"pane:{holder.pane}":
                 return True

@@ -46,13 +46,38 @@ def monotonic_ms() -> float:
     return time.monotonic() * 1000.0
 
 
+@dataclass(frozen=True, slots=True)
+class Lineage:
+    """A principal and its ancestors, nearest first: the owner chain a resource freezes
+    (§5 "Removed resources"), shared by every node its principal owns, so revoked
+    principals can be forgotten while their resources' records and events remain."""
+
+    id: str
+    parent: Lineage | None
+
+    def descends_from(self, ancestor: str) -> bool:
+        """True when this principal is ``ancestor`` or one of its descendants."""
+        line: Lineage | None = self
+        while line is not None:
+            if line.id == ancestor:
+                return True
+            line = line.parent
+        return False
+
+
 @dataclass(frozen=True)
 class AuthNode:
-    """A resource's frozen authorization data: its name, creator and container."""
+    """A resource's frozen authorization data: its name, creator (with the creator's
+    owner chain) and container."""
 
     resource: str  # "pane:p0"
-    owner: str | None  # principal ID of the creator
+    lineage: Lineage | None  # the creator's
     parent: AuthNode | None = None
+
+    @property
+    def owner(self) -> str | None:
+        """The principal ID of the creator."""
+        return self.lineage.id if self.lineage is not None else None
 
     @property
     def kind(self) -> str:
@@ -90,6 +115,11 @@ class Principal:
     pane: str | None = None
     revoked: bool = False
     anonymous: bool = False
+    lineage: Lineage | None = None  # set when the registry adds it
+
+    def node(self, resource: str, parent: AuthNode | None = None) -> AuthNode:
+        """The frozen authorization data of a resource this principal creates."""
+        return AuthNode(resource, self.lineage, parent)
 
 
 @dataclass
@@ -186,12 +216,12 @@ class Registry:
         self.sessions: dict[str, Session] = {}
         self.windows: dict[str, Window] = {}
         self.panes: dict[str, Pane] = {}
+        # Principals not revoked: a revoked one is forgotten at once (what outlives it
+        # holds its Lineage), else every spawn would keep one for the daemon's lifetime.
         self.principals: dict[str, Principal] = {}
-        # parent ID -> its children's IDs, and each principal's place in ``principals``:
-        # revoking one walks its own subtree, never every principal (a session of a
-        # thousand panes is removed in one turn)
-        self.children: dict[str, list[str]] = {}
-        self.added: dict[str, int] = {}
+        # parent ID -> its children's IDs: revoking one walks its own subtree, never
+        # every principal (a session of a thousand panes is removed in one turn)
+        self.children: dict[str, dict[str, None]] = {}
         self.tokens: dict[str, str] = {}  # SHA-256 of token -> principal ID
         self.sentinels: dict[int, str] = {}  # sentinel pid -> pane
         self.leaders: dict[int, str] = {}  # leader pid -> live (or committing) pane
@@ -233,48 +263,44 @@ class Registry:
 
     def add_principal(self, p: Principal) -> None:
         """Make ``p`` known (its token too), under its parent; a child of a revoked
-        parent is born revoked, as revocation covers every descendant."""
+        parent (one no longer known) is born revoked and never known, as revocation
+        covers every descendant."""
         parent = self.principals.get(p.parent) if p.parent is not None else None
-        if parent is not None and parent.revoked:
+        p.lineage = Lineage(p.id, parent.lineage if parent is not None else None)
+        if p.parent is not None and (parent is None or parent.revoked):
             p.revoked = True
+            return
         self.principals[p.id] = p
-        self.added[p.id] = len(self.added)
         if p.parent is not None:
-            self.children.setdefault(p.parent, []).append(p.id)
-        if p.token and not p.revoked:
+            self.children.setdefault(p.parent, {})[p.id] = None
+        if p.token:
             self.tokens[token_key(p.token)] = p.id
 
     def revoke(self, pid: str) -> list[str]:
-        """Revoke a principal and every descendant; returns the IDs revoked now, in the
-        order the principals were made."""
+        """Revoke a principal and every descendant, and forget them; returns the IDs
+        revoked, in the order the principals were made."""
+        top = self.principals.get(pid)
+        if top is None:
+            return []
+        siblings = self.children.get(top.parent or "", {})
+        siblings.pop(pid, None)
+        if not siblings:
+            self.children.pop(top.parent or "", None)
         subtree: list[str] = []
-        todo = [pid] if pid in self.principals else []
+        todo = [pid]
         while todo:  # a tree: each principal is under the one parent it was made with
             cur = todo.pop()
             subtree.append(cur)
-            todo.extend(self.children.get(cur, ()))
-        out = []
-        for cid in sorted(subtree, key=self.added.__getitem__):
-            p = self.principals[cid]
-            if not p.revoked:
-                p.revoked = True
-                if p.token:
-                    self.tokens.pop(token_key(p.token), None)
-                out.append(p.id)
-        if out and self.on_revoked is not None:
-            self.on_revoked(out)
-        return out
-
-    def is_descendant(self, pid: str | None, ancestor: str) -> bool:
-        """True when ``pid`` is ``ancestor`` or one of its descendants."""
-        seen = 0
-        while pid is not None and seen < 100000:
-            if pid == ancestor:
-                return True
-            p = self.principals.get(pid)
-            pid = p.parent if p else None
-            seen += 1
-        return False
+            todo.extend(self.children.pop(cur, ()))
+        subtree.sort(key=lambda cid: int(cid[1:]))  # g<n>: the order they were made
+        for cid in subtree:
+            p = self.principals.pop(cid)
+            p.revoked = True
+            if p.token:
+                self.tokens.pop(token_key(p.token), None)
+        if self.on_revoked is not None:
+            self.on_revoked(subtree)
+        return subtree
 
     def container(self, kind: str, rid: str) -> Session | Window | Pane | None:
         """The live session, window or pane of that kind and ID (None for any other kind)."""

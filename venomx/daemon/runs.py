@@ -222,7 +222,7 @@ class RunTable:
         """Called inside the spawn's commit turn: record, binding, run.started, deadline."""
         run.pane, run.window, run.session = pane.id, pane.window, pane.session
         run.principal, run.pid = pane.principal, pane.pid
-        run.node = AuthNode(f"run:{run.id}", run.owner, pane.node)
+        run.node = AuthNode(f"run:{run.id}", pane.node.lineage, pane.node)  # the same owner
         run.started_at = now_iso()
         run.started_mono = monotonic_ms()
         self.runs[run.id] = run

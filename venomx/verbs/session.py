@@ -9,7 +9,7 @@ from __future__ import annotations
 from typing import Any
 
 from venomx.daemon.dispatch import Context, handler
-from venomx.daemon.registry import AuthNode, Grant, Session, Window
+from venomx.daemon.registry import Grant, Session, Window
 from venomx.verbs.common import start_pane, window_view
 
 
@@ -26,7 +26,7 @@ def session_create(ctx: Context, reuse: bool, name: str | None = None) -> dict[s
             if s.name == name and not s.removing and s.node.owner == me:
                 return {"session": s.id, "name": name, "created": False}
     sid = reg.next_id("s")
-    s = Session(sid, name, AuthNode(f"session:{sid}", ctx.principal.id))
+    s = Session(sid, name, ctx.principal.node(f"session:{sid}"))
     reg.sessions[sid] = s
     ctx.events.emit("session.created", f"session:{sid}", {"session": sid, "name": name}, s.node)
     out: dict[str, Any] = {"session": sid, "name": name}

@@ -21,7 +21,7 @@ from venomx.daemon.layout import split_layout
 from venomx.daemon.panes.link import Link
 from venomx.daemon.panes.sentinels import Channel
 from venomx.daemon.panes.watch import watch
-from venomx.daemon.registry import AuthNode, Grant, Pane, Principal, Session, Window
+from venomx.daemon.registry import Grant, Pane, Principal, Session, Window
 from venomx.wire import VenomxError
 from workers import protocol as P
 
@@ -387,7 +387,7 @@ def commit(
             raise VenomxError("not_found.session", f"session {req.session} not found", {})
         s_id, snode = session.id, session.node
         assert window_id is not None
-        wnode = AuthNode(f"window:{window_id}", req.requester.id, snode)
+        wnode = req.requester.node(f"window:{window_id}", snode)
         window = Window(window_id, s_id, req.name, wnode, {"pane": pane_id})
     else:
         assert req.split is not None
@@ -396,7 +396,7 @@ def commit(
             raise VenomxError("not_found.pane", f"pane {req.split} not found", {})
         window = reg.windows[target.window]
         s_id = window.session
-    pnode = AuthNode(f"pane:{pane_id}", req.requester.id, window.node)
+    pnode = req.requester.node(f"pane:{pane_id}", window.node)
     principal = Principal(principal_id, req.requester.id, req.grants, token, None, pane_id)
     reg.add_principal(principal)
     pane = Pane(
