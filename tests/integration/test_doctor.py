@@ -215,3 +215,42 @@ def test_the_daemon_collects_garbage_once_requests_pause(daemon: Daemon) -> None
         "a collection once requests paused",
         every=2.5,  # two looks between asks: a poll every 50 ms would keep it busy
     )
+
+
+def test_panes_that_start_or_end_while_doctor_looks_are_not_faults(
+    daemon: Daemon, tmp_path: Path
+) -> None:
+    """Doctor reads /proc while it pings every sentinel, up to a second when one is
+    stopped. A pane that ended in that time (its background job swept) is no escapee,
+    and one that started is not missing its sentinel: the registry is judged as it was
+    when /proc was read, not a second later."""
+    s = daemon.call("session.create")["session"]
+    wedged = daemon.call("run", {"key": "wedged", "session": s, "argv": ["sleep", "60"]})
+    sentinel = psutil.Process(wedged["pid"]).parent()
+    assert sentinel is not None
+    pidfile, gate = tmp_path / "bg", tmp_path / "gate"
+    ending = daemon.call(
+        "run",
+        {
+            "key": "ending",
+            "session": s,
+            "shell": f"sleep 100 & echo $! > {pidfile}.new && mv {pidfile}.new {pidfile}; "
+            f"while [ ! -e {gate} ]; do sleep 0.01; done",
+        },
+    )
+    wait_for(pidfile.exists, 10, "the background job")
+    sentinel.suspend()
+    try:
+        with daemon.client() as c:
+            rid = c.start("doctor")
+            gate.touch()
+            assert daemon.call("run.wait", {"run": ending["run"]})["outcome"] == "succeeded"
+            daemon.call("run", {"key": "new", "session": s, "argv": ["sleep", "60"]})
+            doc = c.read()
+            assert doc["id"] == rid
+            report = doc["ok"]
+    finally:
+        sentinel.resume()
+    assert report["sentinels"]["unresponsive"] == [wedged["pane"]]  # it did wait
+    assert report["escapees"]["count"] == 0, report["escapees"]
+    assert report["sentinels"]["missing"] == 0, report["sentinels"]

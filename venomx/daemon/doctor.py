@@ -67,6 +67,37 @@ class Doctor:
 
 
 @dataclass
+class Seen:
+    """What the registry held while /proc was read, taken before and after: /proc is read
+    over up to a second (the pings wait for slow sentinels meanwhile), and a pane started
+    or ended in that time must not be judged on facts read at the other moment."""
+
+    live: dict[str, int] = field(default_factory=dict)  # pane live at either -> its leader
+    steady: set[str] = field(default_factory=set)  # live at both: may be missing a sentinel
+    panes: set[str] = field(default_factory=set)  # known or preparing at either
+    sentinels: set[int] = field(default_factory=set)  # sentinel pids at either
+
+    @classmethod
+    def now(cls, d: Doctor) -> Seen:
+        reg = d.registry
+        live = {p.id: p.pid for p in reg.panes.values() if p.live}
+        return cls(
+            live,
+            set(live),
+            set(reg.panes) | d.panes.preparing,
+            set(reg.sentinels) | {p.sentinel_pid for p in reg.panes.values()},
+        )
+
+    def merge(self, later: Seen) -> Seen:
+        return Seen(
+            self.live | later.live,
+            self.steady & later.steady,
+            self.panes | later.panes,
+            self.sentinels | later.sentinels,
+        )
+
+
+@dataclass
 class ProcFacts:
     """What /proc says about the daemon's children, read in a worker thread."""
 
@@ -191,10 +222,9 @@ def fork_server(d: Doctor, facts: ProcFacts) -> dict[str, str]:
     return check("fork_server", "ok", f"pid {pid}")
 
 
-def sentinel_panes(d: Doctor, facts: ProcFacts) -> dict[int, str]:
+def sentinel_panes(facts: ProcFacts, seen: Seen) -> dict[int, str]:
     """Our live, titled sentinels (spares aside), by pid: the pane each serves."""
-    reg = d.registry
-    ours = set(reg.sentinels) | {p.sentinel_pid for p in reg.panes.values()}
+    ours = seen.sentinels
     return {
         pid: (t[len(SENTINEL_TITLE) :].split() or ["?"])[0]
         for pid, (t, st) in facts.children.items()
@@ -206,13 +236,15 @@ def sentinel_panes(d: Doctor, facts: ProcFacts) -> dict[int, str]:
 
 
 def sentinels(
-    d: Doctor, facts: ProcFacts, sentinel_of: dict[int, str], silent: list[str]
+    d: Doctor, facts: ProcFacts, sentinel_of: dict[int, str], silent: list[str], seen: Seen
 ) -> Section:
     """Each live pane has exactly one live, running, answering sentinel; none outlives its
     pane by more than its drain; and the losses since start."""
     reg = d.registry
     live = [p for p in reg.panes.values() if p.live]
-    missing = [p.id for p in live if sentinel_of.get(p.sentinel_pid) != p.id]
+    missing = [
+        p.id for p in live if p.id in seen.steady and sentinel_of.get(p.sentinel_pid) != p.id
+    ]
     alive = len(live) - len(missing)
     now = time.monotonic()
     orphaned = [
@@ -223,7 +255,7 @@ def sentinels(
             and not reg.panes[pane].live
             and now - reg.panes[pane].exited_mono > ORPHAN_AFTER
         )
-        or (pane not in reg.panes and pane not in d.panes.preparing)
+        or pane not in seen.panes
     ]
     # A stopped sentinel reads no output and answers nothing: its pane is wedged; a
     # stopped spare wedges the start that takes it.
@@ -263,7 +295,7 @@ def sentinels(
     ), section
 
 
-def escapees(d: Doctor, facts: ProcFacts, sentinel_of: dict[int, str]) -> Section:
+def escapees(d: Doctor, facts: ProcFacts, sentinel_of: dict[int, str], seen: Seen) -> Section:
     """Live processes that left their pane's group: re-parented to the daemon, or still
     carrying VENOMX_PANE of a pane that exited or of another group, or (whatever their
     environment says) still in the cgroup of a pane that exited, or in a live pane's
@@ -278,25 +310,26 @@ def escapees(d: Doctor, facts: ProcFacts, sentinel_of: dict[int, str]) -> Sectio
         for pid, (title, _) in facts.children.items()
         if title == SPARE_TITLE and facts.session.get(pid) in fs.sessions
     }
-    known = {fs.pid, *fs.spare_pids, *reg.sentinels, *sentinel_of, *spares}
-    leaders = {p.pid for p in reg.panes.values() if p.live}
+    known = {fs.pid, *fs.spare_pids, *seen.sentinels, *sentinel_of, *spares}
+    leaders = set(seen.live.values())
     found = {
         pid
         for pid, (_title, st) in facts.children.items()
         if pid not in known and pid not in leaders and st != psutil.STATUS_ZOMBIE
     }
+    # a pane live at either moment is judged live: a process of a pane that exited
+    # while /proc was read waits for the next report
     for pid, pane_id in facts.pane_env.items():
         if pid in leaders or pid in known:
             continue
-        pane = reg.panes.get(pane_id)
-        if pane is None or not pane.live or facts.group.get(pid) != pane.pid:
+        if pane_id not in seen.live or facts.group.get(pid) != seen.live[pane_id]:
             found.add(pid)
     groups = d.panes.cgroups.groups
     for pid, pane_id in facts.in_cgroup.items():
-        pane = reg.panes.get(pane_id)
         if pid in known or pid in leaders:
             continue
-        if pane is None or not pane.live or facts.group.get(pid, pane.pid) != pane.pid:
+        leader = seen.live.get(pane_id)
+        if leader is None or facts.group.get(pid, leader) != leader:
             found.add(pid)
     per_pane: dict[str, int] = {}
     pids: dict[str, list[int]] = {}
@@ -446,11 +479,13 @@ async def report(d: Doctor) -> dict[str, Any]:
     cg = d.panes.cgroups
     cg.tidy(d.panes.preparing | {p.id for p in d.registry.panes.values() if p.live})
     groups = {g.pane: g.directory for g in cg.groups.values()}
+    before = Seen.now(d)
     facts, silent = await asyncio.gather(asyncio.to_thread(gather, groups), unresponsive(d))
-    sentinel_of = sentinel_panes(d, facts)
+    seen = before.merge(Seen.now(d))
+    sentinel_of = sentinel_panes(facts, seen)
     fds_limit = resource.getrlimit(resource.RLIMIT_NOFILE)[0]
-    s_check, s_section = sentinels(d, facts, sentinel_of, silent)
-    e_check, e_section = escapees(d, facts, sentinel_of)
+    s_check, s_section = sentinels(d, facts, sentinel_of, silent, seen)
+    e_check, e_section = escapees(d, facts, sentinel_of, seen)
     z_check, z_count = zombies(facts)
     f_check, fds = fds_check(facts, fds_limit)
     a_check, active = run_active(d)
