@@ -29,12 +29,11 @@ def resolve(argv0: str, env: dict[str, str]) -> list[str]:
     return [os.path.join(d or ".", argv0) for d in path.split(":")]
 
 
-# Every catchable signal starts at its default in the leader, whatever the sentinel did.
-SIGDEF = [
-    s
-    for s in signal.valid_signals()
-    if s not in (signal.SIGKILL, signal.SIGSTOP) and s < signal.SIGRTMIN
-]
+# Every catchable signal starts at its default in the leader, whatever the sentinel did
+# or the daemon inherited (a real-time signal ignored by whoever started it included).
+# glibc's own two (32 and 33, which valid_signals() leaves out) are set to ignored by
+# posix_spawn itself, as for any program a Python subprocess starts that way.
+SIGDEF = [s for s in signal.valid_signals() if s not in (signal.SIGKILL, signal.SIGSTOP)]
 
 
 def join_cgroup(directory: str) -> None:

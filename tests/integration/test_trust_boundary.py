@@ -22,7 +22,7 @@ from typing import Any
 import psutil
 import pytest
 
-from tests.helpers import PY, ROOT, Daemon, wait_for
+from tests.helpers import PY, ROOT, Daemon, start_daemon, stop_daemon, wait_for
 from venomx.client import Client
 from venomx.wire import VenomxError, dumps
 from workers import protocol as P
@@ -83,6 +83,35 @@ def test_run_leader_and_grandchild_hold_only_the_terminal(daemon: Daemon) -> Non
     got = census_lines(lines_of(rec))
     assert got.get("LEADER") == "[0, 1, 2]", rec
     assert got.get("GRANDCHILD") == "[0, 1, 2]", rec
+
+
+IGNORING = (
+    "import os, signal, sys; "
+    "[signal.signal(n, signal.SIG_IGN) for n in (signal.SIGUSR2, signal.SIGRTMIN + 6)]; "
+    "os.execv(sys.argv[1], sys.argv[1:])"
+)
+GLIBC_OWN = (1 << 31) | (1 << 32)  # signals 32 and 33, which posix_spawn sets to ignored
+
+
+def test_the_leader_starts_with_every_signal_at_its_default() -> None:
+    """Whatever the daemon inherited (a CI runner that ignores a real-time signal) or its
+    workers set, the program starts with no signal ignored or blocked, as from a shell."""
+    d = start_daemon(wrap=[PY, "-c", IGNORING])
+    try:
+        assert int(status_field(d.proc.pid, "SigIgn"), 16) & (1 << 39)  # 40 = SIGRTMIN+6
+        rec = run_and_wait(d, ["grep", "-E", "^Sig(Ign|Blk)", "/proc/self/status"], "sigs")
+        fields = dict(ln.split(":") for ln in lines_of(rec) if ln)
+        assert int(fields["SigBlk"], 16) == 0, fields
+        assert int(fields["SigIgn"], 16) & ~GLIBC_OWN == 0, fields
+    finally:
+        stop_daemon(d)
+
+
+def status_field(pid: int, name: str) -> str:
+    for ln in Path(f"/proc/{pid}/status").read_text().splitlines():
+        if ln.startswith(name + ":"):
+            return ln.split(":", 1)[1].strip()
+    raise AssertionError(name)
 
 
 def final_lines(d: Daemon, pane: str) -> list[str]:
