@@ -13,7 +13,7 @@ from typing import Any
 import psutil
 import pytest
 
-from tests.helpers import Daemon, running, wait_for
+from tests.helpers import PY, Daemon, running, wait_for
 from venomx.wire import VenomxError
 
 
@@ -375,3 +375,37 @@ def test_termination_freezes_input_already_queued(daemon: Daemon, tmp_path: Path
     assert 4095 <= took < len(text)
     wait_for(lambda: exited(daemon, w["pane"]), 10, "the pane exited")
     assert 4095 <= int(got.read_text()) <= took
+
+
+SELF_CANCEL = """
+import os, time
+from venomx.client import Client
+c = Client(os.environ["VENOMX_SOCKET"], os.environ["VENOMX_TOKEN"])
+c.start("run.cancel", {"run": os.environ["VENOMX_RUN"], "signal": "SIGWINCH", "grace_ms": 3600000})
+print("cancelled", flush=True)
+time.sleep(600)
+"""
+
+
+def test_a_program_cannot_put_off_its_deadline_by_cancelling_itself(daemon: Daemon) -> None:
+    """A run's own pane principal may cancel it (RFC-0015 §11), here with a harmless
+    signal and an hour's grace; the caller's deadline still ends it within the deadline's
+    own grace. The first cause stays, and the deadline adds no signal of its own."""
+    s = daemon.call("session.create")["session"]
+    r = daemon.call(
+        "run",
+        {"key": "self", "session": s, "argv": [PY, "-c", SELF_CANCEL], "deadline_ms": 500},
+    )
+    rec = daemon.call("run.wait", {"run": r["run"], "timeout_ms": 20000})
+    assert (rec["outcome"], rec["cause"], rec["signal"], rec["status"]) == (
+        "terminated",
+        "cancel",
+        "SIGKILL",
+        125,
+    )
+    types = [
+        e["type"]
+        for e in daemon.call("events.read", {"limit": 1024})["events"]
+        if e["resource"] in (f"run:{r['run']}", f"pane:{r['pane']}")
+    ]
+    assert types.count("pane.terminating") == 1 and types.count("run.terminating") == 1

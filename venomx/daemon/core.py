@@ -23,6 +23,7 @@ from venomx.daemon.events import EventLog
 from venomx.daemon.fdreserve import reserve
 from venomx.daemon.lifecycle import Lifecycle
 from venomx.daemon.panes import Panes
+from venomx.daemon.panes.termination import DEFAULT_GRACE_MS
 from venomx.daemon.priority import Priority
 from venomx.daemon.reaper import Reaper
 from venomx.daemon.registry import Pane, Registry
@@ -106,8 +107,11 @@ class Daemon:
         registry.on_revoked = self.end_revoked
 
     def stop_pane(self, pane: Pane, cause: str) -> None:
-        """A run's deadline passed: end its pane as removal and shutdown do."""
-        self.panes.terminate(pane, cause=cause)
+        """A run's deadline passed: end its pane as removal and shutdown do, SIGKILL at
+        most the default grace from now (a joined termination may have a longer one)."""
+        t = self.panes.terminate(pane, cause=cause)
+        if t is not None:
+            t.cap_grace(DEFAULT_GRACE_MS)
 
     def start(self) -> None:
         """Take our cgroup subtree first (the fork server, and so every sentinel, starts

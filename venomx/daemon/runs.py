@@ -236,9 +236,13 @@ class RunTable:
             run.deadline = loop.call_later(deadline_ms / 1000.0, self.on_deadline, run)
 
     def on_deadline(self, run: Run) -> None:
+        """Start the deadline's termination, or cut short one already under way: the
+        program itself may have cancelled its run (its pane principal may) with a long
+        grace, and must not outlive its caller's deadline by more than the deadline's
+        own grace. The first cause stays (RFC-0015 §7), and no signal is added."""
         run.deadline = None
         pane = self.registry.panes.get(run.pane)
-        if run.state == "running" and pane is not None:
+        if run.state != "completed" and pane is not None:
             self.stop(pane, "deadline")
 
     # -- termination and completion --------------------------------------------------------
