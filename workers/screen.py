@@ -136,8 +136,42 @@ def _width(cell: str) -> int:
 
 
 def row_text(line: Any, cols: int) -> str:
-    """The text form of one pyte line: cells in order, wide characters written once."""
-    return "".join(row_cells(line, cols))
+    """The text form of one pyte line: cells in order, wide characters written once.
+
+    A line with few cells written (a program that moves to column 65000 and prints one
+    character per row) is built from its written cells and runs of blanks, so a row
+    costs its written cells, not its width: every line feed turns a row into text."""
+    if len(line) * SPARSE_AT >= cols:
+        return "".join(row_cells(line, cols))
+    blank = line.default.data
+    text: dict[int, str] = {}
+    for x, char in line.items():
+        if x < cols:
+            d = char.data
+            text[x] = d if d.__class__ is str else d.text()
+    pieces: list[str] = []
+    end = 0
+    for x in sorted(text):
+        c = text[x]
+        if c == "":  # the second half of a wide character, if the first is one
+            before = text.get(x - 1, blank)
+            if x == 0 or before == "" or _width(before) != 2:
+                c = " "
+        elif not c.isascii():
+            width = _width(c)
+            if width == 0:
+                c = " " + c
+            elif width == 2 and (x == cols - 1 or text.get(x + 1, blank) != ""):
+                c = " "
+        if x > end:
+            pieces.append(blank * (x - end))
+        pieces.append(c)
+        end = x + 1
+    pieces.append(blank * (cols - end))
+    return "".join(pieces)
+
+
+SPARSE_AT = 8  # a line with fewer than 1 written cell in this many is built sparsely
 
 
 class Screen(pyte.Screen):

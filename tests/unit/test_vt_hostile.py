@@ -487,3 +487,46 @@ def test_a_code_point_waiting_at_column_0_never_moves_to_another_row() -> None:
     rows = [term.row(n).rstrip() for n in range(term.oldest, term.end)]
     assert "OK done" in rows and not any("\u200b" in r and "OK" in r for r in rows)
     assert term.dropped == 1
+
+
+CELL_TEXTS = st.sampled_from(["a", " ", "", "中", "\u0301", "e\u0301", "\u200b", "é", "🙂", "ｱ"])
+
+
+@given(
+    st.integers(1, 300),
+    st.dictionaries(st.integers(0, 320), CELL_TEXTS, max_size=40),
+    st.booleans(),
+    st.booleans(),
+)
+def test_a_sparse_row_reads_as_the_dense_one(
+    cols: int, cells: dict[int, str], reverse: bool, grown: bool
+) -> None:
+    """A row with few cells written is built from those cells and runs of blanks; its
+    text is exactly the cell-by-cell one (wide halves, zero-width cells and all)."""
+    line = screen._Line(screen._BLANK_REVERSE if reverse else screen._BLANK)
+    for x, text in cells.items():
+        data = screen._Grown(text) if grown and text else text
+        line[x] = screen._BLANK._replace(data=data)  # type: ignore[arg-type]
+    line.grown = grown
+    assert screen.row_text(line, cols) == "".join(screen.row_cells(line, cols))
+
+
+def test_a_line_feed_in_a_very_wide_pane_costs_its_written_cells() -> None:
+    """One character at column 9000 per row: each line feed turns a row of 65535 cells
+    into text. Counted in cells visited, not time: the row is built sparsely."""
+    term = Terminal(65535, 16, 100)
+    visited = 0
+    dense = screen.row_cells
+
+    def counting(line: object, cols: int) -> list[str]:
+        nonlocal visited
+        visited += cols
+        return dense(line, cols)
+
+    screen.row_cells = counting  # type: ignore[assignment]
+    try:
+        term.feed(b"\x1b[9000GX\r\n" * 200)
+    finally:
+        screen.row_cells = dense  # type: ignore[assignment]
+    assert visited == 0
+    assert term.row(term.oldest).rstrip() == " " * 8999 + "X"
