@@ -11,22 +11,40 @@ from __future__ import annotations
 
 from collections import deque
 from collections.abc import Iterable, Iterator
+from itertools import islice
 
 BLOCK = 64
 
 
 class History:
     """At most ``maxlen`` rows, oldest first, with the indexing and appending of the
-    ``deque(maxlen=...)`` it replaces."""
+    ``deque(maxlen=...)`` it replaces.
 
-    __slots__ = ("_blocks", "_len", "_seen", "_seen_rows", "_skip", "_tail", "maxlen")
+    With a ``budget``, the oldest blocks also go while the rows hold more code points
+    than that (the newest block and the one being filled stay): a program that fills
+    every row of a 65535-column pane must not make its sentinel hold gigabytes.
+    """
 
-    def __init__(self, maxlen: int, rows: Iterable[str] = ()) -> None:
+    __slots__ = (
+        "_blocks",
+        "_chars",
+        "_len",
+        "_seen",
+        "_seen_rows",
+        "_skip",
+        "_tail",
+        "budget",
+        "maxlen",
+    )
+
+    def __init__(self, maxlen: int, rows: Iterable[str] = (), budget: int | None = None) -> None:
         self.maxlen = maxlen
+        self.budget = budget
         self._blocks: deque[str] = deque()  # full blocks, BLOCK rows each
         self._tail: list[str] = []  # the rows of the block being filled
         self._skip = 0  # rows of the first block already dropped
         self._len = 0
+        self._chars = 0  # code points in the blocks and the tail
         self._seen = -1  # the block last split, kept split for reads in order
         self._seen_rows: list[str] = []
         self.extend(rows)
@@ -44,13 +62,18 @@ class History:
         before = len(tail)
         tail.extend(rows)
         self._len += len(tail) - before
+        self._chars += sum(map(len, islice(tail, before, None)))
         if len(tail) >= BLOCK:
             full = len(tail) - len(tail) % BLOCK
             self._blocks.extend("\n".join(tail[i : i + BLOCK]) for i in range(0, full, BLOCK))
+            self._chars += (BLOCK - 1) * (full // BLOCK)  # the newlines that join them
             del tail[:full]
         excess = self._len - self.maxlen
         if excess > 0:
             self._drop(excess)
+        budget = self.budget
+        while budget is not None and self._chars > budget and len(self._blocks) > 1:
+            self._drop(BLOCK - self._skip)
 
     def _drop(self, n: int) -> None:
         """Forget the ``n`` oldest rows."""
@@ -58,18 +81,19 @@ class History:
         self._seen = -1
         skip = self._skip + n
         while skip >= BLOCK and self._blocks:
-            self._blocks.popleft()
+            self._chars -= len(self._blocks.popleft())
             skip -= BLOCK
         if self._blocks:
             self._skip = skip
         else:  # the rows dropped reach into the tail
+            self._chars -= sum(map(len, self._tail[:skip]))
             del self._tail[:skip]
             self._skip = 0
 
     def clear(self) -> None:
         self._blocks.clear()
         self._tail.clear()
-        self._skip = self._len = 0
+        self._skip = self._len = self._chars = 0
         self._seen = -1
 
     def __getitem__(self, i: int) -> str:

@@ -32,6 +32,14 @@ from workers.screen import (
 HISTORY_BUDGET = 32 * 1024 * 1024
 
 
+def new_history(scrollback: int) -> History:
+    """``scrollback`` rows, and no more code points than an EXIT could carry of them (or
+    256 a row, for a scrollback set larger than that allows): rows are their text, and
+    a program that fills every row of a 65535-column pane would otherwise make its
+    sentinel hold gigabytes, outside the pane's own cgroup."""
+    return History(scrollback, budget=max(HISTORY_BUDGET, 256 * scrollback))
+
+
 class Terminal:
     """The live terminal state of one pane, fed every PTY byte in order."""
 
@@ -39,7 +47,7 @@ class Terminal:
         self.epoch = 1
         self.offset = 0
         self.scrolled = 0
-        self.history = History(scrollback)
+        self.history = new_history(scrollback)
         self._saved: tuple[Any, Any] | None = None
         self._restore_cursor = False
         self.dropped = 0  # sequences dropped because applying them raised
@@ -54,7 +62,7 @@ class Terminal:
         """Give a terminal never fed, resized or read the state ``Terminal(cols, rows,
         scrollback)`` starts in: a blank one built in advance then serves any pane."""
         if self.history.maxlen != scrollback:
-            self.history = History(scrollback)
+            self.history = new_history(scrollback)
         if (self.screen.columns, self.screen.lines) != (cols, rows):
             self.screen.reshape_blank(cols, rows)
 
@@ -78,7 +86,7 @@ class Terminal:
         self.screen.repair()
 
     def _push_history(self, text: str) -> None:
-        self.history.append(text)
+        self.history.append(text.rstrip(" "))  # read back padded to the width of the day
         self.scrolled += 1
 
     def _erase_scrollback(self) -> None:

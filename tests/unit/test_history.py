@@ -47,3 +47,35 @@ def test_a_full_history_costs_about_its_characters() -> None:
     blocks = sum(sys.getsizeof(b) for b in h._blocks) + sum(sys.getsizeof(r) for r in h._tail)
     assert len(h) == 2000 and h[0] == f"{3000:079d}" and h[1999] == f"{4999:079d}"
     assert blocks < 2000 * 85  # 80 characters and a separator a row; a str each was ~137
+
+
+@settings(max_examples=300, deadline=None)
+@given(st.integers(0, 3 * BLOCK), st.integers(0, 400), OPS)
+def test_a_budget_keeps_the_newest_rows_and_bounds_the_rest(
+    maxlen: int, budget: int, ops: list[tuple[str, object]]
+) -> None:
+    """With a budget in code points the history is the newest rows of the unbudgeted
+    one, whole oldest blocks dropped while over it (the newest block and the one being
+    filled stay)."""
+    ours, model = History(maxlen, budget=budget), deque[str](maxlen=maxlen)
+    for op, arg in ops:
+        if op == "clear":
+            ours.clear()
+            model.clear()
+        else:
+            getattr(ours, op)(arg)
+            getattr(model, op)(arg)
+        kept = list(ours)
+        assert kept == list(model)[len(model) - len(kept) :]
+        held = sum(map(len, ours._blocks)) + sum(map(len, ours._tail))
+        assert ours._chars == held
+        assert held <= budget or len(ours._blocks) <= 1
+        if sum(map(len, model)) + len(model) <= budget:
+            assert len(kept) == len(model)
+
+
+def test_a_budget_bounds_a_very_wide_panes_history() -> None:
+    row = " " * 9000 + "X"
+    h = History(10000, (row for _ in range(10000)), budget=1_000_000)
+    assert len(h) < 10000 and h[-1] == row
+    assert h._chars <= 1_000_000 + 2 * BLOCK * (len(row) + 1)

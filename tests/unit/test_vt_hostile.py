@@ -530,3 +530,18 @@ def test_a_line_feed_in_a_very_wide_pane_costs_its_written_cells() -> None:
         screen.row_cells = dense  # type: ignore[assignment]
     assert visited == 0
     assert term.row(term.oldest).rstrip() == " " * 8999 + "X"
+
+
+def test_a_very_wide_panes_history_is_bounded_in_code_points() -> None:
+    """Every row 9000 cells of text: the scrollback of 10000 rows would be 90 M code
+    points; the oldest rows go past the budget instead, and what is kept reads whole."""
+    from workers.history import BLOCK
+    from workers.vt import HISTORY_BUDGET
+
+    term = Terminal(65535, 16, 10000)
+    term.feed(b"\x1b[9000GX\r\n" * 4000)
+    kept = len(term.history)
+    assert kept < 4000 and term.oldest == term.scrolled - kept > 0
+    assert term.history._chars <= HISTORY_BUDGET + 2 * BLOCK * 9001
+    assert term.row(term.oldest).rstrip() == " " * 8999 + "X"
+    assert term.row(term.oldest).__len__() == 65535
