@@ -32,6 +32,10 @@ from workers.vt import Terminal
 
 DRAIN_SILENCE = 0.05
 DRAIN_MAX = 1.0
+# Output a drain reads at most: several times what a PTY buffers (~68 KiB), so all the
+# leader left, and bounded, so that the parse after it stays well inside the daemon's
+# bound on a report (watch.EXIT_BOUND) whatever an escaped writer sends meanwhile.
+DRAIN_BYTES = 1 << 18
 LOSS_GRACE = 2.0
 POLL_WITHOUT_PIDFD = 0.05
 READ_SIZE = 1 << 17
@@ -282,11 +286,19 @@ class Sentinel:
         return self.exited is not None
 
     def read_pty(self) -> bool:
-        """Read one chunk; False at EOF/EIO (every slave fd closed) or nothing to read."""
+        """Read and take in one chunk; False at EOF/EIO (every slave fd closed) or nothing
+        to read."""
+        data = self.read_chunk()
+        if data:
+            self.consume(data)
+        return bool(data)
+
+    def read_chunk(self) -> bytes:
+        """One chunk of output; empty at EOF/EIO (then ``master_eof``) or nothing to read."""
         try:
             data = os.read(self.master, READ_SIZE)
         except BlockingIOError:
-            return False
+            return b""
         except OSError:
             data = b""
         if not data:
@@ -295,9 +307,7 @@ class Sentinel:
             except OSError:
                 pass
             self.master_eof = True
-            return False
-        self.consume(data)
-        return True
+        return data
 
     master_eof = False
     frozen = False  # FREEZE: the pane is terminating, nothing more reaches its program
@@ -389,7 +399,11 @@ class Sentinel:
             pass
 
     def drain(self) -> None:
-        """Read what the PTY holds now: until EIO, 50 ms of silence, or 1 s in all."""
+        """Read what the PTY holds now: until EIO, 50 ms of silence, 1 s in all or
+        ``DRAIN_BYTES``; then take it in. The bound is on reading, not on the terminal's
+        work: the leader's last bytes (at most what the kernel's buffers hold when it
+        exits, read first) are never cut short by a slow parse, only an escaped
+        process's endless writing is."""
         if self.master_eof:
             return
         os.set_blocking(self.master, False)
@@ -397,14 +411,21 @@ class Sentinel:
         quiet_since = time.monotonic()
         waiter = select.poll()
         waiter.register(self.master, select.POLLIN)
-        while not self.master_eof:
+        held: list[bytes] = []
+        size = 0
+        while not self.master_eof and size < DRAIN_BYTES:
             now = time.monotonic()
             if now >= deadline or now - quiet_since >= DRAIN_SILENCE:
-                return
-            if self.read_pty():
+                break
+            data = self.read_chunk()
+            if data:
+                held.append(data)
+                size += len(data)
                 quiet_since = time.monotonic()
-            else:
+            elif not self.master_eof:
                 waiter.poll(1000 * min(DRAIN_SILENCE - (now - quiet_since), deadline - now))
+        for data in held:
+            self.consume(data)
 
     def finish(self) -> NoReturn:
         """Sweep, drain, send EXIT, and reap the leader only once the daemon has taken it.
