@@ -328,6 +328,13 @@ SKILL_RULES = (
         "gives you no exit status, only screen text.",
         "Prefer `{run}` over `{pane.send}`: input to a pane gives no exit status.",
     ),
+    Rule(
+        "A run's program gets a token (`VENOMX_TOKEN`) that may read, cancel and start "
+        "runs in its own pane. For a program you do not trust (code under test, a fetched "
+        "script), pass `--grants '[]'` so it can do none of that.",
+        "A run's program gets a token that may read, cancel and start runs in its own "
+        "pane; for a program you do not trust, pass `grants: []` to `{run}`.",
+    ),
 )
 
 SKILL_TITLE = "## How to run commands with venomx (agents MUST follow this)"
