@@ -223,33 +223,3 @@ def test_a_plain_removal_counts_a_stalled_start_as_live(daemon: Daemon, tmp_path
     assert err.data["panes"] == [run["pane"]]
     assert daemon.call("run", params)["reused"] is True
     wait_for(lambda: marker_count(marker) == 1, 10, "the program ran")
-
-
-@pytest.mark.parametrize("first_runs", [True, False])
-def test_other_parameters_wait_for_the_keys_start_in_progress(
-    daemon: Daemon, first_runs: bool
-) -> None:
-    """RFC-0015 §2: no run exists before its exec. A request with the key of a start
-    still preparing, but other parameters, learns its answer once that start is done:
-    conflict.run_key naming the run it made, or, if it made none, a run of its own."""
-    s = daemon.call("session.create")["session"]
-    first = {"key": "k", "session": s, "argv": ["true"] if first_runs else ["/nonexistent"]}
-    hold(daemon, "run.before_barrier")
-    a, b = daemon.client(), daemon.client()
-    aid = a.start("run", first)
-    reached(daemon, "run.before_barrier")
-    bid = b.start("run", {**first, "argv": ["sh", "-c", "exit 3"]})
-    wait_for(lambda: daemon.call("doctor")["run"]["joined"] >= 1, 10, "the second waiting")
-    release(daemon, "run.before_barrier")
-    if first_runs:
-        made = a.response(aid)
-        with pytest.raises(VenomxError) as e:
-            b.response(bid)
-        assert (e.value.code, e.value.data) == ("conflict.run_key", {"run": made["run"]})
-    else:
-        with pytest.raises(VenomxError) as e:
-            a.response(aid)
-        assert e.value.code == "unavailable.spawn"
-        own = b.response(bid)
-        assert own["reused"] is False
-        assert daemon.wait_exit(own["run"])["exit_code"] == 3

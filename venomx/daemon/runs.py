@@ -203,16 +203,14 @@ class RunTable:
         return len(self.runs) - len(self.completed_order) + len(self.pending)
 
     def lookup_key(self, owner: str, key: str, digest: bytes) -> Run | Pending | None:
-        """§8 lookup; raises ``conflict.run_key`` for a run of a different digest. A start
-        still preparing is returned whatever its digest: until it commits or fails, no
-        run exists for an error to name (RFC-0015 §2), and the key may yet be free."""
+        """§8 lookup; raises ``conflict.run_key`` for a different digest."""
         found: Run | Pending | None = self.bindings.get((owner, key)) or self.pending.get(
             (owner, key)
         )
-        if found is None or isinstance(found, Pending):
-            return found
+        if found is None:
+            return None
         if not hmac.compare_digest(found.digest, digest):
-            run_id = found.id
+            run_id = found.id if isinstance(found, Run) else found.run
             raise VenomxError(
                 "conflict.run_key",
                 f"key {key} is bound to run {run_id} with different parameters",

@@ -10,8 +10,6 @@ from __future__ import annotations
 
 import asyncio
 import bisect
-import contextlib
-import hmac
 from collections.abc import Iterable
 from typing import Any
 
@@ -86,12 +84,6 @@ async def run(
         if not isinstance(found, Pending):
             break
         runs.joined += 1
-        if not hmac.compare_digest(found.digest, digest):
-            # the key's start with other parameters is preparing: it binds the key or
-            # frees it; look again once it has done either, whatever its outcome
-            with contextlib.suppress(Exception):
-                await asyncio.shield(found.future)
-            continue
         try:
             joined = await asyncio.shield(found.future)
         except Withdrawn:  # nothing ran and the key is free again: look it up afresh
