@@ -135,14 +135,16 @@ def _width(cell: str) -> int:
     return 0
 
 
-def row_text(line: Any, cols: int) -> str:
-    """The text form of one pyte line: cells in order, wide characters written once.
+def row_text(line: Any, cols: int, pad: bool = True) -> str:
+    """The text form of one pyte line: cells in order, wide characters written once;
+    without ``pad``, without its trailing blanks (a row entering history).
 
-    A line with few cells written (a program that moves to column 65000 and prints one
+    A line with few cells written (a program that moves to column 9000 and prints one
     character per row) is built from its written cells and runs of blanks, so a row
     costs its written cells, not its width: every line feed turns a row into text."""
     if len(line) * SPARSE_AT >= cols:
-        return "".join(row_cells(line, cols))
+        row = "".join(row_cells(line, cols))
+        return row if pad else row.rstrip(" ")
     blank = line.default.data
     text: dict[int, str] = {}
     for x, char in line.items():
@@ -167,8 +169,9 @@ def row_text(line: Any, cols: int) -> str:
             pieces.append(blank * (x - end))
         pieces.append(c)
         end = x + 1
-    pieces.append(blank * (cols - end))
-    return "".join(pieces)
+    if pad or blank != " ":
+        pieces.append(blank * (cols - end))
+    return "".join(pieces) if pad else "".join(pieces).rstrip(" ")
 
 
 SPARSE_AT = 8  # a line with fewer than 1 written cell in this many is built sparsely
@@ -335,7 +338,7 @@ class Screen(pyte.Screen):
             and self.cursor.y == bottom
             and (self.margins is None or (self.margins.top == 0 and self.margins.bottom == bottom))
         ):
-            term._push_history(row_text(self.buffer[0], self.columns))
+            term._push_history(row_text(self.buffer[0], self.columns, pad=False))
         top, bottom = self.margins or (0, self.lines - 1)
         if self.cursor.y != bottom:
             self.cursor_down()
@@ -371,16 +374,22 @@ class Screen(pyte.Screen):
         y, x = self.cursor.y, self.cursor.x
         self.dirty.add(y)
         line = self.buffer[y]
-        if line.default.data != " ":
-            super().erase_in_line(how)  # a DECALN line: erased cells must be written blank
-        elif how == 2:
+        if how == 2:
             del self.buffer[y]
-        elif how == 0:
-            for k in [k for k in line if k >= x]:
-                del line[k]
-        else:
-            for k in [k for k in line if k <= x]:
-                del line[k]
+            return
+        if line.default.data != " " and (how == 0) == (x < self.columns - x):
+            # a DECALN line, erased over its larger part: its unwritten E's on the
+            # smaller side are written out, and unwritten becomes blank
+            kept = range(0, x) if how == 0 else range(x + 1, self.columns)
+            for k in kept:
+                if k not in line:
+                    line[k] = line.default
+            line.default = self.default_char
+        erased = [k for k in line if k >= x] if how == 0 else [k for k in line if k <= x]
+        for k in erased:
+            del line[k]
+        if line.default.data != " ":  # the smaller part erased is written blank
+            self._blanks(line, *((x, self.columns) if how == 0 else (0, x + 1)))
 
     def erase_in_display(self, how: int = 0, *args: Any, **kwargs: Any) -> None:
         if how == 3:
@@ -415,13 +424,48 @@ class Screen(pyte.Screen):
                     line[x] = line.default
             line.default = self.default_char
 
+    # ICH, DCH and ECH touch the written cells only (pyte visited every column: in a
+    # 65535-column pane each cost ~65,000 steps for a few bytes of output). Unwritten
+    # cells show the line's default, so where it is not a blank (a DECALN line: E) the
+    # blanks brought in are written out.
     def insert_characters(self, count: int | None = None) -> None:
-        self._solid(self.buffer[self.cursor.y])
-        super().insert_characters(count)
+        y, x, cols = self.cursor.y, self.cursor.x, self.columns
+        self.dirty.add(y)
+        line = self.buffer[y]
+        n = max(count or 1, 1)
+        for k in sorted((k for k in line if k >= x), reverse=True):
+            char = line.pop(k)
+            if k + n < cols:
+                line[k + n] = char
+        self._blanks(line, x, min(x + n, cols))
 
     def delete_characters(self, count: int | None = None) -> None:
-        self._solid(self.buffer[self.cursor.y])
-        super().delete_characters(count)
+        y, x, cols = self.cursor.y, self.cursor.x, self.columns
+        self.dirty.add(y)
+        line = self.buffer[y]
+        n = max(count or 1, 1)
+        for k in sorted(k for k in line if k >= x):
+            char = line.pop(k)
+            if x + n <= k < cols:
+                line[k - n] = char
+        self._blanks(line, max(x, cols - n), cols)
+
+    def erase_characters(self, count: int | None = None) -> None:
+        y, x = self.cursor.y, self.cursor.x
+        self.dirty.add(y)
+        line = self.buffer[y]
+        end = min(x + max(count or 1, 1), self.columns)
+        # as EL: erased cells are blanks (their colour is not kept), forgotten
+        for k in [k for k in line if x <= k < end]:
+            del line[k]
+        self._blanks(line, x, end)
+
+    def _blanks(self, line: Any, start: int, end: int) -> None:
+        """Cells ``start``..``end`` blank on a line whose unwritten cells are not."""
+        if line.default.data != " ":
+            blank = self.default_char
+            for k in range(start, end):
+                line[k] = blank
 
     def resize(self, lines: int | None = None, columns: int | None = None) -> None:
         if columns is not None and columns > self.columns:

@@ -115,7 +115,7 @@ class Terminal:
         buffer, cursor = self._saved
         n = max(0, cursor.y + 1 - rows)
         for i in range(n):
-            self._push_history(row_text(buffer[i], self.screen.columns))
+            self._push_history(row_text(buffer[i], self.screen.columns, pad=False))
         cursor.y = max(0, cursor.y - n)
         cursor.x = min(cursor.x, cols)
         self._saved = (shifted(buffer, n, rows, cols), cursor)
@@ -158,7 +158,7 @@ class Terminal:
             n = max(0, s.cursor.y + 1 - rows)
             if not self.alternate:
                 for y in range(n):
-                    self._push_history(row_text(s.buffer[y], s.columns))
+                    self._push_history(row_text(s.buffer[y], s.columns, pad=False))
             s.buffer = shifted(s.buffer, n, rows, s.columns)
             s.cursor.y = max(0, s.cursor.y - n)
             s.lines = rows

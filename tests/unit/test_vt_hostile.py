@@ -545,3 +545,85 @@ def test_a_very_wide_panes_history_is_bounded_in_code_points() -> None:
     assert term.history._chars <= HISTORY_BUDGET + 2 * BLOCK * 9001
     assert term.row(term.oldest).rstrip() == " " * 8999 + "X"
     assert term.row(term.oldest).__len__() == 65535
+
+
+EDITS = st.lists(
+    st.one_of(
+        st.tuples(st.just("draw"), st.integers(0, 40), st.text("ab中é", min_size=1, max_size=6)),
+        st.tuples(
+            st.sampled_from(["ich", "dch", "ech", "el0", "el1", "el2"]),
+            st.integers(0, 40),
+            st.integers(0, 50),
+        ),
+        st.tuples(st.just("decaln"), st.just(0), st.just(0)),
+    ),
+    max_size=12,
+)
+
+
+OPS = {"ich": "insert_characters", "dch": "delete_characters", "ech": "erase_characters"}
+EL = {"el0": 0, "el1": 1, "el2": 2}
+
+
+@settings(max_examples=300, deadline=None)
+@given(st.integers(1, 40), EDITS)
+def test_insert_and_delete_characters_move_only_written_cells(
+    cols: int, edits: list[tuple[str, int, object]]
+) -> None:
+    """ICH, DCH and ECH visit the cells written, not every column; rows read exactly as
+    with pyte's column-by-column versions (after writing out a DECALN line's E's, and
+    without the cell pyte keeps past the right edge)."""
+    import pyte
+
+    ours, ref = Terminal(cols, 3, 0), Terminal(cols, 3, 0)
+    for op, x, arg in edits:
+        for t in (ours, ref):
+            s = t.screen
+            s.cursor.y, s.cursor.x = 1, min(x, cols - 1)
+            if op == "draw":
+                s.draw(str(arg))
+            elif op == "decaln":
+                s.alignment_display()
+            elif op in EL:
+                if t is ours:
+                    s.erase_in_line(EL[op])
+                else:
+                    s._solid(s.buffer[1])
+                    for k in (
+                        range(cols)
+                        if EL[op] == 2
+                        else range(s.cursor.x, cols)
+                        if EL[op] == 0
+                        else range(s.cursor.x + 1)
+                    ):
+                        s.buffer[1].pop(k, None)
+            elif t is ours:
+                getattr(s, OPS[op])(int(str(arg)))
+            else:
+                s._solid(s.buffer[1])
+                getattr(pyte.Screen, OPS[op])(s, int(str(arg)))
+                for k in [k for k in s.buffer[1] if k >= cols]:
+                    del s.buffer[1][k]  # pyte keeps a cell pushed past the edge; no terminal does
+        seen = [[t.row(t.scrolled + n) for n in range(3)] for t in (ours, ref)]
+        assert seen[0] == seen[1], (op, x, arg)
+
+
+def test_insert_and_delete_in_a_very_wide_pane_touch_only_written_cells() -> None:
+    term = Terminal(65535, 4, 0)
+    term.feed(b"\x1b[2;9000HX\x1b[2;1H\x1b[5@\x1b[3P\x1b[2X")
+    line = term.screen.buffer[1]
+    assert len(line) == 1 and term.row(1).rstrip() == " " * 9001 + "X"
+
+
+@given(
+    st.integers(1, 300),
+    st.dictionaries(st.integers(0, 320), CELL_TEXTS, max_size=40),
+    st.booleans(),
+)
+def test_a_row_entering_history_is_its_text_without_trailing_blanks(
+    cols: int, cells: dict[int, str], decaln: bool
+) -> None:
+    line = screen._Line(screen._BLANK._replace(data="E") if decaln else screen._BLANK)
+    for x, text in cells.items():
+        line[x] = screen._BLANK._replace(data=text)
+    assert screen.row_text(line, cols, pad=False) == screen.row_text(line, cols).rstrip(" ")
