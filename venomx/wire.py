@@ -81,23 +81,26 @@ def id_number(ident: str, prefix: str) -> int | None:
     return int(n) if len(n) <= ID_DIGITS else ID_BEYOND
 
 
-# How much of a frame over max_frame is searched for its id, and how many steps that
-# search may take: a request has a handful of top-level members, so a frame whose id
-# does not turn up within them is answered with null rather than scanned at length.
+# How much of a frame over max_frame is searched for its id (at most its first max_frame
+# + 1 bytes, which are all in hand when it is found too long, however it was split), and
+# how many steps that search may take: a request has a handful of top-level members, so
+# a frame whose id does not turn up within them is answered with null.
 ID_SCAN_BYTES = 65536
 ID_SCAN_STEPS = 256
-_TOKEN = re.compile(rb'[ \t\r\n]*+(?:("(?:[^"\\]|\\.)*+")|([{}\[\]:,])|([^ \t\r\n"{}\[\]:,]++))')
+_STRING = rb'"[^"\\]*+(?:\\.[^"\\]*+)*+"'
+_TOKEN = re.compile(rb"[ \t\r\n]*+(?:(" + _STRING + rb')|([{}\[\]:,])|([^ \t\r\n"{}\[\]:,]++))')
 # inside a nested value only brackets matter: strings and everything else are skipped
 # (possessive quantifiers: a cut frame must not make the search backtrack)
-_NESTED = re.compile(rb'(?:[^"{}\[\]]++|"(?:[^"\\]|\\.)*+")*+([{}\[\]])')
+_NESTED = re.compile(rb'(?:[^"{}\[\]]++|' + _STRING + rb")*+([{}\[\]])")
 _INT = re.compile(rb"-?(?:0|[1-9][0-9]{0,18})")
 
 
-def frame_id(prefix: bytes) -> int | None:
+def frame_id(prefix: bytes, max_frame: int = ID_SCAN_BYTES) -> int | None:
     """The top-level integer ``id`` of a frame too large to parse, or None when it has
-    none within its first ``ID_SCAN_BYTES`` and ``ID_SCAN_STEPS`` (foundation §2: a bad
-    frame is answered with its id, or null where it has none)."""
-    data = prefix[:ID_SCAN_BYTES]
+    none within its first ``min(ID_SCAN_BYTES, max_frame + 1)`` bytes and
+    ``ID_SCAN_STEPS`` (foundation §2: a bad frame is answered with its id, or null where
+    it has none). A number cut off by the end of those bytes is no id."""
+    data = prefix[: min(ID_SCAN_BYTES, max_frame + 1)]
     m = _TOKEN.match(data)
     if m is None or m.group(2) != b"{":
         return None
@@ -126,6 +129,8 @@ def frame_id(prefix: bytes) -> int | None:
         elif expect == "value" and delim is None:
             if key == b'"id"':
                 token = bare or b""
+                if pos == len(data):
+                    return None  # the digits may go on past what was searched
                 if _INT.fullmatch(token) and -(2**63) <= int(token) < 2**63:
                     return int(token)
                 return None

@@ -200,9 +200,11 @@ def test_frame_size_limit_both_ways(shared_daemon: Daemon) -> None:
             "data": {"max_frame": 4096},
         },
     }
-    # the top-level id wherever it stands, not one inside params
-    r.send(b'{"verb":"whoami","params":{"id":9,"x":"' + b"a" * 5000 + b'"},"id":7}\n')
+    # the top-level id wherever it stands in the first max_frame bytes, not one in params
+    r.send(b'{"verb":"whoami","params":{"id":9,"x":"a"},"id":7,"y":"' + b"a" * 5000 + b'"}\n')
     assert r.frame() == {**f, "id": 7}
+    r.send(b'{"verb":"whoami","y":"' + b"a" * 5000 + b'","id":6}\n')  # beyond them: null
+    assert r.frame() == {**f, "id": None}
     r.send(b'{"id":8,"verb":"whoami","x":"' + b"a" * 50000)  # arriving in pieces
     r.send(b"y" * 50000 + b'\n{"id":3,"verb":"whoami"}\n')
     assert r.frame() == {**f, "id": 8}

@@ -58,3 +58,20 @@ def test_a_cut_frame_keeps_an_id_read_before_the_cut() -> None:
     head = b'{"verb":"pane.send","id":12,"params":{"text":"'
     assert frame_id(head + b"a" * 10_000_000) == 12
     assert frame_id(b'{"params":{"text":"' + b"a" * ID_SCAN_BYTES + b'"},"id":12}') is None
+
+
+def test_an_id_cut_off_by_the_end_of_the_search_is_none() -> None:
+    for cut in range(1, 6):
+        pad = ID_SCAN_BYTES - len(b'{"a":"","id":') - cut
+        frame = b'{"a":"' + b"x" * pad + b'","id":12345}'
+        assert frame[:ID_SCAN_BYTES].endswith(b":" + b"12345"[:cut])
+        assert frame_id(frame) is None
+
+
+def test_the_search_reaches_only_the_bytes_a_too_long_frame_has_in_hand() -> None:
+    """Found too long once past max_frame bytes, a frame has at least max_frame + 1 of
+    them, however its writes were split: the answer does not depend on the split."""
+    frame = b'{"a":"' + b"x" * 5000 + b'","id":7}'
+    assert frame_id(frame) == 7
+    assert frame_id(frame, max_frame=4096) is None
+    assert frame_id(b'{"id":7,"a":"' + b"x" * 5000, max_frame=4096) == 7

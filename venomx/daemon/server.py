@@ -317,7 +317,7 @@ class Connection(ReadsShared):
             nl = self.buf.find(b"\n")
             if nl < 0:
                 if len(self.buf) > self.max_frame:
-                    rid = frame_id(bytes(self.buf[:ID_SCAN_BYTES]))
+                    rid = frame_id(bytes(self.buf[:ID_SCAN_BYTES]), self.max_frame)
                     self.buf.clear()
                     self.discarding = True
                     self.frame_too_big(rid)
@@ -332,7 +332,7 @@ class Connection(ReadsShared):
             del self.buf[: nl + 1]
             handled += 1
             if len(frame) > self.max_frame:
-                self.frame_too_big(frame_id(frame))
+                self.frame_too_big(frame_id(frame, self.max_frame))
                 continue
             try:
                 self.handle_frame(frame)
