@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import re
 from bisect import bisect_right
+from collections import Counter
 from collections.abc import Callable, Generator
 from typing import TYPE_CHECKING, Any
 
@@ -121,7 +122,10 @@ def padded(text: str, cols: int) -> str:
 
 def padded_len(text: str, cols: int) -> int:
     """The length in code points of ``padded(text, cols)``."""
-    cells = len(text) if text.isascii() else sum(max(0, wcwidth(c)) for c in text)
+    if text.isascii():
+        cells = len(text)
+    else:  # each distinct character's width once (a history row is mostly repeats)
+        cells = sum(max(0, wcwidth(c)) * n for c, n in Counter(text).items())
     return len(text) + max(0, cols - cells)
 
 

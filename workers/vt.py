@@ -27,9 +27,11 @@ from workers.screen import (
     shifted,
 )
 
-# Code points of history an EXIT carries at most (up to 4 bytes each in UTF-8): the
-# channel refuses a frame over 256 MiB, and the newest rows matter most to a run.
-HISTORY_BUDGET = 32 * 1024 * 1024
+# Code points of history an EXIT carries at most (up to 4 bytes each in UTF-8, and as
+# many in the sentinel's and the daemon's strings): a 10,000-row scrollback of 80-column
+# rows is under a tenth of it, the newest rows matter most to a run, and the EXIT must be
+# built, sent and taken in well inside the daemon's bound on it (watch.EXIT_BOUND).
+HISTORY_BUDGET = 8 * 1024 * 1024
 
 
 def new_history(scrollback: int) -> History:
