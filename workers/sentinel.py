@@ -33,9 +33,13 @@ from workers.vt import Terminal
 DRAIN_SILENCE = 0.05
 DRAIN_MAX = 1.0
 # Output a drain reads at most: several times what a PTY buffers (~68 KiB), so all the
-# leader left, and bounded, so that the parse after it stays well inside the daemon's
-# bound on a report (watch.EXIT_BOUND) whatever an escaped writer sends meanwhile.
+# leader left, and bounded. The first DRAIN_KEPT bytes read (the leader's last output
+# comes first) are always taken in; what an escaped writer added after them only for
+# DRAIN_PARSE seconds, so the EXIT stays well inside the daemon's bound on it
+# (watch.EXIT_BOUND) however slow that output is to parse.
 DRAIN_BYTES = 1 << 18
+DRAIN_KEPT = 1 << 17
+DRAIN_PARSE = 1.0
 LOSS_GRACE = 2.0
 POLL_WITHOUT_PIDFD = 0.05
 READ_SIZE = 1 << 17
@@ -403,7 +407,8 @@ class Sentinel:
         ``DRAIN_BYTES``; then take it in. The bound is on reading, not on the terminal's
         work: the leader's last bytes (at most what the kernel's buffers hold when it
         exits, read first) are never cut short by a slow parse, only an escaped
-        process's endless writing is."""
+        process's endless writing is, and what it wrote past ``DRAIN_KEPT`` is taken in
+        for ``DRAIN_PARSE`` at most."""
         if self.master_eof:
             return
         os.set_blocking(self.master, False)
@@ -424,8 +429,13 @@ class Sentinel:
                 quiet_since = time.monotonic()
             elif not self.master_eof:
                 waiter.poll(1000 * min(DRAIN_SILENCE - (now - quiet_since), deadline - now))
+        taken = 0
+        until = time.monotonic() + DRAIN_PARSE
         for data in held:
+            if taken >= DRAIN_KEPT and time.monotonic() >= until:
+                break  # an escaped writer's output, too slow to take in: not the leader's
             self.consume(data)
+            taken += len(data)
 
     def finish(self) -> NoReturn:
         """Sweep, drain, send EXIT, and reap the leader only once the daemon has taken it.
