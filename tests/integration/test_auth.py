@@ -118,10 +118,28 @@ def test_minted_principal_and_delegation(daemon: Daemon) -> None:
     assert (
         daemon.error("principal.revoke", {"principal": "g0"}, token=None).code == "denied.anonymous"
     )
-    # forgotten once revoked: to the owner, revoking it again revokes nothing
+    # forgotten once revoked, but remembered lately: revoking it again revokes nothing
     again = daemon.call("principal.revoke", {"principal": p["principal"]})
     assert again == {"principal": p["principal"], "revoked": []}
     assert daemon.error("principal.revoke", {"principal": "g999"}).code == "not_found.principal"
+    parent = daemon.call("principal.create", {"grants": []})
+    child = daemon.call("principal.create", {"grants": []}, token=parent["token"])
+    for revoked in ([child["principal"]], []):
+        r = daemon.call(
+            "principal.revoke", {"principal": child["principal"]}, token=parent["token"]
+        )
+        assert r == {"principal": child["principal"], "revoked": revoked}
+    # a start that failed consumed a principal ID, which never named a principal
+    s = daemon.call("session.create")["session"]
+    before = daemon.call("principal.create", {"grants": []})["principal"]
+    failed = daemon.error("run", {"key": "enoent", "session": s, "argv": ["/nonexistent-x"]})
+    assert failed.code == "unavailable.spawn"
+    after = daemon.call("principal.create", {"grants": []})["principal"]
+    assert int(after[1:]) > int(before[1:]) + 1
+    for n in range(int(before[1:]) + 1, int(after[1:])):
+        assert daemon.error("principal.revoke", {"principal": f"g{n}"}).code == (
+            "not_found.principal"
+        )
 
 
 def test_what_a_revoked_principal_made_stays_its_ancestors(daemon: Daemon, tmp_path: Path) -> None:

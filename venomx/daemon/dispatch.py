@@ -28,7 +28,7 @@ from venomx.daemon.registry import AuthNode, Pane, Principal
 from venomx.manifest.rules import check_group, check_rules
 from venomx.manifest.schema import validate
 from venomx.manifest.verbs import Group, Verb
-from venomx.wire import VenomxError, dumps, id_number
+from venomx.wire import VenomxError, dumps
 
 if TYPE_CHECKING:
     from venomx.daemon.services import Services
@@ -201,21 +201,18 @@ def resolve_target(ctx: Context, params: dict[str, Any]) -> dict[str, Any]:
 
 def principal_target(ctx: Context, rid: str) -> Principal:
     """Only a strict descendant of the caller can be named; anyone else learns nothing
-    of whether the principal exists, except the owner (who may revoke any). A revoked
-    principal is forgotten: to the owner it is one already revoked (revoking it again
-    revokes nothing), to anyone else one it cannot name."""
+    of whether the principal exists, except the owner (who may revoke any). A principal
+    revoked lately is named by its remembered lineage: revoking it again revokes
+    nothing."""
     reg = ctx.registry
     me = ctx.principal
     target = reg.principals.get(rid)
-    line = target.lineage if target is not None else None
-    if target is None or target.id == me.id or line is None or not line.descends_from(me.id):
-        if target is None and me.id == ctx.services.owner.id:
-            n = id_number(rid, "g")
-            if n is not None and n < reg.counters["g"]:
-                return Principal(rid, None, [], revoked=True)
+    line = target.lineage if target is not None else reg.forgotten.get(rid)
+    if rid == me.id or line is None or not line.descends_from(me.id):
+        if line is None and me.id == ctx.services.owner.id:
             raise VenomxError("not_found.principal", f"principal {rid[:64]} not found", {})
         raise VenomxError("denied.revoke", "only a descendant principal can be revoked", {})
-    return target
+    return target if target is not None else Principal(rid, None, [], revoked=True)
 
 
 def check_state(ctx: Context, obj: Any, wanted: tuple[str, ...]) -> None:

@@ -19,6 +19,7 @@ if TYPE_CHECKING:
     from workers.rows import Snapshot
 
 UNDONE_MAX = 1024  # leaders of rolled-back starts remembered for a quiet reap
+FORGOTTEN_MAX = 4096  # revoked principals remembered, so that revoking one again is no error
 
 
 _second: tuple[int, str] = (-1, "")  # the last whole second formatted, and its text
@@ -222,6 +223,8 @@ class Registry:
         # parent ID -> its children's IDs: revoking one walks its own subtree, never
         # every principal (a session of a thousand panes is removed in one turn)
         self.children: dict[str, dict[str, None]] = {}
+        # the most recently revoked, oldest first: who may name them (their lineage)
+        self.forgotten: dict[str, Lineage] = {}
         self.tokens: dict[str, str] = {}  # SHA-256 of token -> principal ID
         self.sentinels: dict[int, str] = {}  # sentinel pid -> pane
         self.leaders: dict[int, str] = {}  # leader pid -> live (or committing) pane
@@ -298,6 +301,10 @@ class Registry:
             p.revoked = True
             if p.token:
                 self.tokens.pop(token_key(p.token), None)
+            if p.lineage is not None:
+                self.forgotten[cid] = p.lineage
+        while len(self.forgotten) > FORGOTTEN_MAX:
+            del self.forgotten[next(iter(self.forgotten))]
         if self.on_revoked is not None:
             self.on_revoked(subtree)
         return subtree
