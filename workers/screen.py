@@ -372,6 +372,42 @@ class Screen(pyte.Screen):
                 buf[y] = line
         pop(top, None)
 
+    def scroll_up(self, count: int | None = None, *more: int, private: bool = False) -> None:
+        """SU (``CSI n S``): the scroll region's lines move up ``n``; lines leaving the top
+        of a full-screen region enter history, as with line feeds at the bottom."""
+        if more or private:
+            return  # CSI ? ... S is XTSMGRAPHICS, not a scroll
+        top, bottom = self.margins or (0, self.lines - 1)
+        n = min(max(count or 1, 1), bottom - top + 1)
+        buf, term = self.buffer, self._term
+        if not term.alternate and top == 0 and bottom == self.lines - 1:
+            for y in range(n):
+                line = buf.get(y)
+                term._push_history("" if line is None else row_text(line, self.columns, False))
+        for y in range(top, bottom + 1):
+            line = buf.pop(y + n, None) if y + n <= bottom else None
+            if line is None:
+                buf.pop(y, None)
+            else:
+                buf[y] = line
+        self.dirty.update(range(top, bottom + 1))
+
+    def scroll_down(self, count: int | None = None, *more: int, private: bool = False) -> None:
+        """SD (``CSI n T``): the scroll region's lines move down ``n``, blank lines in at
+        its top. ``CSI`` with more parameters and ``T`` is mouse tracking: ignored."""
+        if more or private:
+            return
+        top, bottom = self.margins or (0, self.lines - 1)
+        n = min(max(count or 1, 1), bottom - top + 1)
+        buf = self.buffer
+        for y in range(bottom, top - 1, -1):
+            line = buf.pop(y - n, None) if y - n >= top else None
+            if line is None:
+                buf.pop(y, None)
+            else:
+                buf[y] = line
+        self.dirty.update(range(top, bottom + 1))
+
     def erase_in_line(self, how: int = 0, private: bool = False) -> None:
         if how not in (0, 1, 2):
             return  # xterm ignores other values; pyte raised
@@ -586,6 +622,8 @@ class ByteStream(pyte.ByteStream):
     raises has its sequence dropped and counted through ``lost``; anything else that
     raises resets the parser to ground and the rest of the chunk goes on.
     """
+
+    csi = {**pyte.ByteStream.csi, "S": "scroll_up", "T": "scroll_down"}  # noqa: RUF012
 
     def __init__(self, screen: Screen, lost: Callable[[], None]) -> None:
         self._lost = lost

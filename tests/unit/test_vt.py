@@ -393,3 +393,24 @@ def test_every_csi_is_survived() -> None:
                 t = Terminal(10, 3)
                 t.feed(b"\x1b[" + lead + params + bytes([final]) + b"\x1b[Hok")
                 assert t.snapshot()["lines"][0].startswith("ok"), (lead, final, params)
+
+
+def screen_rows(t: Terminal) -> list[str]:
+    return [t.row(t.scrolled + y).rstrip() for y in range(t.rows)]
+
+
+def test_su_and_sd_scroll_the_region_and_su_feeds_history() -> None:
+    """``CSI n S`` / ``CSI n T`` (terminfo's indn and rin for xterm-256color): a full
+    screen scrolled up sends its top lines to history, keeping their row numbers."""
+    t = Terminal(10, 4, 100)
+    t.feed(b"L1\r\nL2\r\nL3\r\nL4\x1b[H\x1b[2S")
+    assert [t.row(n).rstrip() for n in range(2)] == ["L1", "L2"]
+    assert screen_rows(t) == ["L3", "L4", "", ""] and t.epoch == 1 and t.cursor == (2, 0)
+    t.feed(b"\x1b[T")
+    assert screen_rows(t) == ["", "L3", "L4", ""]
+    t.feed(b"\x1b[2;3r\x1b[5S")  # inside a region: nothing enters history
+    assert screen_rows(t) == ["", "", "", ""] and t.scrolled == 2
+    t.feed(b"\x1b[r\x1b[HA\r\nB\x1b[?1;2S\x1b[1;2;3;4;5T")  # XTSMGRAPHICS, mouse tracking
+    assert screen_rows(t) == ["A", "B", "", ""]
+    t.feed(b"\x1b[9999S")  # at most the region's height, in one pass
+    assert screen_rows(t) == ["", "", "", ""] and t.scrolled == 6
