@@ -31,6 +31,9 @@ GROW_AT = 64  # a cell's text longer than this grows in a _Grown holder
 CSI_MAX_PARAMS = 256  # further parameters of one CSI are ignored (xterm keeps 30)
 STRING_MAX = 4096  # characters of an OSC kept (the title); the rest is parsed, not kept
 SAVEPOINTS_MAX = 32  # DECSC nesting kept; the oldest is forgotten
+# Designations honoured in UTF-8 mode, as xterm and tmux do: G0 as DEC Special Graphics
+# or back to ASCII (ncurses' smacs and rmacs for xterm-256color draw boxes with them)
+G0_UTF8 = ("(0", "(B")
 
 
 class _Grown:
@@ -724,7 +727,7 @@ class ByteStream(pyte.ByteStream):
                         char = c
                     elif first == "#":
                         call(sharp.get(c, debug))
-                    elif first in "()" and not self.use_utf8:
+                    elif first in "()" and (not self.use_utf8 or first + c in G0_UTF8):
                         call(listener.define_charset, c, mode=first)
                     continue
                 elif "\x30" <= c <= "\x7e":

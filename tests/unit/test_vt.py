@@ -414,3 +414,12 @@ def test_su_and_sd_scroll_the_region_and_su_feeds_history() -> None:
     assert screen_rows(t) == ["A", "B", "", ""]
     t.feed(b"\x1b[9999S")  # at most the region's height, in one pass
     assert screen_rows(t) == ["", "", "", ""] and t.scrolled == 6
+
+
+def test_dec_special_graphics_draws_boxes_in_utf8() -> None:
+    """ncurses' smacs/rmacs for xterm-256color are ESC ( 0 and ESC ( B, in UTF-8 too."""
+    t = Terminal(10, 3, 10)
+    t.feed(b"\x1b(0lqqk\x1b(Bok\r\n\x1b)0\x0eqq\x0fx")  # G1 and SO stay ignored in UTF-8
+    assert screen_rows(t)[:2] == ["┌──┐ok", "qqx"]
+    t.feed(b"\x1b(0" + b"q" * 3)  # the bulk path must not skip the translation
+    assert screen_rows(t)[1] == "qqx───"
