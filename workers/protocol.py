@@ -18,7 +18,7 @@ from typing import Any, ClassVar
 
 import msgpack
 
-PROTOCOL_VERSION = 8
+PROTOCOL_VERSION = 9
 REPLAY_BYTES = 262144  # the latest output a sentinel holds for an attach that resumes
 # The fork server takes at most this many channel fds (sentinels) per request.
 FORK_BATCH_MAX = 8
@@ -58,6 +58,7 @@ class Kind(IntEnum):
     RESIZED = 41
     WROTE = 42
     PONG = 43
+    KEYPAD = 44
 
 
 @dataclass(frozen=True)
@@ -354,6 +355,15 @@ class Pong(Message):
     req: int
 
 
+@dataclass(frozen=True)
+class Keypad(Message):
+    """The program turned application cursor keys (DECCKM) on or off: the arrow keys
+    ``pane.send`` types are then ``ESC O A`` rather than ``ESC [ A``."""
+
+    KIND: ClassVar[Kind] = Kind.KEYPAD
+    cursor: bool
+
+
 MESSAGES: dict[int, type[Message]] = {
     cls.KIND: cls
     for cls in (
@@ -378,6 +388,7 @@ MESSAGES: dict[int, type[Message]] = {
         Resized,
         Wrote,
         Pong,
+        Keypad,
     )
 }
 

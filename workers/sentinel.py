@@ -30,6 +30,7 @@ from workers.osc import Scanner
 from workers.rows import EpochConflict, TooLarge, blank_snapshot, capture, repaint
 from workers.vt import Terminal
 
+APPLICATION_CURSOR = 1 << 5  # DECCKM (private mode 1) in pyte's mode set
 DRAIN_SILENCE = 0.05
 DRAIN_MAX = 1.0
 # Output a drain reads at most: several times what a PTY buffers (~68 KiB), so all the
@@ -314,11 +315,16 @@ class Sentinel:
         return data
 
     master_eof = False
+    application_keys = False  # DECCKM, as last told to the daemon
     frozen = False  # FREEZE: the pane is terminating, nothing more reaches its program
 
     def consume(self, data: bytes) -> None:
         term = self.vt
         term.feed(data)
+        application = APPLICATION_CURSOR in term.screen.mode
+        if application is not self.application_keys:
+            self.application_keys = application
+            self.send(P.Keypad(application))
         off = term.offset
         for ob in self.scanner.feed(data, off):
             self.send(P.Marker(ob.what, ob.offset, ob.exit_code, ob.state))

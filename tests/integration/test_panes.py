@@ -531,3 +531,30 @@ def test_window_create_and_split_look_up_the_target_before_the_cwd(daemon: Daemo
     ):
         assert daemon.error(verb, params).code == "conflict.pane_exited", verb
     assert daemon.error("window.create", {"session": s, **bad_cwd}).code == "invalid_params.cwd"
+
+
+KEYPAD_PROGRAM = r"""
+import os, tty
+tty.setraw(0)
+for mode, name in ((b"h", b"on"), (b"l", b"off")):
+    os.write(1, b"\x1b[?1" + mode + b"ready-" + name + b"\r\n")
+    os.write(1, os.read(0, 16).hex().encode() + b"\r\n")
+"""
+
+
+def test_cursor_keys_follow_the_programs_application_mode(daemon: Daemon) -> None:
+    """With DECCKM on (ncurses' keypad mode), Up is ESC O A as xterm and tmux send it;
+    a curses program does not know ESC [ A then. Off again, it is ESC [ A."""
+    s = daemon.call("session.create")["session"]
+    p = daemon.call("window.create", {"session": s, "argv": [PY, "-c", KEYPAD_PROGRAM]})["pane"]
+
+    def shown(text: str) -> bool:
+        rows = daemon.call("pane.capture_rows", {"pane": p})["lines"]
+        return any(r.strip() == text for r in rows)
+
+    wait_for(lambda: shown("ready-on"), 10, "keypad mode on")
+    daemon.call("pane.send", {"pane": p, "keys": ["Up", "Home"]})
+    wait_for(lambda: shown((b"\x1bOA\x1bOH").hex()), 10, "application cursor keys")
+    wait_for(lambda: shown("ready-off"), 10, "keypad mode off")
+    daemon.call("pane.send", {"pane": p, "keys": ["Up"]})
+    wait_for(lambda: shown(b"\x1b[A".hex()), 10, "normal cursor keys")

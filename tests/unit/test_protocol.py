@@ -47,6 +47,7 @@ SAMPLES = [
     P.Resized(1, 2, 3, 6),
     P.Wrote(4, 1),
     P.Pong(8),
+    P.Keypad(True),
 ]
 BY_CLASS = {type(m): m for m in SAMPLES}
 

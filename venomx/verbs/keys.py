@@ -40,13 +40,26 @@ NAMED = {
     "F12": b"\x1b[24~",
 }
 CTRL_SPECIAL = {"@": 0, "[": 27, "\\": 28, "]": 29, "^": 30, "_": 31, "Space": 0, "?": 127}
+# What the cursor keys send while the program has application cursor keys on (DECCKM,
+# ``CSI ? 1 h``; ncurses' keypad mode for xterm-256color, whose kcuu1 is ESC O A), as
+# xterm and tmux send them.
+APPLICATION = {
+    "Up": b"\x1bOA",
+    "Down": b"\x1bOB",
+    "Right": b"\x1bOC",
+    "Left": b"\x1bOD",
+    "Home": b"\x1bOH",
+    "End": b"\x1bOF",
+}
 
 
-def encode_key(name: str) -> bytes | None:
+def encode_key(name: str, application: bool = False) -> bytes | None:
+    if application and name in APPLICATION:
+        return APPLICATION[name]
     if name in NAMED:
         return NAMED[name]
     if name.startswith("M-") and len(name) > 2:
-        rest = encode_key(name[2:])
+        rest = encode_key(name[2:], application)
         return b"\x1b" + rest if rest is not None else None
     if name.startswith("C-") and len(name) > 2:
         k = name[2:]
@@ -60,10 +73,10 @@ def encode_key(name: str) -> bytes | None:
     return None
 
 
-def encode_keys(keys: list[str]) -> bytes:
+def encode_keys(keys: list[str], application: bool = False) -> bytes:
     out = bytearray()
     for i, name in enumerate(keys):
-        b = encode_key(name)
+        b = encode_key(name, application)
         if b is None:
             raise VenomxError(
                 "invalid_params.input",

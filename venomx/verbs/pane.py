@@ -81,6 +81,8 @@ async def send(
     else:
         payload = base64.b64decode(data or "", validate=True)  # its syntax was checked
     p: Pane = ctx.resolve()
+    if keys is not None and ctx.panes.link(p).application_keys:
+        payload = encode_keys(keys, application=True)
     if not payload:
         return {"pane": p.id, "bytes": 0}
     return {"pane": p.id, "bytes": await ctx.panes.send_input(p, payload)}

@@ -37,6 +37,7 @@ class Link:
     leader_usage: dict[str, int] | None = None
     exit_usage: dict[str, int] | None = None
     exit_seen: bool = False
+    application_keys: bool = False  # the program turned DECCKM on (its sentinel said so)
     exit_status: int = 0
     exit_state: Snapshot | None = None
     exit_raw: dict[str, Any] | None = None  # EXIT's state, decoded when the pane settles

@@ -384,6 +384,8 @@ class Panes:
             self.requests.answered(m.req, m)
         elif isinstance(m, (P.Wrote, P.Pong)):
             self.requests.answered(m.req, m)
+        elif isinstance(m, P.Keypad):
+            link.application_keys = m.cursor
         elif isinstance(m, P.Exit):
             if pane.live and pane.fault is None and not link.exit_seen:
                 link.exit_seen = True
