@@ -23,17 +23,20 @@ OPS = st.lists(
 )
 
 
+def apply(op: str, arg: object, *histories: History | deque[str]) -> None:
+    for h in histories:
+        if op == "clear":
+            h.clear()
+        else:
+            getattr(h, op)(arg)
+
+
 @settings(max_examples=300, deadline=None)
 @given(st.integers(0, 3 * BLOCK), OPS)
 def test_history_is_a_bounded_deque_of_rows(maxlen: int, ops: list[tuple[str, object]]) -> None:
     ours, model = History(maxlen), deque[str](maxlen=maxlen)
     for op, arg in ops:
-        if op == "clear":
-            ours.clear()
-            model.clear()
-        else:
-            getattr(ours, op)(arg)
-            getattr(model, op)(arg)
+        apply(op, arg, ours, model)
         assert len(ours) == len(model)
         assert list(ours) == list(model)
         if model:
@@ -59,12 +62,7 @@ def test_a_budget_keeps_the_newest_rows_and_bounds_the_rest(
     filled stay)."""
     ours, model = History(maxlen, budget=budget), deque[str](maxlen=maxlen)
     for op, arg in ops:
-        if op == "clear":
-            ours.clear()
-            model.clear()
-        else:
-            getattr(ours, op)(arg)
-            getattr(model, op)(arg)
+        apply(op, arg, ours, model)
         kept = list(ours)
         assert kept == list(model)[len(model) - len(kept) :]
         held = sum(map(len, ours._blocks)) + sum(map(len, ours._tail))
