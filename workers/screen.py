@@ -182,6 +182,20 @@ def row_text(line: Any, cols: int, pad: bool = True) -> str:
 
 
 SPARSE_AT = 8  # a line with fewer than 1 written cell in this many is built sparsely
+REBUILD_AT = 64  # cells moved by one ICH/DCH past which the line is rebuilt in one pass
+
+
+def _written(line: Any, start: int, end: int) -> list[int]:
+    """The written columns in ``start``..``end``, in order: found from whichever is
+    smaller, the line's cells or the columns (pyte walked the columns)."""
+    if end - start < len(line):
+        return [k for k in range(start, end) if k in line]
+    return sorted(k for k in line if start <= k < end)
+
+
+def _rebuild(line: Any, cells: dict[int, Any]) -> None:
+    line.clear()
+    line.update(cells)
 
 
 class Screen(pyte.Screen):
@@ -476,10 +490,16 @@ class Screen(pyte.Screen):
         self.dirty.add(y)
         line = self.buffer[y]
         n = max(count or 1, 1)
-        for k in sorted((k for k in line if k >= x), reverse=True):
-            char = line.pop(k)
-            if k + n < cols:
-                line[k + n] = char
+        keys = _written(line, x, cols)
+        if len(keys) > REBUILD_AT:
+            _rebuild(
+                line, {k if k < x else k + n: c for k, c in line.items() if k + n < cols or k < x}
+            )
+        else:
+            for k in reversed(keys):
+                char = line.pop(k)
+                if k + n < cols:
+                    line[k + n] = char
         self._blanks(line, x, min(x + n, cols))
 
     def delete_characters(self, count: int | None = None) -> None:
@@ -487,10 +507,17 @@ class Screen(pyte.Screen):
         self.dirty.add(y)
         line = self.buffer[y]
         n = max(count or 1, 1)
-        for k in sorted(k for k in line if k >= x):
-            char = line.pop(k)
-            if x + n <= k < cols:
-                line[k - n] = char
+        keys = _written(line, x, cols)
+        if len(keys) > REBUILD_AT:
+            _rebuild(
+                line,
+                {k if k < x else k - n: c for k, c in line.items() if k < x or x + n <= k < cols},
+            )
+        else:
+            for k in keys:
+                char = line.pop(k)
+                if x + n <= k < cols:
+                    line[k - n] = char
         self._blanks(line, max(x, cols - n), cols)
 
     def erase_characters(self, count: int | None = None) -> None:
@@ -499,7 +526,7 @@ class Screen(pyte.Screen):
         line = self.buffer[y]
         end = min(x + max(count or 1, 1), self.columns)
         # as EL: erased cells are blanks (their colour is not kept), forgotten
-        for k in [k for k in line if x <= k < end]:
+        for k in _written(line, x, end):
             del line[k]
         self._blanks(line, x, end)
 
