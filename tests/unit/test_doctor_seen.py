@@ -44,3 +44,10 @@ def test_a_live_panes_sentinel_is_ours() -> None:
     seen = Seen.now(d)
     assert doctor.sentinel_panes(facts, seen) == {4242: "p0"}
     assert doctor.escapees(d, facts, doctor.sentinel_panes(facts, seen), seen)[1]["count"] == 0
+
+
+def test_a_process_titled_as_an_exited_panes_sentinel_is_still_an_escapee() -> None:
+    d = fake_doctor({"p0": pane(100, 4242, live=False)}, sentinels={})
+    facts = ProcFacts(children={4242: ("venomx-sentinel p0", "sleeping")}, pane_env={4242: "p0"})
+    seen = Seen.now(d)
+    assert doctor.escapees(d, facts, doctor.sentinel_panes(facts, seen), seen)[1]["count"] == 1

@@ -75,23 +75,15 @@ class Seen:
     live: dict[str, int] = field(default_factory=dict)  # pane live at either -> its leader
     steady: set[str] = field(default_factory=set)  # live at both: may be missing a sentinel
     panes: set[str] = field(default_factory=set)  # known or preparing at either
-    sentinels: set[int] = field(default_factory=set)  # live sentinels' pids at either
-    # the sentinel pid of every known pane, live or exited: only for naming a titled
-    # sentinel's pane, never to excuse a process (an exited pane's pid may be reused)
-    named: set[int] = field(default_factory=set)
+    # sentinels not yet reaped at either moment (an exited pane's old sentinel pid names
+    # nothing: a process that left that pane may have taken it, and any title)
+    sentinels: set[int] = field(default_factory=set)
 
     @classmethod
     def now(cls, d: Doctor) -> Seen:
         reg = d.registry
         live = {p.id: p.pid for p in reg.panes.values() if p.live}
-        sentinels = set(reg.sentinels)
-        return cls(
-            live,
-            set(live),
-            set(reg.panes) | d.panes.preparing,
-            sentinels,
-            sentinels | {p.sentinel_pid for p in reg.panes.values()},
-        )
+        return cls(live, set(live), set(reg.panes) | d.panes.preparing, set(reg.sentinels))
 
     def merge(self, later: Seen) -> Seen:
         return Seen(
@@ -99,7 +91,6 @@ class Seen:
             self.steady & later.steady,
             self.panes | later.panes,
             self.sentinels | later.sentinels,
-            self.named | later.named,
         )
 
 
@@ -230,7 +221,7 @@ def fork_server(d: Doctor, facts: ProcFacts) -> dict[str, str]:
 
 def sentinel_panes(facts: ProcFacts, seen: Seen) -> dict[int, str]:
     """Our live, titled sentinels (spares aside), by pid: the pane each serves."""
-    ours = seen.named
+    ours = seen.sentinels
     return {
         pid: (t[len(SENTINEL_TITLE) :].split() or ["?"])[0]
         for pid, (t, st) in facts.children.items()
