@@ -390,7 +390,11 @@ class Sentinel:
                     tail = bytes(self.replay[m.after - held :])
                     self.send(P.Screen(m.req, term.cols, term.rows, term.offset, tail, True))
                 else:
-                    self.send(P.Screen(m.req, term.cols, term.rows, term.offset, repaint(term)))
+                    # the cursor keys' mode too: the attached terminal then sends what the
+                    # program expects (the replayed bytes carry it themselves)
+                    keys = b"\x1b[?1h" if self.application_keys else b""
+                    screen = keys + repaint(term)
+                    self.send(P.Screen(m.req, term.cols, term.rows, term.offset, screen))
         elif isinstance(m, P.Capture):
             try:
                 res = capture(self.vt, m.epoch, m.start, m.end, m.limit, CAPTURE_BUDGET)

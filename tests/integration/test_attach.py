@@ -44,6 +44,22 @@ def test_attach_stream_items_and_exit(daemon: Daemon) -> None:
     assert b"two" in data and final["offset"] == offset and final["exit_code"] == 0
 
 
+def test_the_repaint_carries_the_programs_cursor_key_mode(daemon: Daemon) -> None:
+    """A person attaching to a curses program in keypad mode must type what it expects
+    (ESC O A for Up): the repaint turns the terminal's application cursor keys on."""
+    s = daemon.call("session.create")["session"]
+    shell = "printf '\\033[?1hready\\n'; sleep 30"
+    w = daemon.call("window.create", {"session": s, "argv": ["sh", "-c", shell]})
+    wait_for(
+        lambda: "ready" in daemon.call("pane.capture_rows", {"pane": w["pane"]})["lines"][0],
+        10,
+        "ready",
+    )
+    stream = daemon.client().stream("pane.attach", {"pane": w["pane"]})
+    assert base64.b64decode(next(stream)["screen"]["data"]).startswith(b"\x1b[?1h")
+    daemon.call("pane.kill", {"pane": w["pane"], "grace_ms": 0})
+
+
 @pytest.mark.skipif(shutil.which("tmux") is None, reason="tmux is not installed")
 def test_venomx_attach_in_tmux(daemon: Daemon) -> None:
     s = daemon.call("session.create")["session"]
