@@ -183,6 +183,7 @@ def row_text(line: Any, cols: int, pad: bool = True) -> str:
 
 SPARSE_AT = 8  # a line with fewer than 1 written cell in this many is built sparsely
 REBUILD_AT = 64  # cells moved by one ICH/DCH past which the line is rebuilt in one pass
+ANSI_MODES = frozenset({mo.IRM, mo.LNM})  # the non-private modes pyte applies
 
 
 def _written(line: Any, start: int, end: int) -> list[int]:
@@ -549,6 +550,8 @@ class Screen(pyte.Screen):
             if any((m << 5) in ALT_MODES for m in modes):
                 self._term._enter_alternate(save_cursor=1049 in modes)
             modes = self._own_modes(modes, on=True)
+        else:  # pyte keeps ANSI and private modes in one set: CSI 32 h would be DECCKM
+            modes = tuple(m for m in modes if m in ANSI_MODES)
         super().set_mode(*modes, **kwargs)
 
     def reset_mode(self, *modes: int, **kwargs: Any) -> None:
@@ -556,6 +559,8 @@ class Screen(pyte.Screen):
             if any((m << 5) in ALT_MODES for m in modes):
                 self._term._leave_alternate(restore_cursor=1049 in modes)
             modes = self._own_modes(modes, on=False)
+        else:
+            modes = tuple(m for m in modes if m in ANSI_MODES)
         super().reset_mode(*modes, **kwargs)
 
     def _own_modes(self, modes: tuple[int, ...], on: bool) -> tuple[int, ...]:

@@ -423,3 +423,12 @@ def test_dec_special_graphics_draws_boxes_in_utf8() -> None:
     assert screen_rows(t)[:2] == ["┌──┐ok", "qqx"]
     t.feed(b"\x1b(0" + b"q" * 3)  # the bulk path must not skip the translation
     assert screen_rows(t)[1] == "qqx───"
+
+
+def test_an_ansi_mode_is_not_taken_for_a_private_one() -> None:
+    """pyte keeps both in one set, a private mode shifted by 5: CSI 32 h is not DECCKM."""
+    t = Terminal(10, 3, 10)
+    t.feed(b"\x1b[32h\x1b[4h")
+    assert 32 not in t.screen.mode and 4 in t.screen.mode
+    t.feed(b"\x1b[?1h")
+    assert 32 in t.screen.mode
