@@ -12,7 +12,7 @@ O(rows + cols) per byte, never O(rows x cols) or more.
 from __future__ import annotations
 
 import re
-from bisect import bisect_right
+from bisect import bisect_left, bisect_right
 from collections import Counter
 from collections.abc import Callable, Generator
 from typing import TYPE_CHECKING, Any
@@ -20,7 +20,7 @@ from typing import TYPE_CHECKING, Any
 import pyte
 from pyte import control as ctrl
 from pyte import modes as mo
-from pyte.screens import Char, StaticDefaultDict, wcwidth
+from pyte.screens import Char, Margins, StaticDefaultDict, wcwidth
 
 if TYPE_CHECKING:
     from workers.vt import Terminal
@@ -213,6 +213,7 @@ class Screen(pyte.Screen):
         self._term = term
         self._ready = False
         self._stops: list[int] | None = None
+        self._last = ""  # the last character drawn, for REP
         # zero-width code points met at column 0, kept for the next character drawn there
         self._lead: _Grown | None = None
         self._lead_y = 0
@@ -225,6 +226,8 @@ class Screen(pyte.Screen):
     # -- text -------------------------------------------------------------------------
     def draw(self, data: str) -> None:
         data = data.translate(self.g1_charset if self.charset else self.g0_charset)
+        if data:
+            self._last = data[-1]
         if (
             data.isascii()
             and data.isprintable()
@@ -273,7 +276,7 @@ class Screen(pyte.Screen):
                     if width == 2 and x + 1 < columns:
                         line[x + 1] = stub
                     x += width
-                    cursor.x = x if x < columns else columns
+                    cursor.x = x if x < columns else columns if autowrap else columns - 1
                 elif width == 0:
                     self._join(char)
                 # width < 0: a C0/C1 control or DEL reached as text; not text, so not kept
@@ -354,17 +357,14 @@ class Screen(pyte.Screen):
     # -- rows -------------------------------------------------------------------------
     def index(self) -> None:
         term = self._term
-        bottom = self.lines - 1
-        if (
-            not term.alternate
-            and self.cursor.y == bottom
-            and (self.margins is None or (self.margins.top == 0 and self.margins.bottom == bottom))
-        ):
-            term._push_history(row_text(self.buffer[0], self.columns, pad=False))
         top, bottom = self.margins or (0, self.lines - 1)
         if self.cursor.y != bottom:
-            self.cursor_down()
+            self._move(1)
             return
+        # a region at the top of the screen scrolls into history, as in xterm (apt keeps
+        # its progress line under one)
+        if not term.alternate and top == 0:
+            term._push_history(row_text(self.buffer[0], self.columns, pad=False))
         buf = self.buffer
         pop = buf.pop
         for y in range(top, bottom):
@@ -378,7 +378,7 @@ class Screen(pyte.Screen):
     def reverse_index(self) -> None:
         top, bottom = self.margins or (0, self.lines - 1)
         if self.cursor.y != top:
-            self.cursor_up()
+            self._move(-1)
             return
         buf = self.buffer
         pop = buf.pop
@@ -390,15 +390,131 @@ class Screen(pyte.Screen):
                 buf[y] = line
         pop(top, None)
 
+    # -- the cursor and the scroll region, as xterm moves them --------------------------
+    def _move(self, dy: int) -> None:
+        """Up or down within the scroll region while inside it, else within the screen
+        (pyte always stopped at the region's edges, pulling a cursor outside into it)."""
+        top, bottom = self.margins or (0, self.lines - 1)
+        y = self.cursor.y
+        low = top if y >= top else 0
+        high = bottom if y <= bottom else self.lines - 1
+        self.cursor.y = min(max(y + dy, low), high)
+
+    def cursor_up(self, count: int | None = None) -> None:
+        self._move(-max(count or 1, 1))
+        self._no_wrap()
+
+    def cursor_down(self, count: int | None = None) -> None:
+        self._move(max(count or 1, 1))
+        self._no_wrap()
+
+    def cursor_to_line(self, line: int | None = None) -> None:
+        super().cursor_to_line(line)
+        self._no_wrap()
+
+    def _no_wrap(self) -> None:
+        """A vertical move ends a pending wrap (xterm's ResetWrap): the cursor stays on
+        the last column instead of wrapping onto the line it moved to."""
+        if self.cursor.x >= self.columns:
+            self.cursor.x = self.columns - 1
+
+    def cursor_position(self, line: int | None = None, column: int | None = None) -> None:
+        if self.margins is not None and mo.DECOM in self.mode:
+            top, bottom = self.margins
+            line = min(max(line or 1, 1) + top, bottom + 1) - top  # clamped, as xterm
+        super().cursor_position(line, column)
+
+    def set_margins(self, top: int | None = None, bottom: int | None = None) -> None:
+        """DECSTBM: a missing or 0 bottom is the last line, and the cursor goes home
+        however the margins change (xterm). Called with no values (pyte's resize), the
+        margins are reset and the cursor stays."""
+        if top is None and bottom is None:
+            self.margins = None
+            return
+        t = max(0, min((top or 1) - 1, self.lines - 1))
+        b = self.lines - 1 if not bottom else max(0, min(bottom - 1, self.lines - 1))
+        if b - t < 1:
+            return  # a region of one line is refused, as xterm does
+        self.margins = None if (t, b) == (0, self.lines - 1) else Margins(t, b)
+        self.cursor_position()
+
+    def insert_lines(self, count: int | None = None) -> None:
+        """IL: pyte moved only the rows that were written, so a blank row moved down left
+        the text below it standing."""
+        top, bottom = self.margins or (0, self.lines - 1)
+        y0 = self.cursor.y
+        if not top <= y0 <= bottom:
+            return
+        n, buf = max(count or 1, 1), self.buffer
+        self.dirty.update(range(y0, self.lines))
+        for y in range(bottom, y0 - 1, -1):
+            line = buf.pop(y, None)
+            if y + n <= bottom:
+                if line is None:
+                    buf.pop(y + n, None)
+                else:
+                    buf[y + n] = line
+        self.carriage_return()
+
+    def delete_lines(self, count: int | None = None) -> None:
+        """DL: pyte kept a row whose replacement from below was never written."""
+        top, bottom = self.margins or (0, self.lines - 1)
+        y0 = self.cursor.y
+        if not top <= y0 <= bottom:
+            return
+        n, buf = max(count or 1, 1), self.buffer
+        self.dirty.update(range(y0, self.lines))
+        for y in range(y0, bottom + 1):
+            line = buf.pop(y + n, None) if y + n <= bottom else None
+            if line is None:
+                buf.pop(y, None)
+            else:
+                buf[y] = line
+        self.carriage_return()
+
+    def next_line(self) -> None:
+        """NEL (``ESC E``): a carriage return and a line feed (pyte made it a line feed)."""
+        self.carriage_return()
+        self.index()
+
+    def sco_save(self, *params: int, private: bool = False) -> None:
+        """``CSI s``: save the cursor (SCOSC), as DECSC."""
+        if not private:
+            self.save_cursor()
+
+    def sco_restore(self, *params: int, private: bool = False) -> None:
+        """``CSI u``: restore it (SCORC), as DECRC."""
+        if not private:
+            self.restore_cursor()
+
+    def back_tab(self, count: int | None = None, *more: int, private: bool = False) -> None:
+        """CBT (``CSI n Z``): back to the ``n``-th tab stop before the cursor."""
+        if more or private:
+            return
+        stops = self._stops
+        if stops is None:
+            stops = self._stops = sorted(self.tabstops)
+        x = min(self.cursor.x, self.columns - 1)
+        for _ in range(min(max(count or 1, 1), self.columns)):
+            i = bisect_left(stops, x)
+            x = stops[i - 1] if i > 0 else 0
+        self.cursor.x = x
+
+    def repeat(self, count: int | None = None, *more: int, private: bool = False) -> None:
+        """REP (``CSI n b``): the last character drawn, ``n`` more times."""
+        if more or private or wcwidth(self._last or "\0") <= 0:
+            return
+        self.draw(self._last * min(max(count or 1, 1), self.columns * self.lines))
+
     def scroll_up(self, count: int | None = None, *more: int, private: bool = False) -> None:
         """SU (``CSI n S``): the scroll region's lines move up ``n``; lines leaving the top
-        of a full-screen region enter history, as with line feeds at the bottom."""
+        of a region at the top of the screen enter history, as with line feeds."""
         if more or private:
             return  # CSI ? ... S is XTSMGRAPHICS, not a scroll
         top, bottom = self.margins or (0, self.lines - 1)
         n = min(max(count or 1, 1), bottom - top + 1)
         buf, term = self.buffer, self._term
-        if not term.alternate and top == 0 and bottom == self.lines - 1:
+        if not term.alternate and top == 0:
             for y in range(n):
                 line = buf.get(y)
                 term._push_history("" if line is None else row_text(line, self.columns, False))
@@ -583,6 +699,8 @@ class Screen(pyte.Screen):
 
     # -- cursor -----------------------------------------------------------------------
     def tab(self) -> None:
+        if self.cursor.x >= self.columns:
+            return  # a pending wrap stays pending (xterm)
         stops = self._stops
         if stops is None:
             stops = self._stops = sorted(self.tabstops)
@@ -658,7 +776,17 @@ class ByteStream(pyte.ByteStream):
     raises resets the parser to ground and the rest of the chunk goes on.
     """
 
-    csi = {**pyte.ByteStream.csi, "S": "scroll_up", "T": "scroll_down"}  # noqa: RUF012
+    csi = {  # noqa: RUF012
+        **pyte.ByteStream.csi,
+        "S": "scroll_up",
+        "T": "scroll_down",
+        "s": "sco_save",
+        "u": "sco_restore",
+        "Z": "back_tab",
+        "`": "cursor_to_column",
+        "b": "repeat",
+    }
+    escape = {**pyte.ByteStream.escape, "E": "next_line"}  # noqa: RUF012
 
     def __init__(self, screen: Screen, lost: Callable[[], None]) -> None:
         self._lost = lost

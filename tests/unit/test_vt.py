@@ -10,6 +10,7 @@ from __future__ import annotations
 from collections.abc import Iterator
 from contextlib import contextmanager
 
+import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 from pyte.screens import wcwidth
@@ -432,3 +433,89 @@ def test_an_ansi_mode_is_not_taken_for_a_private_one() -> None:
     assert 32 not in t.screen.mode and 4 in t.screen.mode
     t.feed(b"\x1b[?1h")
     assert 32 in t.screen.mode
+
+
+def screen_of(cols: int, rows: int, data: bytes) -> list[str]:
+    t = Terminal(cols, rows, 100)
+    t.feed(data)
+    return screen_rows(t)
+
+
+XTERM_CASES = [
+    # (why, cols, rows, bytes, the screen's rows as xterm shows them)
+    ("DL with no line below to move up", 10, 3, b"abc\r\x1b[M", ["", "", ""]),
+    (
+        "DL of two with the rows below unwritten",
+        10,
+        4,
+        b"abc\r\ndef\r\nghi\x1b[2;1H\x1b[2M",
+        ["abc", "", "", ""],
+    ),
+    (
+        "IL moves blank rows down too",
+        10,
+        4,
+        b"abc\r\n\r\nghi\x1b[1;1H\x1b[L",
+        ["", "abc", "", "ghi"],
+    ),
+    ("CSI s / CSI u save and restore", 10, 3, b"x\x1b[sAB\x1b[uY", ["xYB", "", ""]),
+    ("CUU ends a pending wrap", 10, 3, b"\r\n0123456789\x1b[AX", ["         X", "0123456789", ""]),
+    (
+        "LF below the scroll region moves within the screen",
+        10,
+        5,
+        b"a\r\nb\r\nc\r\nd\x1b[2;3r\x1b[4;1H\nX",
+        ["a", "b", "c", "d", "X"],
+    ),
+    (
+        "RI above the scroll region moves within the screen",
+        10,
+        5,
+        b"a\r\nb\r\nc\r\nd\x1b[3;4r\x1b[2;1H\x1bMX",
+        ["X", "b", "c", "d", ""],
+    ),
+    ("CSI r homes the cursor", 10, 3, b"ab\x1b[rX", ["Xb", "", ""]),
+    (
+        "a top-only DECSTBM runs to the last line",
+        10,
+        6,
+        b"a\r\nb\r\nc\r\nd\r\ne\r\nf\x1b[2;3r\x1b[4r\x1b[6;1H\r\nX",
+        ["a", "b", "c", "e", "f", "X"],
+    ),
+    ("REP repeats the last character", 20, 3, b"-\x1b[9b|", ["----------|", "", ""]),
+    ("NEL is CR LF", 10, 3, b"ab\x1bEX", ["ab", "X", ""]),
+    ("CBT goes back a tab stop", 20, 3, b"abcdefghijklmnop\x1b[ZX", ["abcdefghXjklmnop", "", ""]),
+    ("HPA moves to a column", 10, 3, b"abc\x1b[6`X", ["abc  X", "", ""]),
+    (
+        "DECOM clamps a CUP past the region",
+        10,
+        5,
+        b"a\r\nb\r\nc\r\nd\x1b[3;4r\x1b[?6h\x1b[9;1HX",
+        ["a", "b", "c", "X", ""],
+    ),
+    ("TAB keeps a pending wrap", 10, 3, b"0123456789\tX", ["0123456789", "X", ""]),
+    (
+        "without autowrap the cursor stays on the last column",
+        6,
+        3,
+        b"\x1b[?7lPASSED\x1b[K",
+        ["PASSE", "", ""],
+    ),
+]
+
+
+@pytest.mark.parametrize(("why", "cols", "rows", "data", "want"), XTERM_CASES)
+def test_moves_and_edits_as_xterm_does(
+    why: str, cols: int, rows: int, data: bytes, want: list[str]
+) -> None:
+    assert screen_of(cols, rows, data) == want, why
+
+
+def test_a_region_at_the_top_of_the_screen_scrolls_into_history() -> None:
+    """apt keeps its progress line below a region of the other rows: what scrolls out
+    of that region's top is history, as in xterm."""
+    t = Terminal(10, 3, 100)
+    t.feed(b"a\r\nb\x1b[1;2r\x1b[2;1H\nc\x1b[2;1H\x1b[S")
+    assert [t.row(n).rstrip() for n in range(t.oldest, t.scrolled)] == ["a", "b"]
+    t.feed(b"\x1b[2;3r\x1b[3;1H\n")  # a region below the top: nothing enters history
+    assert t.scrolled == 2
