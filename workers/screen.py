@@ -603,39 +603,38 @@ class Screen(pyte.Screen):
     # cells show the line's default, so where it is not a blank (a DECALN line: E) the
     # blanks brought in are written out.
     def insert_characters(self, count: int | None = None) -> None:
-        y, x, cols = self.cursor.y, self.cursor.x, self.columns
-        self.dirty.add(y)
-        line = self.buffer[y]
         n = max(count or 1, 1)
-        keys = _written(line, x, cols)
-        if len(keys) > REBUILD_AT:
-            _rebuild(
-                line, {k if k < x else k + n: c for k, c in line.items() if k + n < cols or k < x}
-            )
-        else:
-            for k in reversed(keys):
-                char = line.pop(k)
-                if k + n < cols:
-                    line[k + n] = char
-        self._blanks(line, x, min(x + n, cols))
+        self._shift_cells(n)
+        x = self.cursor.x
+        self._blanks(self.buffer[self.cursor.y], x, min(x + n, self.columns))
 
     def delete_characters(self, count: int | None = None) -> None:
+        n = max(count or 1, 1)
+        self._shift_cells(-n)
+        x, cols = self.cursor.x, self.columns
+        self._blanks(self.buffer[self.cursor.y], max(x, cols - n), cols)
+
+    def _shift_cells(self, n: int) -> None:
+        """ICH (``n`` > 0) and DCH (``n`` < 0): the written cells from the cursor on move
+        ``n`` columns; those that leave the cursor's column..the last are gone."""
         y, x, cols = self.cursor.y, self.cursor.x, self.columns
         self.dirty.add(y)
         line = self.buffer[y]
-        n = max(count or 1, 1)
         keys = _written(line, x, cols)
         if len(keys) > REBUILD_AT:
             _rebuild(
                 line,
-                {k if k < x else k - n: c for k, c in line.items() if k < x or x + n <= k < cols},
+                {
+                    k if k < x else k + n: c
+                    for k, c in line.items()
+                    if k < x or (k < cols and x <= k + n < cols)
+                },
             )
-        else:
-            for k in keys:
-                char = line.pop(k)
-                if x + n <= k < cols:
-                    line[k - n] = char
-        self._blanks(line, max(x, cols - n), cols)
+            return
+        for k in reversed(keys) if n > 0 else keys:
+            char = line.pop(k)
+            if x <= k + n < cols:
+                line[k + n] = char
 
     def erase_characters(self, count: int | None = None) -> None:
         y, x = self.cursor.y, self.cursor.x

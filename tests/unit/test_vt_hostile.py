@@ -11,6 +11,7 @@ import itertools
 import os
 import random
 import unicodedata
+from typing import Any
 
 from hypothesis import given, settings
 from hypothesis import strategies as st
@@ -566,16 +567,28 @@ EL = {"el0": 0, "el1": 1, "el2": 2}
 
 
 @settings(max_examples=300, deadline=None)
-@given(st.integers(1, 40), EDITS)
+@given(st.integers(1, 40), EDITS, st.booleans())
 def test_insert_and_delete_characters_move_only_written_cells(
-    cols: int, edits: list[tuple[str, int, object]]
+    cols: int, edits: list[tuple[str, int, object]], rebuild: bool
 ) -> None:
     """ICH, DCH and ECH visit the cells written, not every column; rows read exactly as
     with pyte's column-by-column versions (after writing out a DECALN line's E's, and
-    without the cell pyte keeps past the right edge)."""
+    without the cell pyte keeps past the right edge), moving cells one by one or
+    rebuilding the row."""
     import pyte
 
     ours, ref = Terminal(cols, 3, 0), Terminal(cols, 3, 0)
+    kept = screen.REBUILD_AT
+    screen.REBUILD_AT = 0 if rebuild else kept
+    try:
+        edit_both(cols, edits, ours, ref, pyte)
+    finally:
+        screen.REBUILD_AT = kept
+
+
+def edit_both(
+    cols: int, edits: list[tuple[str, int, object]], ours: Terminal, ref: Terminal, pyte: Any
+) -> None:
     for op, x, arg in edits:
         for t in (ours, ref):
             s = t.screen
