@@ -438,15 +438,23 @@ class Screen(pyte.Screen):
         self.margins = None if (t, b) == (0, self.lines - 1) else Margins(t, b)
         self.cursor_position()
 
-    def insert_lines(self, count: int | None = None) -> None:
-        """IL: pyte moved only the rows that were written, so a blank row moved down left
-        the text below it standing."""
+    def _lines_from_cursor(self, count: int | None) -> tuple[int, int, int] | None:
+        """IL and DL act on the cursor's row to the region's bottom, ``count`` lines, and
+        only while the cursor is in the region."""
         top, bottom = self.margins or (0, self.lines - 1)
         y0 = self.cursor.y
         if not top <= y0 <= bottom:
-            return
-        n, buf = max(count or 1, 1), self.buffer
+            return None
         self.dirty.update(range(y0, self.lines))
+        return y0, bottom, max(count or 1, 1)
+
+    def insert_lines(self, count: int | None = None) -> None:
+        """IL: pyte moved only the rows that were written, so a blank row moved down left
+        the text below it standing."""
+        if (span := self._lines_from_cursor(count)) is None:
+            return
+        y0, bottom, n = span
+        buf = self.buffer
         for y in range(bottom, y0 - 1, -1):
             line = buf.pop(y, None)
             if y + n <= bottom:
@@ -458,12 +466,10 @@ class Screen(pyte.Screen):
 
     def delete_lines(self, count: int | None = None) -> None:
         """DL: pyte kept a row whose replacement from below was never written."""
-        top, bottom = self.margins or (0, self.lines - 1)
-        y0 = self.cursor.y
-        if not top <= y0 <= bottom:
+        if (span := self._lines_from_cursor(count)) is None:
             return
-        n, buf = max(count or 1, 1), self.buffer
-        self.dirty.update(range(y0, self.lines))
+        y0, bottom, n = span
+        buf = self.buffer
         for y in range(y0, bottom + 1):
             line = buf.pop(y + n, None) if y + n <= bottom else None
             if line is None:
