@@ -131,6 +131,7 @@ def fast_feed(term: Terminal, data: bytes) -> bool:
     text = data.decode("ascii")
     if not rest and _bulk_lines(term, text):
         term.fast_bytes += len(data)
+        _note_last(s, text, rest)
         return True
     term.materialize()
     x, y0 = s.cursor.x, s.cursor.y
@@ -210,4 +211,13 @@ def fast_feed(term: Terminal, data: bytes) -> bool:
     s.cursor.x = ex
     term.stream.feed(text[pos:].encode())
     term.fast_bytes += len(data)
+    _note_last(s, text, rest)
     return True
+
+
+def _note_last(s: Any, text: str, rest: bytes) -> None:
+    """The chunk's last character drawn, for REP, as pyte's draw would have noted it (the
+    screen may be handed only the chunk's end, or nothing yet)."""
+    drawn = (_SGR.sub("", text) if rest else text).rstrip("\r\n")
+    if drawn:
+        s._last = drawn[-1]

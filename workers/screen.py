@@ -11,6 +11,7 @@ O(rows + cols) per byte, never O(rows x cols) or more.
 
 from __future__ import annotations
 
+import copy
 import re
 from bisect import bisect_left, bisect_right
 from collections import Counter
@@ -276,7 +277,7 @@ class Screen(pyte.Screen):
                     if width == 2 and x + 1 < columns:
                         line[x + 1] = stub
                     x += width
-                    cursor.x = x if x < columns else columns if autowrap else columns - 1
+                    cursor.x = x if x < columns else columns
                 elif width == 0:
                     self._join(char)
                 # width < 0: a C0/C1 control or DEL reached as text; not text, so not kept
@@ -409,8 +410,26 @@ class Screen(pyte.Screen):
         self._no_wrap()
 
     def cursor_to_line(self, line: int | None = None) -> None:
-        super().cursor_to_line(line)
+        """VPA; with DECOM, relative to the region and clamped to it (pyte asserted a
+        region was set, and a full-screen DECSTBM sets none)."""
+        top, bottom = self.margins or (0, self.lines - 1)
+        y = max(line or 1, 1) - 1
+        if mo.DECOM in self.mode:
+            y = min(y + top, bottom)
+        self.cursor.y = min(y, self.lines - 1)
         self._no_wrap()
+
+    def report_device_status(self, mode: int = 0, **kwargs: Any) -> None:
+        """DSR: nothing is answered (pyte's answer goes nowhere here), so nothing to
+        compute; pyte's asserted a region under DECOM."""
+
+    def _column(self) -> int:
+        """The column a line edit acts on. Past the last one without autowrap (a line
+        drawn to the end) it is the last, as the cursor shows it there; at a pending wrap
+        the edit acts on nothing, as in tmux (xterm would take the last column)."""
+        if mo.DECAWM in self.mode:
+            return self.cursor.x
+        return min(self.cursor.x, self.columns - 1)
 
     def _no_wrap(self) -> None:
         """A vertical move ends a pending wrap (xterm's ResetWrap): the cursor stays on
@@ -507,10 +526,12 @@ class Screen(pyte.Screen):
         self.cursor.x = x
 
     def repeat(self, count: int | None = None, *more: int, private: bool = False) -> None:
-        """REP (``CSI n b``): the last character drawn, ``n`` more times."""
-        if more or private or wcwidth(self._last or "\0") <= 0:
+        """REP (``CSI n b``): the last character drawn, ``n`` more times, to the end of
+        the line at most, as tmux does (xterm wraps: up to 9,999 cells for 7 bytes)."""
+        n = min(max(count or 1, 1), self.columns - self.cursor.x)
+        if more or private or n <= 0 or wcwidth(self._last or "\0") <= 0:
             return
-        self.draw(self._last * min(max(count or 1, 1), self.columns * self.lines))
+        self.draw(self._last * n)
 
     def scroll_up(self, count: int | None = None, *more: int, private: bool = False) -> None:
         """SU (``CSI n S``): the scroll region's lines move up ``n``; lines leaving the top
@@ -551,7 +572,7 @@ class Screen(pyte.Screen):
     def erase_in_line(self, how: int = 0, private: bool = False) -> None:
         if how not in (0, 1, 2):
             return  # xterm ignores other values; pyte raised
-        y, x = self.cursor.y, self.cursor.x
+        y, x = self.cursor.y, self._column()
         self.dirty.add(y)
         line = self.buffer[y]
         if how == 2:
@@ -611,19 +632,19 @@ class Screen(pyte.Screen):
     def insert_characters(self, count: int | None = None) -> None:
         n = max(count or 1, 1)
         self._shift_cells(n)
-        x = self.cursor.x
+        x = self._column()
         self._blanks(self.buffer[self.cursor.y], x, min(x + n, self.columns))
 
     def delete_characters(self, count: int | None = None) -> None:
         n = max(count or 1, 1)
         self._shift_cells(-n)
-        x, cols = self.cursor.x, self.columns
+        x, cols = self._column(), self.columns
         self._blanks(self.buffer[self.cursor.y], max(x, cols - n), cols)
 
     def _shift_cells(self, n: int) -> None:
         """ICH (``n`` > 0) and DCH (``n`` < 0): the written cells from the cursor on move
         ``n`` columns; those that leave the cursor's column..the last are gone."""
-        y, x, cols = self.cursor.y, self.cursor.x, self.columns
+        y, x, cols = self.cursor.y, self._column(), self.columns
         self.dirty.add(y)
         line = self.buffer[y]
         keys = _written(line, x, cols)
@@ -643,7 +664,7 @@ class Screen(pyte.Screen):
                 line[k + n] = char
 
     def erase_characters(self, count: int | None = None) -> None:
-        y, x = self.cursor.y, self.cursor.x
+        y, x = self.cursor.y, self._column()
         self.dirty.add(y)
         line = self.buffer[y]
         end = min(x + max(count or 1, 1), self.columns)
@@ -671,8 +692,6 @@ class Screen(pyte.Screen):
             if any((m << 5) in ALT_MODES for m in modes):
                 self._term._enter_alternate(save_cursor=1049 in modes)
             modes = self._own_modes(modes, on=True)
-        else:  # pyte keeps ANSI and private modes in one set: CSI 32 h would be DECCKM
-            modes = tuple(m for m in modes if m in ANSI_MODES)
         super().set_mode(*modes, **kwargs)
 
     def reset_mode(self, *modes: int, **kwargs: Any) -> None:
@@ -680,9 +699,22 @@ class Screen(pyte.Screen):
             if any((m << 5) in ALT_MODES for m in modes):
                 self._term._leave_alternate(restore_cursor=1049 in modes)
             modes = self._own_modes(modes, on=False)
-        else:
-            modes = tuple(m for m in modes if m in ANSI_MODES)
         super().reset_mode(*modes, **kwargs)
+
+    # SM and RM from the stream: pyte keeps ANSI modes and private ones (shifted by 5)
+    # in one set, so of the ANSI ones only those it applies may reach it (CSI 32 h would
+    # be DECCKM); its own calls pass modes already shifted.
+    def set_modes(self, *modes: int, private: bool = False) -> None:
+        if private:
+            self.set_mode(*modes, private=True)
+        else:
+            self.set_mode(*(m for m in modes if m in ANSI_MODES))
+
+    def reset_modes(self, *modes: int, private: bool = False) -> None:
+        if private:
+            self.reset_mode(*modes, private=True)
+        else:
+            self.reset_mode(*(m for m in modes if m in ANSI_MODES))
 
     def _own_modes(self, modes: tuple[int, ...], on: bool) -> tuple[int, ...]:
         """Apply DECCOLM and DECSCNM here; the private modes left are pyte's to apply.
@@ -734,12 +766,30 @@ class Screen(pyte.Screen):
         if len(self.savepoints) > SAVEPOINTS_MAX:
             del self.savepoints[0]
 
+    def restore_cursor(self) -> None:
+        """DECRC: the cursor last saved, as often as asked (xterm keeps one; pyte popped,
+        so a progress line's second restore went home), with origin mode and autowrap
+        as they were, and clamped to the screen, not pulled into the region."""
+        if not self.savepoints:
+            self.reset_mode(mo.DECOM)
+            self.cursor_position()
+            return
+        saved = self.savepoints[-1]
+        self.g0_charset, self.g1_charset = saved.g0_charset, saved.g1_charset
+        self.charset = saved.charset
+        (self.set_mode if saved.origin else self.reset_mode)(mo.DECOM)
+        (self.set_mode if saved.wrap else self.reset_mode)(mo.DECAWM)
+        self.cursor = copy.copy(saved.cursor)
+        self.ensure_hbounds()
+        self.ensure_vbounds()
+
     def reset(self) -> None:
         if self._ready:
             self._term._full_reset()
         super().reset()
         self._stops = None
         self._lead = None
+        self._last = ""
 
     def repair(self) -> None:
         """Bring the cursor and margins back in bounds after a handler failed midway."""
@@ -790,6 +840,8 @@ class ByteStream(pyte.ByteStream):
         "Z": "back_tab",
         "`": "cursor_to_column",
         "b": "repeat",
+        "h": "set_modes",
+        "l": "reset_modes",
     }
     escape = {**pyte.ByteStream.escape, "E": "next_line"}  # noqa: RUF012
 

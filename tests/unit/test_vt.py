@@ -211,6 +211,20 @@ TOKENS = st.sampled_from(
         b"\x1bH",
         b"\x1b[?5h",
         b"\x1b[3K",
+        # handlers added after a differential run against tmux (REP reads the last
+        # character drawn, which the fast path must note as pyte's draw does)
+        b"\x1b[3b",
+        b"\x1b[2;4r",
+        b"\x1b[r",
+        b"\x1b[S",
+        b"\x1b[T",
+        b"\x1b[s",
+        b"\x1b[u",
+        b"\x1bE",
+        b"\x1b[Z",
+        b"\x1b[2M",
+        b"\x1b[?7l",
+        b"\x1b[?7h",
     ]
 )
 
@@ -438,6 +452,7 @@ def test_an_ansi_mode_is_not_taken_for_a_private_one() -> None:
 def screen_of(cols: int, rows: int, data: bytes) -> list[str]:
     t = Terminal(cols, rows, 100)
     t.feed(data)
+    assert t.dropped == 0  # every sequence applied, none dropped as unapplicable
     return screen_rows(t)
 
 
@@ -495,6 +510,35 @@ XTERM_CASES = [
     ),
     ("TAB keeps a pending wrap", 10, 3, b"0123456789\tX", ["0123456789", "X", ""]),
     (
+        "a saved cursor is restored as often as asked",
+        10,
+        4,
+        b"ab\x1b[s\r\n\x1b[uX\r\n\x1b[uY",
+        ["abY", "", "", ""],
+    ),
+    (
+        "DECRC brings back autowrap off",
+        10,
+        3,
+        b"\x1b[?7l\x1b7\x1b[?7h\x1b8abcdefghijklm",
+        ["abcdefghim", "", ""],
+    ),
+    (
+        "a mark after a line drawn to the end without autowrap",
+        5,
+        2,
+        "\x1b[?7labcde\u0301".encode(),
+        ["abcde\u0301", ""],
+    ),
+    (
+        "VPA under DECOM with a full-screen region",
+        10,
+        5,
+        b"\x1b[1;5r\x1b[?6h\x1b[4dV",
+        ["", "", "", "V", ""],
+    ),
+    ("REP stops at the end of the line, as in tmux", 5, 3, b"ab\x1b[9bc", ["abbbb", "c", ""]),
+    (
         "without autowrap the cursor stays on the last column",
         6,
         3,
@@ -519,3 +563,16 @@ def test_a_region_at_the_top_of_the_screen_scrolls_into_history() -> None:
     assert [t.row(n).rstrip() for n in range(t.oldest, t.scrolled)] == ["a", "b"]
     t.feed(b"\x1b[2;3r\x1b[3;1H\n")  # a region below the top: nothing enters history
     assert t.scrolled == 2
+
+
+def test_rep_after_a_fast_chunk_repeats_its_last_character() -> None:
+    """The fast path hands pyte only the chunk's last screen (here blank lines): the last
+    character drawn is noted for REP as pyte's draw would."""
+    data = [b"line Q\r\n" * 100 + b"\r\n" * 6, b"\x1b[3b"]
+    fast, ref = Terminal(10, 5, 50), plain(10, 5, 50)
+    with fast_for_any_size():
+        for chunk in data:
+            fast.feed(chunk)
+            ref.feed(chunk)
+    assert state(fast) == state(ref)
+    assert screen_rows(fast)[-1] == "QQQ"

@@ -261,7 +261,7 @@ def test_erase_with_unknown_values_is_ignored() -> None:
 
 def test_a_failing_handler_is_dropped_and_counted() -> None:
     t = Terminal(10, 2)
-    t.feed(b"a\x1b[1;2Ab\x1b[?5nc")
+    t.feed(b"a\x1b[1;2Ab\x1b[1;2Bc")
     assert t.row(0).rstrip() == "abc" and t.dropped == 2
 
 
