@@ -357,39 +357,42 @@ class Screen(pyte.Screen):
 
     # -- rows -------------------------------------------------------------------------
     def index(self) -> None:
-        term = self._term
         top, bottom = self.margins or (0, self.lines - 1)
         if self.cursor.y != bottom:
             self._move(1)
-            return
-        # a region at the top of the screen scrolls into history, as in xterm (apt keeps
-        # its progress line under one)
-        if not term.alternate and top == 0:
-            term._push_history(row_text(self.buffer[0], self.columns, pad=False))
-        buf = self.buffer
-        pop = buf.pop
-        for y in range(top, bottom):
-            line = pop(y + 1, None)
-            if line is None:
-                pop(y, None)
-            else:
-                buf[y] = line
-        pop(bottom, None)
+        else:
+            self._scroll(-1, top, bottom)
 
     def reverse_index(self) -> None:
         top, bottom = self.margins or (0, self.lines - 1)
         if self.cursor.y != top:
             self._move(-1)
-            return
+        else:
+            self._scroll(1, top, bottom)
+
+    def _scroll(self, n: int, top: int, bottom: int) -> None:
+        """The scroll region ``top``..``bottom`` moves ``n`` rows (up when ``n`` < 0, at
+        most its height). Rows leaving the top of a region at the top of the screen enter
+        history, as in xterm (apt keeps its progress line under such a region)."""
+        height = bottom - top + 1
+        n = max(-height, min(n, height))
+        term = self._term
+        if n < 0 and top == 0 and not term.alternate:
+            for y in range(-n):
+                line = self.buffer.get(y)
+                term._push_history("" if line is None else row_text(line, self.columns, False))
+        self._shift_rows(top, bottom, n)
+
+    def _shift_rows(self, first: int, bottom: int, n: int) -> None:
+        """Rows ``first``..``bottom`` move ``n`` rows down (up when ``n`` < 0): those moved
+        past either end are gone, and those left behind are blank (unwritten)."""
         buf = self.buffer
-        pop = buf.pop
-        for y in range(bottom, top, -1):
-            line = pop(y - 1, None)
+        for y in range(bottom, first - 1, -1) if n > 0 else range(first, bottom + 1):
+            line = buf.pop(y - n, None) if first <= y - n <= bottom else None
             if line is None:
-                pop(y, None)
+                buf.pop(y, None)
             else:
                 buf[y] = line
-        pop(top, None)
 
     # -- the cursor and the scroll region, as xterm moves them --------------------------
     def _move(self, dy: int) -> None:
@@ -473,14 +476,7 @@ class Screen(pyte.Screen):
         if (span := self._lines_from_cursor(count)) is None:
             return
         y0, bottom, n = span
-        buf = self.buffer
-        for y in range(bottom, y0 - 1, -1):
-            line = buf.pop(y, None)
-            if y + n <= bottom:
-                if line is None:
-                    buf.pop(y + n, None)
-                else:
-                    buf[y + n] = line
+        self._shift_rows(y0, bottom, n)
         self.carriage_return()
 
     def delete_lines(self, count: int | None = None) -> None:
@@ -488,13 +484,7 @@ class Screen(pyte.Screen):
         if (span := self._lines_from_cursor(count)) is None:
             return
         y0, bottom, n = span
-        buf = self.buffer
-        for y in range(y0, bottom + 1):
-            line = buf.pop(y + n, None) if y + n <= bottom else None
-            if line is None:
-                buf.pop(y, None)
-            else:
-                buf[y] = line
+        self._shift_rows(y0, bottom, -n)
         self.carriage_return()
 
     def next_line(self) -> None:
@@ -538,36 +528,14 @@ class Screen(pyte.Screen):
         of a region at the top of the screen enter history, as with line feeds."""
         if more or private:
             return  # CSI ? ... S is XTSMGRAPHICS, not a scroll
-        top, bottom = self.margins or (0, self.lines - 1)
-        n = min(max(count or 1, 1), bottom - top + 1)
-        buf, term = self.buffer, self._term
-        if not term.alternate and top == 0:
-            for y in range(n):
-                line = buf.get(y)
-                term._push_history("" if line is None else row_text(line, self.columns, False))
-        for y in range(top, bottom + 1):
-            line = buf.pop(y + n, None) if y + n <= bottom else None
-            if line is None:
-                buf.pop(y, None)
-            else:
-                buf[y] = line
-        self.dirty.update(range(top, bottom + 1))
+        self._scroll(-max(count or 1, 1), *(self.margins or (0, self.lines - 1)))
 
     def scroll_down(self, count: int | None = None, *more: int, private: bool = False) -> None:
         """SD (``CSI n T``): the scroll region's lines move down ``n``, blank lines in at
         its top. ``CSI`` with more parameters and ``T`` is mouse tracking: ignored."""
         if more or private:
             return
-        top, bottom = self.margins or (0, self.lines - 1)
-        n = min(max(count or 1, 1), bottom - top + 1)
-        buf = self.buffer
-        for y in range(bottom, top - 1, -1):
-            line = buf.pop(y - n, None) if y - n >= top else None
-            if line is None:
-                buf.pop(y, None)
-            else:
-                buf[y] = line
-        self.dirty.update(range(top, bottom + 1))
+        self._scroll(max(count or 1, 1), *(self.margins or (0, self.lines - 1)))
 
     def erase_in_line(self, how: int = 0, private: bool = False) -> None:
         if how not in (0, 1, 2):
