@@ -106,16 +106,25 @@ def paired(cells: list[str]) -> list[str]:
         return cells
     last = len(cells) - 1
     for x, c in enumerate(cells):
-        if c == "":
-            if x == 0 or cells[x - 1] == "" or _width(cells[x - 1]) != 2:
-                cells[x] = " "
-        elif not c.isascii():
-            width = _width(c)
-            if width == 0:  # only zero-width code points (a half's mark): still a cell
-                cells[x] = " " + c
-            elif width == 2 and (x == last or cells[x + 1] != ""):
-                cells[x] = " "
+        if c == "" or not c.isascii():
+            before = cells[x - 1] if x else ""
+            cells[x] = _cell(c, before, cells[x + 1] if x < last else " ")
     return cells
+
+
+def _cell(c: str, before: str, after: str) -> str:
+    """A cell as the text form shows it, given its neighbours (``before`` "" at the
+    row's start, ``after`` not "" at its end): the second half of a wide character whose
+    first half is gone, or a wide character whose second half is, becomes a blank; a
+    cell of zero-width code points alone (a half's mark) is still a cell."""
+    if c == "":
+        return c if before != "" and _width(before) == 2 else " "
+    if c.isascii():
+        return c
+    width = _width(c)
+    if width == 0:
+        return " " + c
+    return " " if width == 2 and after != "" else c
 
 
 def padded(text: str, cols: int) -> str:
@@ -163,16 +172,9 @@ def row_text(line: Any, cols: int, pad: bool = True) -> str:
     end = 0
     for x in sorted(text):
         c = text[x]
-        if c == "":  # the second half of a wide character, if the first is one
-            before = text.get(x - 1, blank)
-            if x == 0 or before == "" or _width(before) != 2:
-                c = " "
-        elif not c.isascii():
-            width = _width(c)
-            if width == 0:
-                c = " " + c
-            elif width == 2 and (x == cols - 1 or text.get(x + 1, blank) != ""):
-                c = " "
+        if c == "" or not c.isascii():
+            before = text.get(x - 1, blank) if x else ""
+            c = _cell(c, before, text.get(x + 1, blank) if x < cols - 1 else " ")
         if x > end:
             pieces.append(blank * (x - end))
         pieces.append(c)
