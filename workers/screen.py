@@ -556,8 +556,7 @@ class Screen(pyte.Screen):
                 if k not in line:
                     line[k] = line.default
             line.default = self.default_char
-        erased = [k for k in line if k >= x] if how == 0 else [k for k in line if k <= x]
-        for k in erased:
+        for k in _written(line, x, self.columns) if how == 0 else _written(line, 0, x + 1):
             del line[k]
         if line.default.data != " ":  # the smaller part erased is written blank
             self._blanks(line, *((x, self.columns) if how == 0 else (0, x + 1)))
