@@ -215,9 +215,27 @@ def fast_feed(term: Terminal, data: bytes) -> bool:
     return True
 
 
+def _drawn_end(text: str, end: int) -> int:
+    """One past the last character of ``text[:end]`` that is no CR or LF. ``rstrip()``
+    (whitespace) runs ~17 times faster than ``rstrip("\\r\\n")``; the only other
+    whitespace a fast chunk holds is the blank, found again among what it stripped."""
+    kept = len(text[:end].rstrip())
+    return max(kept, text.rfind(" ", kept, end) + 1)
+
+
 def _note_last(s: Any, text: str, rest: bytes) -> None:
     """The chunk's last character drawn, for REP, as pyte's draw would have noted it (the
-    screen may be handed only the chunk's end, or nothing yet)."""
-    drawn = (_SGR.sub("", text) if rest else text).rstrip("\r\n")
-    if drawn:
-        s._last = drawn[-1]
+    screen may be handed only the chunk's end, or nothing yet): read from the end, line
+    by line, so a chunk costs its last lines, not a pass over all of it."""
+    end = len(text)
+    while end:
+        if text[end - 1] in "\r\n":  # a chunk may be thousands of blank lines
+            end = _drawn_end(text, end)
+            if not end:
+                return
+        start = max(text.rfind("\n", 0, end), text.rfind("\r", 0, end)) + 1
+        drawn = _SGR.sub("", text[start:end]) if rest else text[start:end]
+        if drawn:
+            s._last = drawn[-1]
+            return
+        end = start
