@@ -576,3 +576,16 @@ def test_rep_after_a_fast_chunk_repeats_its_last_character() -> None:
             ref.feed(chunk)
     assert state(fast) == state(ref)
     assert screen_rows(fast)[-1] == "QQQ"
+
+
+@given(st.lists(st.sampled_from(["a", " ", "\r", "\n", "\x1b[1m", "b "]), max_size=16))
+def test_the_last_character_drawn_is_read_from_the_chunks_end(pieces: list[str]) -> None:
+    """The fast path notes it from the chunk's last lines: the same as stripping every
+    SGR from the whole chunk, then its trailing line ends."""
+    text = "".join(pieces)
+    rest = b"\x1b" if "\x1b" in text else b""
+    screen = Terminal(10, 3, 10).screen
+    screen._last = "?"
+    fastpath._note_last(screen, text, rest)
+    whole = (fastpath._SGR.sub("", text) if rest else text).rstrip("\r\n")
+    assert screen._last == (whole[-1] if whole else "?")
