@@ -199,7 +199,8 @@ def fast_feed(term: Terminal, data: bytes) -> bool:
     skipped = min(floor, top)
     term.scrolled += skipped
     for r in range(skipped, top):
-        term._push_history("".join(paired(get(r, leaving=True))))  # read once, as it leaves
+        # read once, as it leaves
+        term._push_history("".join(paired(get(r, leaving=True))).rstrip(" "))
     prefix = text[:pos]
     sgrs = _SGR.findall(prefix)
     last_reset = max((i for i, q in enumerate(sgrs) if _SGR_RESET.fullmatch(q)), default=-1)

@@ -88,7 +88,9 @@ class Terminal:
         self.screen.repair()
 
     def _push_history(self, text: str) -> None:
-        self.history.append(text.rstrip(" "))  # read back padded to the width of the day
+        """A row scrolled off the top, without its trailing blanks: rows are read back
+        padded to the width of the day."""
+        self.history.append(text)
         self.scrolled += 1
 
     def _erase_scrollback(self) -> None:
