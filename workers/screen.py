@@ -31,7 +31,7 @@ _BLANK, _BLANK_REVERSE = Char(" "), Char(" ", reverse=True)  # pyte's default_ch
 GROW_AT = 64  # a cell's text longer than this grows in a _Grown holder
 CSI_MAX_PARAMS = 256  # further parameters of one CSI are ignored (xterm keeps 30)
 STRING_MAX = 4096  # characters of an OSC kept (the title); the rest is parsed, not kept
-SAVEPOINTS_MAX = 32  # DECSC nesting kept; the oldest is forgotten
+SAVEPOINTS_MAX = 1  # DECSC keeps one cursor, as xterm: DECRC restores the last saved
 # Designations honoured in UTF-8 mode, as xterm and tmux do: G0 as DEC Special Graphics
 # or back to ASCII (ncurses' smacs and rmacs for xterm-256color draw boxes with them)
 G0_UTF8 = ("(0", "(B")
