@@ -424,9 +424,26 @@ class Screen(pyte.Screen):
         self.cursor.y = min(y, self.lines - 1)
         self._no_wrap()
 
-    def report_device_status(self, mode: int = 0, **kwargs: Any) -> None:
-        """DSR: nothing is answered (pyte's answer goes nowhere here), so nothing to
-        compute; pyte's asserted a region under DECOM."""
+    def report_device_status(self, mode: int = 0, *more: int, **kwargs: Any) -> None:
+        """DSR, answered as xterm and tmux do: 5 is "OK", 6 the cursor position (within
+        the region under DECOM; the last column at a pending wrap). pyte's asserted a
+        region under DECOM and reported the column past the last."""
+        if more or kwargs.get("private"):
+            return
+        if mode == 5:
+            self._term._answer("\x1b[0n")
+        elif mode == 6:
+            y = self.cursor.y
+            if mo.DECOM in self.mode and self.margins is not None:
+                y -= self.margins.top
+            x = min(self.cursor.x, self.columns - 1)
+            self._term._answer(f"\x1b[{y + 1};{x + 1}R")
+
+    def report_device_attributes(self, mode: int = 0, *more: int, **kwargs: Any) -> None:
+        """Primary DA, answered as tmux does (a VT100 with advanced video); programs send
+        it after a query to learn, from which answer comes first, that the query has none."""
+        if mode == 0 and not more and not kwargs.get("private"):
+            self._term._answer("\x1b[?1;2c")
 
     def _column(self) -> int:
         """The column a line edit acts on. Past the last one without autowrap (a line

@@ -28,7 +28,7 @@ from workers import title
 from workers.leader import exit_usage, open_fds, resolve, set_winsize, spawn_leader
 from workers.osc import Scanner
 from workers.rows import EpochConflict, TooLarge, blank_snapshot, capture, repaint
-from workers.vt import Terminal
+from workers.vt import ANSWERS_MAX, Terminal
 
 APPLICATION_CURSOR = 1 << 5  # DECCKM (private mode 1) in pyte's mode set
 DRAIN_SILENCE = 0.05
@@ -43,6 +43,9 @@ DRAIN_KEPT = 1 << 17
 DRAIN_PARSE = 1.0
 LOSS_GRACE = 2.0
 POLL_WITHOUT_PIDFD = 0.05
+# An answer the program has not taken by then is dropped, as keystrokes are
+# (requests.INPUT_BOUND): a late cursor report would be read as typing.
+ANSWER_BOUND = 5.0
 READ_SIZE = 1 << 17
 # A plain int: ``|`` of the socket module's flag enums builds a new enum member in every
 # sentinel (``Flag._missing_``): ~10 page faults of enum machinery for one peek.
@@ -315,12 +318,16 @@ class Sentinel:
         return data
 
     master_eof = False
+    answering = 0  # bytes of answers queued as input
     application_keys = False  # DECCKM, as last told to the daemon
     frozen = False  # FREEZE: the pane is terminating, nothing more reaches its program
 
     def consume(self, data: bytes) -> None:
         term = self.vt
         term.feed(data)
+        if term.answers:
+            self.answer(bytes(term.answers))
+            term.answers.clear()
         application = APPLICATION_CURSOR in term.screen.mode
         if application is not self.application_keys:
             self.application_keys = application
@@ -336,6 +343,18 @@ class Sentinel:
         replay += data
         if len(replay) > 2 * P.REPLAY_BYTES:
             del replay[: len(replay) - P.REPLAY_BYTES]
+
+    def answer(self, data: bytes) -> None:
+        """Queue the terminal's answers to the program's queries as its input, in order
+        with keystrokes and dropped at a deadline like them; never more than
+        ``ANSWERS_MAX`` bytes of them at once, so a program that asks without reading
+        cannot make the sentinel hold more."""
+        if self.frozen or self.master_eof or self.answering + len(data) > ANSWERS_MAX:
+            return
+        self.answering += len(data)
+        until_ms = int((time.monotonic() + ANSWER_BOUND) * 1000)
+        self.input.append([None, data, until_ms, 0])
+        self.write_pty()
 
     def input_timeout(self) -> float | None:
         """Until the oldest pending input's deadline, when it must be dropped."""
@@ -360,7 +379,10 @@ class Sentinel:
                 except OSError:
                     self.master_eof = True
             self.input.popleft()
-            self.send(P.Wrote(req, written))
+            if req is None:
+                self.answering -= len(data)
+            else:
+                self.send(P.Wrote(req, written))
         if not self.master_eof:
             events = select.EPOLLIN | (select.EPOLLOUT if self.input else 0)
             try:
@@ -459,7 +481,8 @@ class Sentinel:
         self.signal_group(signal.SIGKILL)
         self.drain()
         for req, _data, _until, written in self.input:
-            self.send(P.Wrote(req, written))
+            if req is not None:
+                self.send(P.Wrote(req, written))
         self.send(P.Exit(wait_status(self.exited), self.final_state(), usage))
         self.sock.setblocking(True)
         while self.channel_open:

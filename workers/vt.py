@@ -32,6 +32,9 @@ from workers.screen import (
 # rows is under a tenth of it, the newest rows matter most to a run, and the EXIT must be
 # built, sent and taken in well inside the daemon's bound on it (watch.EXIT_BOUND).
 HISTORY_BUDGET = 8 * 1024 * 1024
+# Answer bytes waiting for the program at most: a few hundred cursor reports, far more
+# than a program that reads its answers ever has outstanding.
+ANSWERS_MAX = 4096
 
 
 def new_history(scrollback: int) -> History:
@@ -56,6 +59,9 @@ class Terminal:
         self.screen = Screen(self, cols, rows)
         self.stream = ByteStream(self.screen, self._lost)
         self.fast_bytes = 0
+        # Answers to the program's queries (DSR, DA), for the sentinel to write to its
+        # input; bounded, as a program may ask without ever reading them.
+        self.answers = bytearray()
         # After a bulk chunk the screen is "cleared, then these parts drawn from (0,0) joined by
         # CR LF (then a CR)"; pyte is given them only when its state is needed.
         self.pending: tuple[list[str], bool] | None = None
@@ -82,6 +88,10 @@ class Terminal:
         self.stream.feed(("\r\n".join(parts) + ("\r" if trailing_cr else "")).encode())
 
     # -- callbacks from the screen ------------------------------------------------------
+    def _answer(self, text: str) -> None:
+        if len(self.answers) + len(text) <= ANSWERS_MAX:
+            self.answers += text.encode()
+
     def _lost(self) -> None:
         """A sequence or code point could not be applied: count it, keep the state sound."""
         self.dropped += 1

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import base64
 import os
 import signal
 import subprocess
@@ -540,6 +541,60 @@ for mode, name in ((b"h", b"on"), (b"l", b"off")):
     os.write(1, b"\x1b[?1" + mode + b"ready-" + name + b"\r\n")
     os.write(1, os.read(0, 16).hex().encode() + b"\r\n")
 """
+
+
+QUERY_PROGRAM = r"""
+import os, tty
+tty.setraw(0)
+os.write(1, b"\x1b[3;5H\x1b[6n\x1b[c")
+got = b""
+while not got.endswith(b"c"):
+    got += os.read(0, 64)
+os.write(1, b"\r\ngot-" + got.hex().encode() + b"\r\n")
+"""
+
+
+def test_a_program_that_asks_where_its_cursor_is_gets_an_answer(daemon: Daemon) -> None:
+    """A program that sends DSR 6 or DA and blocks reading the answer (crossterm,
+    fish, prompt_toolkit do) is answered by the pane's terminal, as under tmux, in order."""
+    s = daemon.call("session.create")["session"]
+    p = daemon.call("window.create", {"session": s, "argv": [PY, "-c", QUERY_PROGRAM]})["pane"]
+    want = "got-" + (b"\x1b[3;5R\x1b[?1;2c").hex()
+
+    def shown() -> bool:
+        rows = daemon.call("pane.capture_rows", {"pane": p})["lines"]
+        return any(r.strip() == want for r in rows)
+
+    wait_for(shown, 10, "the answers read by the program")
+
+
+FLOOD_PROGRAM = r"""
+import os, tty
+tty.setraw(0)
+os.write(1, b"\x1b[6n" * 100_000)
+os.write(1, b"\r\nflooded\r\n")
+got = b""
+while b"END" not in got:
+    got += os.read(0, 65536)
+os.write(1, b"read-%d\r\n" % got.index(b"END"))
+"""
+
+
+def test_a_program_that_asks_without_reading_gets_bounded_answers(daemon: Daemon) -> None:
+    """100,000 cursor queries unread would be 600 KB of answers: the sentinel keeps a few
+    KiB of them (the kernel's buffer holds some more), and keystrokes sent after them
+    still arrive."""
+    s = daemon.call("session.create")["session"]
+    p = daemon.call("window.create", {"session": s, "argv": [PY, "-c", FLOOD_PROGRAM]})["pane"]
+
+    def shown(prefix: str) -> str | None:
+        rows = daemon.call("pane.capture_rows", {"pane": p})["lines"]
+        return next((r.strip() for r in rows if r.startswith(prefix)), None)
+
+    wait_for(lambda: shown("flooded"), 20, "the queries written")
+    daemon.call("pane.send", {"pane": p, "data": base64.b64encode(b"END").decode()})
+    read = wait_for(lambda: shown("read-"), 10, "the keystrokes after the answers")
+    assert 0 < int(read.removeprefix("read-")) < 128 * 1024
 
 
 def test_cursor_keys_follow_the_programs_application_mode(daemon: Daemon) -> None:

@@ -589,3 +589,45 @@ def test_the_last_character_drawn_is_read_from_the_chunks_end(pieces: list[str])
     fastpath._note_last(screen, text, rest)
     whole = (fastpath._SGR.sub("", text) if rest else text).rstrip("\r\n")
     assert screen._last == (whole[-1] if whole else "?")
+
+
+@pytest.mark.parametrize(
+    ("what", "data", "answer"),
+    [
+        ("DSR 5: OK", b"\x1b[5n", b"\x1b[0n"),
+        ("DSR 6 at home", b"\x1b[6n", b"\x1b[1;1R"),
+        ("DSR 6 after motion", b"\x1b[3;7H\x1b[6n", b"\x1b[3;7R"),
+        ("DSR 6 at a pending wrap: the last column", b"x" * 10 + b"\x1b[6n", b"\x1b[1;10R"),
+        (
+            "DSR 6 under DECOM: within the region",
+            b"\x1b[2;4r\x1b[?6h\x1b[2;3H\x1b[6n",
+            b"\x1b[2;3R",
+        ),
+        ("primary DA, as tmux answers it", b"\x1b[c", b"\x1b[?1;2c"),
+        ("primary DA with its 0", b"\x1b[0c", b"\x1b[?1;2c"),
+        ("two queries, answered in order", b"\x1b[6n\x1b[c", b"\x1b[1;1R\x1b[?1;2c"),
+        ("DECXCPR is not answered", b"\x1b[?6n", b""),
+        ("secondary DA is not answered", b"\x1b[>c", b""),
+        ("a DA answer echoed back is not a query", b"\x1b[?1;2c", b""),
+        ("a cursor report echoed back is not a query", b"\x1b[1;1R", b""),
+        ("other DSR modes are not answered", b"\x1b[15n\x1b[6;1n", b""),
+    ],
+)
+def test_queries_are_answered(what: str, data: bytes, answer: bytes) -> None:
+    """A program that asks where its cursor is (or what terminal this is) and waits for
+    the answer gets one, as under xterm and tmux; the sentinel writes it to the program's
+    input."""
+    term = Terminal(10, 5)
+    term.feed(data)
+    assert bytes(term.answers) == answer, what
+
+
+def test_answers_are_bounded() -> None:
+    """A program that asks without reading cannot make the terminal hold more than
+    ANSWERS_MAX bytes of answers."""
+    from workers.vt import ANSWERS_MAX
+
+    term = Terminal(80, 24)
+    term.feed(b"\x1b[24;80H" + b"\x1b[6n" * 10_000)
+    assert ANSWERS_MAX - 8 < len(term.answers) <= ANSWERS_MAX
+    assert bytes(term.answers).startswith(b"\x1b[24;80R\x1b[24;80R")
