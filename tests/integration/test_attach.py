@@ -200,3 +200,65 @@ def test_an_attach_that_cannot_fit_ends_alone(daemon: Daemon) -> None:
     daemon.call("pane.send", {"pane": r["pane"], "text": "\r"})
     done = daemon.wait_exit(r["run"])
     assert (done["exit_code"], done["outcome"]) == (3, "failed") and "fault" not in done
+
+
+VIEWED = r"""
+import sys
+w = sys.stdout.write
+w("primary-text\r\n"); sys.stdout.flush(); input()
+w("\x1b]2;evil-title\x07\x1b]52;c;cm0gLXJmIH4K\x07\x1b[21t\x1b[?1049h\x1b[Halt-text")
+sys.stdout.flush(); input()
+w("\x1b[?1049l"); sys.stdout.flush(); input()
+"""
+
+
+def test_venomx_attach_shows_a_terminal_only_what_draws(daemon: Daemon) -> None:
+    """On a terminal, attach keeps the program's title, clipboard write and window report
+    from it; the program's alternate screen is drawn in the view, and leaving it brings
+    the primary screen back by a new repaint, as the terminal never had it."""
+    s = daemon.call("session.create")["session"]
+    p = daemon.call("window.create", {"session": s, "argv": [PY, "-c", VIEWED]})["pane"]
+    wait_for(
+        lambda: "primary-text" in daemon.call("pane.capture_rows", {"pane": p})["lines"][0],
+        10,
+        "the program's first line",
+    )
+    main, sub = os.openpty()
+    env = {**os.environ, "VENOMX_SOCKET": daemon.socket, "VENOMX_TOKEN": "@owner"}
+    view = subprocess.Popen(
+        [PY, "-m", "venomx", "attach", "--readonly", "--pane", p],
+        stdin=subprocess.DEVNULL,
+        stdout=sub,
+        env=env,
+    )
+    os.close(sub)
+    shown = b""
+
+    def until(text: bytes, start: int = 0) -> int:
+        nonlocal shown
+        while text not in shown[start:]:
+            shown += os.read(main, 65536)
+        return shown.index(text, start)
+
+    try:
+        until(b"primary-text")
+        daemon.call("pane.send", {"pane": p, "text": "\r"})
+        alt = until(b"alt-text")
+        daemon.call("pane.send", {"pane": p, "text": "\r"})
+        back = until(b"primary-text", alt)
+        daemon.call("pane.send", {"pane": p, "text": "\r"})
+        assert view.wait(30) == 0
+    finally:
+        view.kill()
+        view.wait()
+        with contextlib.suppress(OSError):
+            while chunk := os.read(main, 65536):
+                shown += chunk
+        os.close(main)
+    for kept_out in (b"\x1b]", b"evil-title", b"\x1b[21t"):
+        assert kept_out not in shown, shown
+    assert shown.count(b"\x1b[?1049h") == 1  # the view's own alternate screen only
+    # the repaint after the program's alternate screen: a cleared view, then the
+    # primary screen's text
+    assert b"\x1b[H\x1b[2J" in shown[alt:back], shown[alt:]
+    assert b"[pane exited]" in shown

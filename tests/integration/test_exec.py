@@ -483,9 +483,10 @@ def test_odd_surroundings_of_exec(daemon: Daemon, tmp_path: Path) -> None:
             os.close(sub)
         os.close(main)
     assert sized.returncode == 4, sized.stderr
-    # any string the program left open (here a title, when its bytes were streamed live)
-    # is ended before exec's own line (on stderr) follows
-    assert shown.startswith(b"50 200") and shown.endswith(b"\x1b\\\x1b[0m\x1b[?25h"), shown
+    # the program's title never reaches the terminal, and colours and the cursor are
+    # put back before exec's own line (on stderr) follows
+    assert shown.startswith(b"50 200") and shown.endswith(b"\x1b[0m\x1b[?25h"), shown
+    assert b"\x1b]" not in shown
     gone = tmp_path / "gone"
     gone.mkdir()
     deleted = subprocess.run(
@@ -515,3 +516,50 @@ def test_exec_follows_its_run_to_the_end_when_the_sentinel_is_lost(daemon: Daemo
     out, err = p.communicate(timeout=60)
     assert p.returncode == 137, err
     assert b"lost the pane's sentinel" in out
+
+
+HOSTILE_VIEW = (
+    r"stty -echo; echo ready; while [ ! -e {gate} ]; do sleep 0.05; done; "
+    r"printf 'shown\033]52;c;cm0gLXJmIH4K\007\033[21t\033[6n\033P+q544e\033\\"
+    r"\033[?1000h\033[?1049h\033[?25l\033[8mstill'; exit 5"
+)
+
+
+def test_a_terminal_is_shown_only_what_draws(daemon: Daemon, tmp: Path) -> None:
+    """exec on a terminal passes what draws and keeps the rest from the person's terminal:
+    no clipboard write, no window report or DECRQSS whose answer it would type; and what
+    the program turned on (mouse reports, its alternate screen, a hidden cursor,
+    concealed text) is put back before exec's own line."""
+    gate = tmp / "gate"
+    main, sub = os.openpty()
+    shown = b""
+    try:
+        proc = subprocess.Popen(
+            [PY, "-m", "venomx", "exec", "--", "sh", "-c", HOSTILE_VIEW.format(gate=gate)],
+            stdout=sub,
+            stderr=subprocess.PIPE,
+            env=exec_env(daemon),
+        )
+        os.close(sub)
+        sub = -1
+        try:
+            while b"ready" not in shown:  # streamed live, not a final screen
+                shown += os.read(main, 65536)
+            gate.touch()
+            while chunk := read_or_eof(main):
+                shown += chunk
+            assert proc.wait(30) == 5
+        finally:
+            proc.kill()
+            proc.wait()
+    finally:
+        if sub >= 0:
+            os.close(sub)
+        os.close(main)
+    shown = shown[shown.index(b"ready") :]
+    assert b"\nshown\x1b[?1000h\x1b[?1049h\x1b[?25l\x1b[8mstill" in shown, shown
+    for kept_out in (b"\x1b]", b"\x1bP", b"\x1b[21t", b"\x1b[6n"):
+        assert kept_out not in shown
+    tail = shown[shown.index(b"still") :]
+    for put_back in (b"\x1b[0m", b"\x1b[?1000l", b"\x1b[?1049l", b"\x1b[?25h"):
+        assert put_back in tail, tail

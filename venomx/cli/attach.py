@@ -10,20 +10,19 @@ import threading
 import tty
 
 from venomx.cli.errors import Asked, human
+from venomx.cli.termguard import TermGuard
 from venomx.cli.visible import visible
 from venomx.client import Client
 from venomx.wire import VenomxError
 
 DETACH = b"\x1c"
 # On a terminal the pane is shown on the alternate screen, as tmux does, so that leaving
-# gives the person their screen back; and whatever modes the pane's program turned on
-# (mouse reporting, bracketed paste, a hidden cursor, application keys, colours) are
-# turned off again on the way out, which foundation §8's "restoring the terminal" means.
+# gives the person their screen back; only what draws reaches the terminal (TermGuard),
+# and whatever modes the pane's program turned on (mouse reporting, bracketed paste, a
+# hidden cursor, application keys, colours) are turned off again on the way out, which
+# foundation §8's "restoring the terminal" means.
 ENTER = b"\x1b[?1049h\x1b[H\x1b[2J"
-RESTORE = (
-    b"\x1b[0m\x1b[?1000l\x1b[?1002l\x1b[?1003l\x1b[?1005l\x1b[?1006l\x1b[?1015l"
-    b"\x1b[?1004l\x1b[?2004l\x1b[?1l\x1b>\x1b[?7h\x1b[?25h\x1b[r\x1b[?1049l"
-)
+LEAVE = b"\x1b[?1049l"
 
 
 def run_attach(pane: str, readonly: bool, sock: str | None, token: str | None) -> int:
@@ -38,6 +37,7 @@ def run_attach(pane: str, readonly: bool, sock: str | None, token: str | None) -
     saved = termios.tcgetattr(fd) if os.isatty(fd) else None
     out = sys.stdout.buffer
     screen = out.isatty()
+    guard = TermGuard(alternate=False) if screen else None
     detached = threading.Event()
 
     def pump_keys() -> None:
@@ -75,8 +75,18 @@ def run_attach(pane: str, readonly: bool, sock: str | None, token: str | None) -
                 item = frame["item"]
                 chunk = item.get("screen", {}).get("data") or item.get("data")
                 if chunk:
-                    out.write(base64.b64decode(chunk))
+                    data = base64.b64decode(chunk)
+                    out.write(data if guard is None else guard.feed(data))
                     out.flush()
+                if guard is not None and guard.repaint_wanted:
+                    # the program left its alternate screen for a primary one this
+                    # terminal does not have: a new attach starts with its repaint
+                    guard.repaint_wanted = False
+                    guard.resync()
+                    view.cancel(rid)
+                    rid = view.start("pane.attach", {"pane": pane})
+                    if detached.is_set():
+                        view.cancel(rid)
                 continue
             if "error" in frame:
                 failure = VenomxError.from_dict(frame["error"])
@@ -90,8 +100,8 @@ def run_attach(pane: str, readonly: bool, sock: str | None, token: str | None) -
     finally:
         if saved is not None:
             termios.tcsetattr(fd, termios.TCSADRAIN, saved)
-        if screen:
-            out.write(RESTORE)
+        if guard is not None:
+            out.write(guard.restore().encode() + LEAVE)
         if code == 0:
             out.write(b"[detached]\r\n" if detached.is_set() else b"[pane exited]\r\n")
         out.flush()

@@ -25,6 +25,7 @@ from typing import Any, BinaryIO
 from venomx.cli.errors import Asked, human
 from venomx.cli.render import human_duration, usage_text
 from venomx.cli.runlog import RowLog
+from venomx.cli.termguard import TermGuard
 from venomx.cli.textlog import TextLines
 from venomx.cli.visible import json_line
 from venomx.client import Client, reconnecting
@@ -144,7 +145,8 @@ class Exec:
         self.pane: str | None = None
         self.interrupted: int | None = None
         self.started = time.monotonic()
-        self.lines: TextLines | None = None  # text lines for a log; None: raw bytes
+        self.lines: TextLines | None = None  # text lines for a log; None: a terminal's view
+        self.guard = TermGuard()  # what of the output reaches a terminal
         self.seen = 0  # output offset streamed so far
 
     # -- helpers -----------------------------------------------------------------------------
@@ -307,7 +309,7 @@ class Exec:
 
     def emit(self, data: bytes) -> None:
         if self.lines is None:
-            self.stream_to.write(data)
+            self.stream_to.write(self.guard.feed(data))
         else:
             for line in self.lines.feed(data):
                 self.stream_to.write(line.encode() + b"\n")
@@ -474,10 +476,10 @@ class Exec:
 
     def finish(self, record: dict[str, Any]) -> int:
         if self.tty_out:
-            # the program's bytes went to this terminal raw: a string it left open (an
-            # OSC title) or concealed text would hide the true outcome line
+            # what the program changed on this terminal is put back: concealed text, a
+            # hidden cursor or its alternate screen would hide the true outcome line
             try:
-                self.stream_to.write(b"\x1b\\\x1b[0m\x1b[?25h")
+                self.stream_to.write(self.guard.restore().encode())
                 self.stream_to.flush()
             except OSError:  # a terminal gone (EIO) is no reason to lose the status
                 pass

@@ -1,0 +1,268 @@
+"""What of a pane's output reaches a person's terminal: an allowlist of what draws.
+
+`venomx attach` and `venomx exec` show a pane's bytes on the person's own terminal. The
+program behind them is untrusted, and a terminal obeys far more than drawing: OSC 52
+sets the clipboard the person pastes from next, window reports and DECRQSS type their
+answers into whatever reads the terminal after the view has gone, `CSI 3 J` erases the
+person's scrollback, S8C1T or `ESC % @` change how the terminal speaks, and every
+terminal's parser has had bugs in its rarer strings. tmux shows a pane by drawing its
+own screen, so none of that reaches the outer terminal; this shows the byte stream
+itself (foundation §8), so it passes only text, the C0 controls that move the cursor,
+and the cursor, erase, colour and mode sequences that full-screen programs draw with.
+Everything else is dropped whole, however it is split across reads:
+
+- strings (OSC, DCS, SOS, PM, APC), with their contents: titles, hyperlinks, the
+  clipboard, colour queries, sixels, terminal-specific extensions;
+- queries, whose answers would arrive as keystrokes (DSR, DA, DECRQM, XTVERSION,
+  window reports; the pane's own terminal answers DSR and DA itself);
+- modes and resets that outlive the view (DECCOLM, LNM, S7C1T, charset switches, the
+  keyboard protocols), and C1 controls, which are re-sent in their 7-bit forms when
+  they are CSI or a string's start and dropped otherwise.
+
+Under `attach` (``alternate=False``: the view already sits on the terminal's alternate
+screen) the program's own alternate screen is drawn in place, and leaving it asks for a
+repaint (`repaint_wanted`), as the primary screen it returns to is not on the terminal.
+"""
+
+from __future__ import annotations
+
+import codecs
+import re
+
+# Drawn text, and C0 controls that only move the cursor or ring the bell.
+_TEXT = re.compile("[^\x00-\x1f\x7f-\x9f]+")
+_MOVES = frozenset("\x07\x08\x09\x0a\x0b\x0c\x0d")
+_CSI_BODY = re.compile("([\x30-\x3f]*)([\x20-\x2f]*)")
+_ESC_BODY = re.compile("[\x20-\x2f]*")
+_STRING_END = re.compile("[\x07\x18\x1a\x1b\x9c]")
+_CSI_SKIP_END = re.compile("[^\x20-\x3f]")
+_PARAMS = re.compile("[0-9;]*")
+_SGR_PARAMS = re.compile("[0-9;:]*")
+# A CSI longer than this is dropped whole (no program draws with one), so what is
+# held between reads stays small and the result does not depend on where reads split.
+CSI_MAX = 256
+
+_ESC_FINALS = frozenset("78DEM=>")  # DECSC, DECRC, IND, NEL, RI, DECKPAM, DECKPNM
+_ESC_CHARSETS = frozenset({"(0", "(B", ")0", ")B", "#8"})
+# CSI finals without a prefix that draw or move: ICH CUU CUD CUF CUB CNL CPL CHA CUP CHT
+# ED EL IL DL DCH SU SD ECH CBT HPA HPR REP VPA VPR HVP DECSTBM SCOSC SCORC (tab stops
+# are left alone: they would outlive the view)
+_CSI_FINALS = frozenset("@ABCDEFGHIJKLMPSTXZ`abdefrsu")
+_ANSI_MODES = frozenset({4})  # IRM
+# DECCKM DECOM DECAWM DECTCEM, mouse reports, focus events, bracketed paste, synchronized
+# output; each is put back by ``restore`` when the program touched it
+_PRIVATE_MODES = frozenset(
+    {1, 6, 7, 25, 1000, 1002, 1003, 1004, 1005, 1006, 1015, 1016, 2004, 2026}
+)
+_DEFAULT_ON = frozenset({"?7", "?25"})
+_ALTERNATE_MODES = frozenset({47, 1047, 1049})
+_C1_INTRODUCERS = {"\x9b": "[", "\x9d": "]", "\x90": "P", "\x98": "X", "\x9e": "^", "\x9f": "_"}
+# RIS would reset far more than the view (and leave the alternate screen): a soft
+# reset and a cleared screen draw the same.
+_RIS = "\x1b[!p\x1b[H\x1b[2J"
+
+
+class TermGuard:
+    """Turns a pane's byte stream, fed in any pieces, into bytes safe for a person's
+    terminal. ``alternate``: whether the program's alternate-screen switches pass."""
+
+    def __init__(self, alternate: bool = True) -> None:
+        self.alternate = alternate
+        self.repaint_wanted = False
+        self.in_alternate = False  # the program's alternate screen, shown on the terminal's
+        self._touched: set[str] = set()  # modes ("4", "?1000"), "keypad", "margins", …
+        self._decoder = codecs.getincrementaldecoder("utf-8")("replace")
+        self._held = ""  # the start of a sequence the next read completes
+        self._state = _NORMAL
+
+    def resync(self) -> None:
+        """Forget a sequence under way: the stream starts afresh (a new attach)."""
+        self._decoder.reset()
+        self._held = ""
+        self._state = _NORMAL
+
+    def feed(self, data: bytes) -> bytes:
+        text = self._held + self._decoder.decode(data)
+        self._held = ""
+        out: list[str] = []
+        i, n = 0, len(text)
+        while i < n:
+            if self._state == _STRING:
+                m = _STRING_END.search(text, i)
+                if m is None:
+                    break
+                j = m.start()
+                if text[j] != "\x1b":
+                    self._state, i = _NORMAL, j + 1
+                elif j + 1 == n:
+                    self._held = "\x1b"  # ST's first half, or a new sequence's
+                    break
+                else:
+                    self._state = _NORMAL
+                    i = j + 2 if text[j + 1] == "\\" else j
+                continue
+            if self._state == _SKIP:
+                m = _CSI_SKIP_END.search(text, i)
+                if m is None:
+                    break
+                self._state = _NORMAL
+                i = m.start() + (1 if "\x40" <= m.group() <= "\x7e" else 0)
+                continue
+            m = _TEXT.match(text, i)
+            if m is not None:
+                out.append(m.group())
+                i = m.end()
+                continue
+            c = text[i]
+            if c in _MOVES:
+                out.append(c)
+                i += 1
+            elif c == "\x1b" or c in _C1_INTRODUCERS:
+                done = self._sequence(text, i, out)
+                if done < 0:
+                    self._held = text[i:]
+                    break
+                i = done
+            else:
+                i += 1  # any other C0, DEL, or C1
+        return "".join(out).encode()
+
+    def _sequence(self, text: str, i: int, out: list[str]) -> int:
+        """Take the sequence at ``i``; where it ends, or -1 if the text ends first."""
+        n = len(text)
+        if text[i] == "\x1b":
+            if i + 1 == n:
+                return -1
+            intro, body = text[i + 1], i + 2
+        else:
+            intro, body = _C1_INTRODUCERS[text[i]], i + 1
+        if intro == "[":
+            m = _CSI_BODY.match(text, body)
+            assert m is not None  # it matches the empty string
+            end = m.end()
+            if end - i > CSI_MAX:
+                self._state = _SKIP
+                return end
+            if end == n:
+                return -1
+            final = text[end]
+            if "\x40" <= final <= "\x7e":
+                out.append(self._csi(m.group(1), m.group(2), final))
+                return end + 1
+            return end  # broken off: dropped, and what broke it is taken afresh
+        if intro in "]PX^_":
+            self._state = _STRING
+            return body
+        if "\x20" <= intro <= "\x2f":
+            m = _ESC_BODY.match(text, body)
+            assert m is not None
+            end = m.end()
+            if end - i > CSI_MAX:
+                return end
+            if end == n:
+                return -1
+            final = text[end]
+            if "\x30" <= final <= "\x7e":
+                if text[i + 1 : end + 1] in _ESC_CHARSETS:
+                    self._touched.add("charset")
+                    out.append(text[i : end + 1])
+                return end + 1
+            return end
+        if intro in _ESC_FINALS:
+            if intro in "=>":
+                self._touched.add("keypad")
+            out.append("\x1b" + intro)
+            return body
+        if intro == "c":
+            out.append(_RIS)
+            return body
+        if "\x30" <= intro <= "\x7e":
+            return body  # an escape sequence that does not draw
+        return i + 1  # ESC before a control or text: the ESC alone is dropped
+
+    def _csi(self, params: str, inter: str, final: str) -> str:
+        """The CSI to send for one the program sent: itself, a part of it, or nothing."""
+        prefix = ""
+        if params[:1] in ("<", "=", ">", "?"):
+            prefix, params = params[0], params[1:]
+        if inter:
+            if inter == " " and final == "q" and not prefix and _PARAMS.fullmatch(params):
+                self._touched.add("shape")
+                return f"\x1b[{params} q"  # DECSCUSR: the cursor's shape
+            if inter == "!" and final == "p" and not prefix and not params:
+                return "\x1b[!p"  # DECSTR
+            return ""
+        if final == "m":
+            return f"\x1b[{params}m" if not prefix and _SGR_PARAMS.fullmatch(params) else ""
+        if not _PARAMS.fullmatch(params):
+            return ""
+        if final in "hl":
+            return self._modes(prefix, params, final)
+        if prefix == "?" and final in "JK":
+            return f"\x1b[?{params}{final}"  # selective erase
+        if prefix or final not in _CSI_FINALS:
+            return ""
+        if final == "J" and params.lstrip("0") not in ("", "1", "2"):
+            return ""  # ED 3 erases the person's own scrollback
+        if final == "r":
+            self._touched.add("margins")
+        return f"\x1b[{params}{final}"
+
+    def _modes(self, prefix: str, params: str, final: str) -> str:
+        if prefix not in ("", "?"):
+            return ""
+        kept: list[str] = []
+        alternate = ""
+        for p in params.split(";"):
+            if not p:
+                continue
+            mode = int(p)
+            if (mode in _ANSI_MODES) if prefix == "" else (mode in _PRIVATE_MODES):
+                kept.append(str(mode))
+                self._touched.add(prefix + str(mode))
+            elif prefix == "?" and mode in _ALTERNATE_MODES:
+                if self.alternate:
+                    kept.append(str(mode))
+                    self.in_alternate = final == "h"
+                else:
+                    alternate = self._in_place(mode, final)
+        sent = f"\x1b[{prefix}{';'.join(kept)}{final}" if kept else ""
+        return sent + alternate
+
+    def restore(self) -> str:
+        """What puts back, once the view ends, everything the program changed that
+        outlives it on the terminal: its modes, keypad, cursor shape, charset, margins
+        (the cursor then goes to the last line, as DECSTBM homes it) and alternate
+        screen; and colours and a visible cursor always."""
+        parts = ["\x1b[0m"]
+        for key in sorted(self._touched):
+            if key[0] in "?0123456789" and key != "?25":
+                parts.append(f"\x1b[{key}{'h' if key in _DEFAULT_ON else 'l'}")
+        if "keypad" in self._touched:
+            parts.append("\x1b>")
+        if "shape" in self._touched:
+            parts.append("\x1b[0 q")
+        if "charset" in self._touched:
+            parts.append("\x1b(B\x1b)B")
+        if "margins" in self._touched or "?6" in self._touched:
+            parts.append("\x1b[r")
+            if not self.in_alternate:
+                parts.append("\x1b[9999;1H\r\n")
+        if self.in_alternate:
+            parts.append("\x1b[?1049l")
+        parts.append("\x1b[?25h")
+        return "".join(parts)
+
+    def _in_place(self, mode: int, final: str) -> str:
+        """The program's alternate screen, on a view that is itself one: entering clears
+        it (saving the cursor for 1049); leaving clears it too, and asks for a repaint of
+        the primary screen the program returned to."""
+        if final == "h":
+            return "\x1b7\x1b[2J" if mode == 1049 else "\x1b[2J"
+        self.repaint_wanted = True
+        return "\x1b[2J\x1b8" if mode == 1049 else "\x1b[2J"
+
+
+_NORMAL, _STRING, _SKIP = range(3)
+
+__all__ = ["CSI_MAX", "TermGuard"]
