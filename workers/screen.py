@@ -19,6 +19,7 @@ from collections.abc import Callable, Generator
 from typing import TYPE_CHECKING, Any
 
 import pyte
+from pyte import charsets as cs
 from pyte import control as ctrl
 from pyte import modes as mo
 from pyte.screens import Char, Margins, StaticDefaultDict, wcwidth
@@ -27,6 +28,7 @@ if TYPE_CHECKING:
     from workers.vt import Terminal
 
 ALT_MODES = {1049 << 5, 1047 << 5, 47 << 5}
+DECCKM = 1 << 5  # application cursor keys, in pyte's shifted form
 _BLANK, _BLANK_REVERSE = Char(" "), Char(" ", reverse=True)  # pyte's default_char
 GROW_AT = 64  # a cell's text longer than this grows in a _Grown holder
 CSI_MAX_PARAMS = 256  # further parameters of one CSI are ignored (xterm keeps 30)
@@ -769,6 +771,19 @@ class Screen(pyte.Screen):
         self.ensure_hbounds()
         self.ensure_vbounds()
 
+    def soft_reset(self) -> None:
+        """DECSTR, as xterm does it: the cursor shown, replace mode, absolute origin,
+        autowrap (xterm's default), normal cursor keys, full-screen margins, default
+        charsets and rendition, the saved cursor at home; the cursor stays put."""
+        self.mode -= {mo.IRM, mo.DECOM, DECCKM}
+        self.mode |= {mo.DECAWM, mo.DECTCEM}
+        self.cursor.hidden = False
+        self.margins = None
+        self.charset = 0
+        self.g0_charset, self.g1_charset = cs.LAT1_MAP, cs.VT100_MAP
+        self.select_graphic_rendition(0)
+        self.savepoints.clear()
+
     def reset(self) -> None:
         if self._ready:
             self._term._full_reset()
@@ -879,6 +894,7 @@ class ByteStream(pyte.ByteStream):
         assert listener is not None
         draw = listener.draw
         debug = listener.debug
+        soft_reset = getattr(listener, "soft_reset", debug)  # DECSTR: our Screen's own
         lost = self._lost
 
         def table(mapping: dict[str, str]) -> dict[str, Callable[..., None]]:
@@ -946,7 +962,8 @@ class ByteStream(pyte.ByteStream):
             if c == CSI_C1:
                 params: list[int] = []
                 current = ""
-                private = odd = False
+                private = False
+                odd: bool | str = False
                 while True:
                     c = yield None
                     if "0" <= c <= "9":
@@ -966,9 +983,14 @@ class ByteStream(pyte.ByteStream):
                                 call(csi.get(c, debug), *params, private=True)
                             else:
                                 call(csi.get(c, debug), *params)
+                        elif odd == "!" and c == "p":
+                            call(soft_reset)
                         break
                     elif "\x20" <= c <= "\x3f":  # ":" "<" "=" ">" or an intermediate
-                        odd = True  # a sequence pyte has no handler for: parsed, not applied
+                        # a sequence pyte has no handler for: parsed, not applied; but
+                        # DECSTR, a bare "!" then "p"
+                        bare = c == "!" and not (odd or private or current or params)
+                        odd = "!" if bare else True
                     elif c in IN_CSI:
                         control(c)
                     elif c == CAN or c == SUB:

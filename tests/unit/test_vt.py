@@ -631,3 +631,23 @@ def test_answers_are_bounded() -> None:
     term.feed(b"\x1b[24;80H" + b"\x1b[6n" * 10_000)
     assert ANSWERS_MAX - 8 < len(term.answers) <= ANSWERS_MAX
     assert bytes(term.answers).startswith(b"\x1b[24;80R\x1b[24;80R")
+
+
+def test_decstr_is_a_soft_reset() -> None:
+    """DECSTR (``CSI ! p``, sent by ``tput reset``) puts back what xterm's soft reset does,
+    cursor keys included, and leaves the text and the cursor where they are."""
+    term = Terminal(10, 5)
+    term.feed(b"ab\x1b[?1h\x1b[4h\x1b[?6h\x1b[?7l\x1b[?25l\x1b[2;4r\x1b[1;31m\x1b(0\x1b7\x1b[3;3H")
+    s = term.screen
+    term.feed(b"\x1b[!p")
+    assert (1 << 5) not in s.mode and 4 not in s.mode and (6 << 5) not in s.mode
+    assert (7 << 5) in s.mode and (25 << 5) in s.mode and not s.cursor.hidden
+    assert s.margins is None and s.savepoints == []
+    assert (s.cursor.y, s.cursor.x) == (3, 2)  # CUP under DECOM: the region's row 3
+    term.feed(b"q")
+    cell = s.buffer[3][2]
+    assert (cell.data, cell.fg, cell.bold) == ("q", "default", False)
+    assert s.display[0].startswith("ab")
+    odd = Terminal(10, 5)
+    odd.feed(b"\x1b[?1h\x1b[1!p\x1b[?!p\x1b[!!p")
+    assert (1 << 5) in odd.screen.mode  # not DECSTR: parsed, not applied
