@@ -485,7 +485,7 @@ def test_odd_surroundings_of_exec(daemon: Daemon, tmp_path: Path) -> None:
     assert sized.returncode == 4, sized.stderr
     # the program's title never reaches the terminal, and colours and the cursor are
     # put back before exec's own line (on stderr) follows
-    assert shown.startswith(b"50 200") and shown.endswith(b"\x1b[0m\x1b[?25h"), shown
+    assert shown.startswith(b"50 200") and shown.endswith(b"\x1b[0m\x1b[?25h\x1b[J"), shown
     assert b"\x1b]" not in shown
     gone = tmp_path / "gone"
     gone.mkdir()
@@ -563,3 +563,41 @@ def test_a_terminal_is_shown_only_what_draws(daemon: Daemon, tmp: Path) -> None:
     tail = shown[shown.index(b"still") :]
     for put_back in (b"\x1b[0m", b"\x1b[?1000l", b"\x1b[?1049l", b"\x1b[?25h"):
         assert put_back in tail, tail
+
+
+def test_a_terminal_is_put_back_when_exec_leaves_the_run_going(daemon: Daemon) -> None:
+    """--detach-on-interrupt ends exec while the program still has its modes on: they are
+    put back before exec says it left the run, as at a normal end."""
+    main, sub = os.openpty()
+    shown = b""
+    program = r"printf '\033[?1000h\033[?1049h\033(0up'; exec sleep 60"
+    try:
+        proc = subprocess.Popen(
+            [PY, "-m", "venomx", "exec", "--detach-on-interrupt", "--", "sh", "-c", program],
+            stdout=sub,
+            stderr=subprocess.PIPE,
+            env=exec_env(daemon),
+        )
+        os.close(sub)
+        sub = -1
+        try:
+            while b"up" not in shown:
+                shown += os.read(main, 65536)
+            proc.send_signal(signal.SIGINT)
+            _, err = proc.communicate(timeout=30)
+            while chunk := read_or_eof(main):
+                shown += chunk
+        finally:
+            proc.kill()
+            proc.wait()
+    finally:
+        if sub >= 0:
+            os.close(sub)
+        os.close(main)
+    assert proc.returncode == 128 + signal.SIGINT, err
+    assert b"left r" in err
+    tail = shown[shown.index(b"up") :]
+    for put_back in (b"\x1b[?1000l", b"\x1b(B", b"\x1b[?1049l", b"\x1b[?25h"):
+        assert put_back in tail, tail
+    assert daemon.call("run.list")["runs"][0]["state"] == "running"
+    daemon.call("run.cancel", {"run": daemon.call("run.list")["runs"][0]["run"]})

@@ -3,13 +3,19 @@ only what draws, however the bytes are split, at a cost linear in them."""
 
 from __future__ import annotations
 
+import os
 import re
+import subprocess
+import sys
 
 import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
+from tests.helpers import ROOT
 from venomx.cli.termguard import CSI_MAX, TermGuard
+
+SOFT = b"\x1b[0m\x1b[4l\x1b[?1l\x1b>\x1b[?7h\x1b[?25h\x1b(B"
 
 # What a terminal may be given, written independently of the guard's tables.
 SAFE = re.compile(
@@ -18,7 +24,7 @@ SAFE = re.compile(
     r"|\x1b\[[0-9;:]*m"
     r"|\x1b\[[0-9;]*[@ABCDEFGHIKLMPSTXZ`abdefrsu]"
     r"|\x1b\[0*[12]?J"
-    r"|\x1b\[\??[0-9;]*[hl]|\x1b\[\?[0-9;]*[JK]|\x1b\[[0-9;]* q|\x1b\[!p)*"
+    r"|\x1b\[\??[0-9;]*[hl]|\x1b\[[0-9;]* q)*"
 )
 MODES = re.compile(r"\x1b\[(\??)([0-9;]*)[hl]")
 ALLOWED_MODES = {
@@ -62,7 +68,14 @@ def safe(out: bytes, alternate: bool) -> bool:
         ("ENQ and other C0 controls", b"a\x05\x00\x0e\x0f\x1cb\x7f", b"ab"),
         ("C1 controls as UTF-8", "\u009b31mx\u009d0;t\u009cy\u0085\u0084".encode(), b"\x1b[31mxy"),
         ("invalid UTF-8 is replaced", b"a\xff\x9bb", "a\ufffd\ufffdb".encode()),
-        ("RIS: a soft reset and a cleared screen", b"\x1bc", b"\x1b[!p\x1b[H\x1b[2J"),
+        ("RIS: the resets and a cleared screen", b"\x1bc", SOFT + b"\x1b[H\x1b[2J"),
+        ("DECSTR: the resets, not DECSTR (it resets the palette)", b"\x1b[!p", SOFT),
+        ("selective erase (DECSED 3 erases scrollback)", b"\x1b[?3J\x1b[?1K", b""),
+        (
+            "REP repeats at most a line",
+            b"a\x1b[65535b\x1b[b\x1b[0b\x1b[1;2b",
+            b"a\x1b[1024b\x1b[1b\x1b[1b",
+        ),
         ("a broken CSI is dropped", b"\x1b[12\x01x", b"x"),
         ("ESC before text", b"\x1b\x1b[1mx", b"\x1b[1mx"),
         ("an unended string swallows the rest", b"a\x1b]0;" + b"x" * 1000, b"a"),
@@ -119,11 +132,12 @@ HOSTILE = st.lists(st.sampled_from(TOKENS), max_size=60).map(b"".join)
 def test_any_bytes_split_anywhere(data: bytes, cuts: list[int]) -> None:
     """Whatever the program prints, and however reads split it, the terminal is given
     the same bytes, and only bytes that draw."""
-    for alternate in (True, False):
-        whole = TermGuard(alternate)
+    for alternate, utf8 in ((True, True), (False, True), (True, False)):
+        whole = TermGuard(alternate, utf8)
         expected = whole.feed(data)
         assert safe(expected, alternate)
-        pieces = TermGuard(alternate)
+        assert utf8 or expected.isascii()
+        pieces = TermGuard(alternate, utf8)
         got = b""
         last = 0
         for cut in sorted(c % (len(data) + 1) for c in cuts):
@@ -153,3 +167,43 @@ def test_hostile_megabytes_cost_one_pass(pattern: bytes) -> None:
     out = b"".join(g.feed(pattern[i : i + 4096]) for i in range(0, len(pattern), 4096))
     assert safe(out, alternate=False)
     assert len(g._held) <= CSI_MAX + 2
+
+
+def test_overlong_sequences_are_dropped_wherever_reads_split() -> None:
+    for data in (b"\x1b" + b" " * 300 + b"0after", b"\x1b[" + b"1" * 300 + b"mafter"):
+        whole = TermGuard().feed(data)
+        for cut in (1, 2, 200, 257, 258, 301):
+            g = TermGuard()
+            assert g.feed(data[:cut]) + g.feed(data[cut:]) == whole == b"after"
+
+
+def test_a_terminal_that_is_not_utf8_is_given_ascii() -> None:
+    """In UTF-8, U+00DB is C3 9B; an 8-bit terminal reads 9B as CSI, so ``Û6n`` would be
+    a cursor query. Such a terminal is shown an underscore per column, as tmux does."""
+    g = TermGuard(utf8=False)
+    assert g.feed("\u00db6n \u4e2d e\u0301 \x1b[1m".encode()) == b"_6n __ e \x1b[1m"
+
+
+@pytest.mark.parametrize(
+    ("env", "utf8"),
+    [
+        ({"LANG": "en_US.UTF-8"}, True),
+        ({"LANG": "C.utf8"}, True),
+        ({"LC_ALL": "C", "LANG": "en_US.UTF-8"}, False),
+        ({"LANG": "C"}, False),  # Python sets LC_CTYPE=C.UTF-8 itself: not the person's
+        ({}, False),
+        ({"LC_CTYPE": "C.UTF-8", "LANG": "C"}, True),
+    ],
+)
+def test_utf8_is_judged_by_the_locale_as_tmux_does(env: dict[str, str], utf8: bool) -> None:
+    probe = (
+        "import os; from venomx.cli.termguard import utf8_locale; print(utf8_locale(os.environ))"
+    )
+    done = subprocess.run(
+        [sys.executable, "-c", probe],
+        env={"PATH": os.environ.get("PATH", ""), "PYTHONPATH": str(ROOT), **env},
+        capture_output=True,
+        text=True,
+        timeout=30,
+    )
+    assert done.stdout.strip() == str(utf8), done.stderr

@@ -37,7 +37,7 @@ def run_attach(pane: str, readonly: bool, sock: str | None, token: str | None) -
     saved = termios.tcgetattr(fd) if os.isatty(fd) else None
     out = sys.stdout.buffer
     screen = out.isatty()
-    guard = TermGuard(alternate=False) if screen else None
+    guard = TermGuard.for_terminal(out.fileno(), alternate=False) if screen else None
     detached = threading.Event()
 
     def pump_keys() -> None:

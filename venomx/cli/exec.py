@@ -146,7 +146,8 @@ class Exec:
         self.interrupted: int | None = None
         self.started = time.monotonic()
         self.lines: TextLines | None = None  # text lines for a log; None: a terminal's view
-        self.guard = TermGuard()  # what of the output reaches a terminal
+        self.guard = TermGuard()  # what of the output reaches a terminal (set in stream)
+        self.put_back_done = False
         self.seen = 0  # output offset streamed so far
 
     # -- helpers -----------------------------------------------------------------------------
@@ -300,6 +301,8 @@ class Exec:
         pane no longer holds are reported as a gap, never skipped silently. A pane that
         ended before the stream began is shown by its rows."""
         self.lines = None if self.tty_out else TextLines()
+        if self.tty_out:
+            self.guard = TermGuard.for_terminal(self.stream_to.fileno(), alternate=True)
         reconnecting(self.client, self.follow, START_RETRY, 0.1)
         if self.lines is not None:
             last = self.lines.close()
@@ -406,11 +409,14 @@ class Exec:
             self.stream()
             record = self.wait()
         except Detached as d:
+            self.put_back()
             self.note(f"left {self.run_id} running (pane {self.pane})")
             return 128 + d.signum
         except VenomxError as err:
+            self.put_back()
             return self.fail(err)
         except BaseException:
+            self.put_back()
             # a fault of exec's own must not leave the command running unwatched, where a
             # CI retry would run it again
             if not self.opts.detach_on_interrupt:
@@ -474,15 +480,22 @@ class Exec:
                     if err.code != "timeout.wait":
                         raise
 
+    def put_back(self) -> None:
+        """Before exec's own line, however exec ends: put back what the program changed
+        on this terminal (concealed text, a hidden cursor, its alternate screen or mouse
+        reports would hide or garble the line) and erase what it drew below the cursor,
+        where it could have drawn a false outcome line to stand last."""
+        if not self.tty_out or self.put_back_done:
+            return
+        self.put_back_done = True
+        try:
+            self.stream_to.write(self.guard.restore().encode() + b"\x1b[J")
+            self.stream_to.flush()
+        except OSError:  # a terminal gone (EIO) is no reason to lose the status
+            pass
+
     def finish(self, record: dict[str, Any]) -> int:
-        if self.tty_out:
-            # what the program changed on this terminal is put back: concealed text, a
-            # hidden cursor or its alternate screen would hide the true outcome line
-            try:
-                self.stream_to.write(self.guard.restore().encode())
-                self.stream_to.flush()
-            except OSError:  # a terminal gone (EIO) is no reason to lose the status
-                pass
+        self.put_back()
         if self.opts.as_json:
             self.out.write(json_line(record) + b"\n")
             self.out.flush()

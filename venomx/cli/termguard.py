@@ -15,9 +15,15 @@ Everything else is dropped whole, however it is split across reads:
   clipboard, colour queries, sixels, terminal-specific extensions;
 - queries, whose answers would arrive as keystrokes (DSR, DA, DECRQM, XTVERSION,
   window reports; the pane's own terminal answers DSR and DA itself);
-- modes and resets that outlive the view (DECCOLM, LNM, S7C1T, charset switches, the
-  keyboard protocols), and C1 controls, which are re-sent in their 7-bit forms when
-  they are CSI or a string's start and dropped otherwise.
+- modes and resets that outlive the view or touch what the person set (DECCOLM, LNM,
+  S7C1T, charset switches, the keyboard protocols, tab stops, selective erase; DECSTR
+  and RIS are sent as the resets of what a program may set here), and C1 controls,
+  which are re-sent in their 7-bit forms when they are CSI or a string's start and
+  dropped otherwise.
+
+Text is sent as UTF-8 only to a terminal that decodes it (``utf8_locale``); to any
+other, UTF-8's bytes 0x80-0x9F would be C1 controls, so it gets ASCII. A REP repeats at
+most the terminal's width.
 
 Under `attach` (``alternate=False``: the view already sits on the terminal's alternate
 screen) the program's own alternate screen is drawn in place, and leaving it asks for a
@@ -27,7 +33,11 @@ repaint (`repaint_wanted`), as the primary screen it returns to is not on the te
 from __future__ import annotations
 
 import codecs
+import os
 import re
+import sys
+import unicodedata
+from collections.abc import Mapping
 
 # Drawn text, and C0 controls that only move the cursor or ring the bell.
 _TEXT = re.compile("[^\x00-\x1f\x7f-\x9f]+")
@@ -36,6 +46,8 @@ _CSI_BODY = re.compile("([\x30-\x3f]*)([\x20-\x2f]*)")
 _ESC_BODY = re.compile("[\x20-\x2f]*")
 _STRING_END = re.compile("[\x07\x18\x1a\x1b\x9c]")
 _CSI_SKIP_END = re.compile("[^\x20-\x3f]")
+_ESC_SKIP_END = re.compile("[^\x20-\x2f]")
+_NON_ASCII = re.compile("[^\x00-\x7f]+")
 _PARAMS = re.compile("[0-9;]*")
 _SGR_PARAMS = re.compile("[0-9;:]*")
 # A CSI longer than this is dropped whole (no program draws with one), so what is
@@ -57,23 +69,64 @@ _PRIVATE_MODES = frozenset(
 _DEFAULT_ON = frozenset({"?7", "?25"})
 _ALTERNATE_MODES = frozenset({47, 1047, 1049})
 _C1_INTRODUCERS = {"\x9b": "[", "\x9d": "]", "\x90": "P", "\x98": "X", "\x9e": "^", "\x9f": "_"}
-# RIS would reset far more than the view (and leave the alternate screen): a soft
-# reset and a cleared screen draw the same.
-_RIS = "\x1b[!p\x1b[H\x1b[2J"
+# DECSTR as the sequences it resets that the guard lets a program set: DECSTR itself
+# also resets what the person set (xterm's and VTE's palette, kitty's keyboard flags).
+_SOFT_RESET = "\x1b[0m\x1b[4l\x1b[?1l\x1b>\x1b[?7h\x1b[?25h\x1b(B"
+
+
+def utf8_locale(environ: Mapping[str, str]) -> bool:
+    """Whether the person's terminal decodes UTF-8, judged as tmux judges it: by the
+    name of the locale (LC_ALL, else LC_CTYPE, else LANG). On one that does not, the
+    bytes 0x80-0x9F inside UTF-8 text are C1 controls (``Û`` is C3 9B: ``Ã`` and CSI),
+    so text is shown as ASCII. Python replaced a C locale's LC_CTYPE with C.UTF-8 when
+    it started (PEP 538), which its UTF-8 mode betrays: that one is not the person's."""
+    coerced = sys.flags.utf8_mode and not environ.get("PYTHONUTF8")
+    for name in ("LC_ALL", "LC_CTYPE", "LANG"):
+        value = environ.get(name, "")
+        if name == "LC_CTYPE" and coerced and value == "C.UTF-8":
+            continue
+        if value:
+            value = value.lower()
+            return "utf-8" in value or "utf8" in value
+    return False
+
+
+def _as_ascii(m: re.Match[str]) -> str:
+    """Text for a terminal that is not UTF-8: each character as tmux shows it there, an
+    underscore per column it takes."""
+    out = []
+    for c in m.group():
+        if not unicodedata.combining(c):
+            out.append("__" if unicodedata.east_asian_width(c) in "WF" else "_")
+    return "".join(out)
 
 
 class TermGuard:
     """Turns a pane's byte stream, fed in any pieces, into bytes safe for a person's
-    terminal. ``alternate``: whether the program's alternate-screen switches pass."""
+    terminal. ``alternate``: whether the program's alternate-screen switches pass;
+    ``utf8``: whether the terminal decodes UTF-8 (else text is shown as ASCII);
+    ``columns``: its width, the most a REP may repeat (xterm and kitty repeat up to
+    65,535 cells for 9 bytes)."""
 
-    def __init__(self, alternate: bool = True) -> None:
+    def __init__(self, alternate: bool = True, utf8: bool = True, columns: int = 1024) -> None:
         self.alternate = alternate
+        self.utf8 = utf8
+        self.columns = max(1, columns)
         self.repaint_wanted = False
         self.in_alternate = False  # the program's alternate screen, shown on the terminal's
         self._touched: set[str] = set()  # modes ("4", "?1000"), "keypad", "margins", …
         self._decoder = codecs.getincrementaldecoder("utf-8")("replace")
         self._held = ""  # the start of a sequence the next read completes
         self._state = _NORMAL
+
+    @classmethod
+    def for_terminal(cls, fd: int, alternate: bool) -> TermGuard:
+        """A guard for the terminal on ``fd``, with this process's locale."""
+        try:
+            columns = os.get_terminal_size(fd).columns
+        except OSError:
+            columns = 0
+        return cls(alternate, utf8_locale(os.environ), columns or 1024)
 
     def resync(self) -> None:
         """Forget a sequence under way: the stream starts afresh (a new attach)."""
@@ -101,12 +154,14 @@ class TermGuard:
                     self._state = _NORMAL
                     i = j + 2 if text[j + 1] == "\\" else j
                 continue
-            if self._state == _SKIP:
-                m = _CSI_SKIP_END.search(text, i)
+            if self._state != _NORMAL:  # the rest of a sequence too long to take
+                csi = self._state == _SKIP
+                m = (_CSI_SKIP_END if csi else _ESC_SKIP_END).search(text, i)
                 if m is None:
                     break
                 self._state = _NORMAL
-                i = m.start() + (1 if "\x40" <= m.group() <= "\x7e" else 0)
+                final = m.group()
+                i = m.start() + ("\x40" <= final <= "\x7e" if csi else "\x30" <= final <= "\x7e")
                 continue
             m = _TEXT.match(text, i)
             if m is not None:
@@ -125,7 +180,10 @@ class TermGuard:
                 i = done
             else:
                 i += 1  # any other C0, DEL, or C1
-        return "".join(out).encode()
+        shown = "".join(out)
+        if not self.utf8:
+            shown = _NON_ASCII.sub(_as_ascii, shown)
+        return shown.encode()
 
     def _sequence(self, text: str, i: int, out: list[str]) -> int:
         """Take the sequence at ``i``; where it ends, or -1 if the text ends first."""
@@ -158,6 +216,7 @@ class TermGuard:
             assert m is not None
             end = m.end()
             if end - i > CSI_MAX:
+                self._state = _SKIP_ESC
                 return end
             if end == n:
                 return -1
@@ -173,8 +232,8 @@ class TermGuard:
                 self._touched.add("keypad")
             out.append("\x1b" + intro)
             return body
-        if intro == "c":
-            out.append(_RIS)
+        if intro == "c":  # RIS: the resets, the program's modes ended, a cleared screen
+            out.append(self._soft_reset(every_mode=True) + "\x1b[H\x1b[2J")
             return body
         if "\x30" <= intro <= "\x7e":
             return body  # an escape sequence that does not draw
@@ -190,7 +249,7 @@ class TermGuard:
                 self._touched.add("shape")
                 return f"\x1b[{params} q"  # DECSCUSR: the cursor's shape
             if inter == "!" and final == "p" and not prefix and not params:
-                return "\x1b[!p"  # DECSTR
+                return self._soft_reset(every_mode=False)  # DECSTR
             return ""
         if final == "m":
             return f"\x1b[{params}m" if not prefix and _SGR_PARAMS.fullmatch(params) else ""
@@ -198,10 +257,12 @@ class TermGuard:
             return ""
         if final in "hl":
             return self._modes(prefix, params, final)
-        if prefix == "?" and final in "JK":
-            return f"\x1b[?{params}{final}"  # selective erase
         if prefix or final not in _CSI_FINALS:
             return ""
+        if final == "b":  # REP, at most a line of the terminal
+            if ";" in params:
+                return ""
+            return f"\x1b[{min(max(int(params or 0), 1), self.columns)}b"
         if final == "J" and params.lstrip("0") not in ("", "1", "2"):
             return ""  # ED 3 erases the person's own scrollback
         if final == "r":
@@ -253,6 +314,24 @@ class TermGuard:
         parts.append("\x1b[?25h")
         return "".join(parts)
 
+    def _soft_reset(self, every_mode: bool) -> str:
+        """DECSTR's resets, or with ``every_mode`` RIS's, which also ends the program's
+        mouse reports, alternate screen and the rest; origin mode and margins only if
+        the program set them, as resetting them homes the cursor."""
+        parts = [_SOFT_RESET]
+        if every_mode:
+            for key in sorted(self._touched):
+                if key.startswith("?") and key not in _DEFAULT_ON and key != "?6":
+                    parts.append(f"\x1b[{key}l")
+            if "shape" in self._touched:
+                parts.append("\x1b[0 q")
+            if self.in_alternate:
+                parts.append("\x1b[?1049l")
+                self.in_alternate = False
+        if "margins" in self._touched or "?6" in self._touched:
+            parts.append("\x1b[?6l\x1b[r")
+        return "".join(parts)
+
     def _in_place(self, mode: int, final: str) -> str:
         """The program's alternate screen, on a view that is itself one: entering clears
         it (saving the cursor for 1049); leaving clears it too, and asks for a repaint of
@@ -263,6 +342,6 @@ class TermGuard:
         return "\x1b[2J\x1b8" if mode == 1049 else "\x1b[2J"
 
 
-_NORMAL, _STRING, _SKIP = range(3)
+_NORMAL, _STRING, _SKIP, _SKIP_ESC = range(4)
 
 __all__ = ["CSI_MAX", "TermGuard"]
