@@ -412,10 +412,10 @@ class Sentinel:
                     tail = bytes(self.replay[m.after - held :])
                     self.send(P.Screen(m.req, term.cols, term.rows, term.offset, tail, True))
                 else:
-                    # the cursor keys' mode too: the attached terminal then sends what the
-                    # program expects (the replayed bytes carry it themselves)
-                    keys = b"\x1b[?1h" if self.application_keys else b""
-                    screen = keys + repaint(term)
+                    # and its modes: the attached terminal then sends what the program
+                    # expects and draws what follows as it does (the replayed bytes
+                    # carry them themselves)
+                    screen = repaint(term) + term.restate()
                     self.send(P.Screen(m.req, term.cols, term.rows, term.offset, screen))
         elif isinstance(m, P.Capture):
             try:

@@ -15,6 +15,9 @@ from __future__ import annotations
 import copy
 from typing import Any
 
+import pyte
+from pyte import modes as mo
+
 from workers.fastpath import fast_feed
 from workers.history import History
 from workers.screen import (
@@ -32,6 +35,9 @@ from workers.screen import (
 # rows is under a tenth of it, the newest rows matter most to a run, and the EXIT must be
 # built, sent and taken in well inside the daemon's bound on it (watch.EXIT_BOUND).
 HISTORY_BUDGET = 8 * 1024 * 1024
+# Private modes a program turns on that a repaint turns on again: cursor keys, mouse
+# reports and their encodings, focus events, bracketed paste.
+RESTATED = (1, 1000, 1002, 1003, 1004, 1005, 1006, 1015, 1016, 2004)
 # Answer bytes waiting for the program at most: a few hundred cursor reports, far more
 # than a program that reads its answers ever has outstanding.
 ANSWERS_MAX = 4096
@@ -181,6 +187,34 @@ class Terminal:
         s.cursor.x = min(s.cursor.x, cols)
         s.cursor.y = min(s.cursor.y, rows - 1)
         self.epoch += 1
+
+    def restate(self) -> bytes:
+        """What a repaint adds so that a fresh terminal takes the output that follows as
+        this one does: the scroll region and origin mode (and the cursor again, as they
+        home it), the modes a program turned on (``RESTATED``), a hidden cursor, no
+        autowrap, insert mode, line drawing. Without them a person attached to a pane
+        that already has them types without bracketed paste or mouse reports, and what
+        scrolls in a region is drawn wrong."""
+        self.materialize()
+        s = self.screen
+        parts = []
+        y, x = s.cursor.y, min(s.cursor.x, s.columns - 1)
+        if s.margins is not None:
+            parts.append(f"\x1b[{s.margins.top + 1};{s.margins.bottom + 1}r")
+            if mo.DECOM in s.mode:
+                parts.append("\x1b[?6h")
+                y -= s.margins.top
+            parts.append(f"\x1b[{y + 1};{x + 1}H")
+        parts.extend(f"\x1b[?{m}h" for m in RESTATED if m << 5 in s.mode)
+        if mo.DECTCEM not in s.mode:
+            parts.append("\x1b[?25l")
+        if mo.DECAWM not in s.mode:
+            parts.append("\x1b[?7l")
+        if mo.IRM in s.mode:
+            parts.append("\x1b[4h")
+        if s.g0_charset is pyte.charsets.VT100_MAP:
+            parts.append("\x1b(0")
+        return "".join(parts).encode()
 
     # -- reading ---------------------------------------------------------------------------
     @property

@@ -44,19 +44,25 @@ def test_attach_stream_items_and_exit(daemon: Daemon) -> None:
     assert b"two" in data and final["offset"] == offset and final["exit_code"] == 0
 
 
-def test_the_repaint_carries_the_programs_cursor_key_mode(daemon: Daemon) -> None:
+def test_the_repaint_carries_the_programs_modes(daemon: Daemon) -> None:
     """A person attaching to a curses program in keypad mode must type what it expects
-    (ESC O A for Up): the repaint turns the terminal's application cursor keys on."""
+    (ESC O A for Up): the repaint turns the terminal's application cursor keys on; and
+    mouse reports, bracketed paste, a hidden cursor and the scroll region, or what the
+    person pastes runs line by line and what scrolls in the region is drawn wrong."""
     s = daemon.call("session.create")["session"]
-    shell = "printf '\\033[?1hready\\n'; sleep 30"
+    modes = "\\033[?1h\\033[?1000;1006h\\033[?2004h\\033[?25l\\033[2;5r\\033[9;1H"
+    shell = f"printf '{modes}ready\\n'; sleep 30"
     w = daemon.call("window.create", {"session": s, "argv": ["sh", "-c", shell]})
     wait_for(
-        lambda: "ready" in daemon.call("pane.capture_rows", {"pane": w["pane"]})["lines"][0],
+        lambda: "ready" in "".join(daemon.call("pane.capture_rows", {"pane": w["pane"]})["lines"]),
         10,
         "ready",
     )
     stream = daemon.client().stream("pane.attach", {"pane": w["pane"]})
-    assert base64.b64decode(next(stream)["screen"]["data"]).startswith(b"\x1b[?1h")
+    repaint = base64.b64decode(next(stream)["screen"]["data"])
+    assert repaint.endswith(
+        b"\x1b[2;5r\x1b[10;1H\x1b[?1h\x1b[?1000h\x1b[?1006h\x1b[?2004h\x1b[?25l"
+    ), repaint
     daemon.call("pane.kill", {"pane": w["pane"], "grace_ms": 0})
 
 

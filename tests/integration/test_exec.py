@@ -485,7 +485,7 @@ def test_odd_surroundings_of_exec(daemon: Daemon, tmp_path: Path) -> None:
     assert sized.returncode == 4, sized.stderr
     # the program's title never reaches the terminal, and colours and the cursor are
     # put back before exec's own line (on stderr) follows
-    assert shown.startswith(b"50 200") and shown.endswith(b"\x1b[0m\x1b[?25h\x1b[J"), shown
+    assert shown.startswith(b"50 200") and shown.endswith(b"\x1b[0m\x1b[?25h\r\x1b[J"), shown
     assert b"\x1b]" not in shown
     gone = tmp_path / "gone"
     gone.mkdir()
@@ -563,6 +563,9 @@ def test_a_terminal_is_shown_only_what_draws(daemon: Daemon, tmp: Path) -> None:
     tail = shown[shown.index(b"still") :]
     for put_back in (b"\x1b[0m", b"\x1b[?1000l", b"\x1b[?1049l", b"\x1b[?25h"):
         assert put_back in tail, tail
+    # the program's last line was left open: exec's own starts on a fresh one, with
+    # whatever the program drew below it erased
+    assert tail.endswith(b"\x1b[?25h\r\r\n\r\x1b[J"), tail  # the pty adds a CR to LF
 
 
 def test_a_terminal_is_put_back_when_exec_leaves_the_run_going(daemon: Daemon) -> None:
@@ -601,3 +604,41 @@ def test_a_terminal_is_put_back_when_exec_leaves_the_run_going(daemon: Daemon) -
         assert put_back in tail, tail
     assert daemon.call("run.list")["runs"][0]["state"] == "running"
     daemon.call("run.cancel", {"run": daemon.call("run.list")["runs"][0]["run"]})
+
+
+def on_a_terminal(d: Daemon, lang: str, *args: str) -> bytes:
+    """What ``venomx ARGS`` shows on a terminal whose locale is ``lang``."""
+    main, sub = os.openpty()
+    env = {k: v for k, v in exec_env(d).items() if not k.startswith("LC_")}
+    try:
+        done = subprocess.run(
+            [PY, "-m", "venomx", *args],
+            stdout=sub,
+            stderr=subprocess.PIPE,
+            env={**env, "LANG": lang, "VENOMX_TOKEN": "@owner"},
+            timeout=60,
+        )
+        os.close(sub)
+        sub = -1
+        shown = b""
+        while chunk := read_or_eof(main):
+            shown += chunk
+    finally:
+        if sub >= 0:
+            os.close(sub)
+        os.close(main)
+    assert done.returncode == 0, done.stderr
+    return shown
+
+
+def test_text_for_a_terminal_that_is_not_utf8_is_ascii(daemon: Daemon) -> None:
+    """Rows and records printed for a person carry text the program chose; on a terminal
+    that is not UTF-8, U+00DD (C3 9D) would be an OSC there. It is shown as tmux shows
+    it, an underscore; on a UTF-8 terminal as it is."""
+    s = daemon.call("session.create")["session"]
+    started = daemon.call("run", {"session": s, "key": "k", "argv": ["printf", "\u00dd2;t\\n"]})
+    daemon.call("run.wait", {"run": started["run"], "timeout_ms": 20000})
+    for args in (("run", "log", "--run", started["run"]), ("run", "get", "--run", started["run"])):
+        ascii_view = on_a_terminal(daemon, "C", *args)
+        assert b"_2;t" in ascii_view and ascii_view.isascii(), ascii_view
+        assert "\u00dd2;t".encode() in on_a_terminal(daemon, "C.UTF-8", *args)

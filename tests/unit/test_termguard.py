@@ -71,6 +71,8 @@ def safe(out: bytes, alternate: bool) -> bool:
         ("RIS: the resets and a cleared screen", b"\x1bc", SOFT + b"\x1b[H\x1b[2J"),
         ("DECSTR: the resets, not DECSTR (it resets the palette)", b"\x1b[!p", SOFT),
         ("selective erase (DECSED 3 erases scrollback)", b"\x1b[?3J\x1b[?1K", b""),
+        ("fonts 10-19 (the Linux console's C1 switch)", b"\x1b[11m\x1b[1;12;31m", b"\x1b[1;31m"),
+        ("colour 11 is no font", b"\x1b[38;5;11m\x1b[48;2;11;12;13m", None),
         (
             "REP repeats at most a line",
             b"a\x1b[65535b\x1b[b\x1b[0b\x1b[1;2b",
@@ -181,7 +183,8 @@ def test_a_terminal_that_is_not_utf8_is_given_ascii() -> None:
     """In UTF-8, U+00DB is C3 9B; an 8-bit terminal reads 9B as CSI, so ``Û6n`` would be
     a cursor query. Such a terminal is shown an underscore per column, as tmux does."""
     g = TermGuard(utf8=False)
-    assert g.feed("\u00db6n \u4e2d e\u0301 \x1b[1m".encode()) == b"_6n __ e \x1b[1m"
+    shown = "\u00db6n \u4e2d e\u0301 \u2764\ufe0f \x1b[1m".encode()
+    assert g.feed(shown) == b"_6n __ e _ \x1b[1m"  # as wide as the pane's terminal has it
 
 
 @pytest.mark.parametrize(
@@ -193,12 +196,13 @@ def test_a_terminal_that_is_not_utf8_is_given_ascii() -> None:
         ({"LANG": "C"}, False),  # Python sets LC_CTYPE=C.UTF-8 itself: not the person's
         ({}, False),
         ({"LC_CTYPE": "C.UTF-8", "LANG": "C"}, True),
+        ({"LANG": "C", "PYTHONUTF8": "1"}, False),  # coerced all the same
+        ({"LANG": "C", "PYTHONUTF8": "0"}, False),
+        ({"LC_CTYPE": "C", "LANG": "en_US.UTF-8"}, False),
     ],
 )
 def test_utf8_is_judged_by_the_locale_as_tmux_does(env: dict[str, str], utf8: bool) -> None:
-    probe = (
-        "import os; from venomx.cli.termguard import utf8_locale; print(utf8_locale(os.environ))"
-    )
+    probe = "from venomx.cli.visible import utf8_locale; print(utf8_locale())"
     done = subprocess.run(
         [sys.executable, "-c", probe],
         env={"PATH": os.environ.get("PATH", ""), "PYTHONPATH": str(ROOT), **env},
@@ -207,3 +211,35 @@ def test_utf8_is_judged_by_the_locale_as_tmux_does(env: dict[str, str], utf8: bo
         timeout=30,
     )
     assert done.stdout.strip() == str(utf8), done.stderr
+
+
+JSON_PROBE = (
+    "import sys; from venomx.cli.visible import json_line; "
+    "sys.stdout.buffer.write(json_line({'a': '\\u00db\\u009b\\U0001f600'}))"
+)
+
+
+@pytest.mark.parametrize(
+    ("lang", "shown"),
+    [
+        ("C", rb'{"a":"\u00db\u009b\ud83d\ude00"}'),
+        ("C.UTF-8", '{"a":"\u00db\\u009b\U0001f600"}'.encode()),
+    ],
+)
+def test_json_to_a_terminal_that_is_not_utf8_is_ascii(lang: str, shown: bytes) -> None:
+    """--json on such a terminal escapes every non-ASCII character: the same value, and
+    no byte 0x80-0x9F for the terminal to obey; C1 is escaped everywhere."""
+    main, sub = os.openpty()
+    try:
+        subprocess.run(
+            [sys.executable, "-c", JSON_PROBE],
+            stdout=sub,
+            env={"PATH": os.environ.get("PATH", ""), "PYTHONPATH": str(ROOT), "LANG": lang},
+            timeout=30,
+            check=True,
+        )
+        got = os.read(main, 4096)
+    finally:
+        os.close(sub)
+        os.close(main)
+    assert got == shown

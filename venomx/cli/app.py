@@ -160,9 +160,11 @@ def call_verb(
             if as_json:
                 text = json_line(result).decode()
             else:
-                from venomx.cli.visible import visible
+                from venomx.cli.visible import for_terminal, visible
 
-                text = visible(readable(verb, result, pane_lookup(client)))
+                text = for_terminal(
+                    visible(readable(verb, result, pane_lookup(client))), sys.stdout
+                )
     except VenomxError as err:
         emit_error(err, as_json, asked)
     except KeyboardInterrupt:

@@ -11,7 +11,7 @@ import tty
 
 from venomx.cli.errors import Asked, human
 from venomx.cli.termguard import TermGuard
-from venomx.cli.visible import visible
+from venomx.cli.visible import for_terminal, visible
 from venomx.client import Client
 from venomx.wire import VenomxError
 
@@ -106,7 +106,7 @@ def run_attach(pane: str, readonly: bool, sock: str | None, token: str | None) -
             out.write(b"[detached]\r\n" if detached.is_set() else b"[pane exited]\r\n")
         out.flush()
         if said:  # after the alternate screen is gone, or it would go with it
-            sys.stderr.write(said + "\n")
+            sys.stderr.write(for_terminal(said, sys.stderr) + "\n")
         view.close()
         if keys is not None:
             keys.close()

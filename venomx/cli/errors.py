@@ -11,7 +11,7 @@ from typing import Any, NoReturn
 
 import click
 
-from venomx.cli.visible import json_line, visible
+from venomx.cli.visible import for_terminal, json_line, visible
 from venomx.paths import socket_path
 from venomx.wire import VenomxError
 
@@ -88,7 +88,7 @@ def human(err: VenomxError, asked: Asked) -> str:
     if err.code == "unavailable.spawn" and asked.program is not None:
         lines.append(f"hint: {spawn_message(err, asked.program)}")
     lines += [f"hint: {h}" for h in hints(err, asked)]
-    return visible("\n".join(lines))
+    return for_terminal(visible("\n".join(lines)), sys.stderr)
 
 
 def emit_error(err: VenomxError, as_json: bool, asked: Asked | None = None) -> NoReturn:

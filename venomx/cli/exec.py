@@ -27,7 +27,7 @@ from venomx.cli.render import human_duration, usage_text
 from venomx.cli.runlog import RowLog
 from venomx.cli.termguard import TermGuard
 from venomx.cli.textlog import TextLines
-from venomx.cli.visible import json_line
+from venomx.cli.visible import for_terminal, json_line
 from venomx.client import Client, reconnecting
 from venomx.manifest.verbs import ENV_NAME_PATTERN, MAX_ENV_VALUE
 from venomx.wire import VenomxError
@@ -152,7 +152,7 @@ class Exec:
 
     # -- helpers -----------------------------------------------------------------------------
     def note(self, text: str) -> None:
-        self.err.write(f"venomx: {text}\n".encode())
+        self.err.write(f"venomx: {for_terminal(text, self.err)}\n".encode())
         self.err.flush()
 
     def client(self) -> Client:
@@ -315,7 +315,7 @@ class Exec:
             self.stream_to.write(self.guard.feed(data))
         else:
             for line in self.lines.feed(data):
-                self.stream_to.write(line.encode() + b"\n")
+                self.stream_to.write(for_terminal(line, self.stream_to).encode() + b"\n")
         self.stream_to.flush()
 
     def gap(self, text: str) -> None:
@@ -367,9 +367,9 @@ class Exec:
         assert self.pane is not None and self.run_id is not None
         eol = b"\r\n" if self.lines is None else b"\n"
         out = self.stream_to
-        RowLog(self.run_id, lambda text: out.write(text.encode() + eol), out.flush).print_rows(
-            c, self.pane, final=True
-        )
+        RowLog(
+            self.run_id, lambda text: out.write(for_terminal(text, out).encode() + eol), out.flush
+        ).print_rows(c, self.pane, final=True)
 
     # -- interrupts ------------------------------------------------------------------------------
     def on_signal(self, signum: int, _frame: object) -> None:
@@ -488,8 +488,9 @@ class Exec:
         if not self.tty_out or self.put_back_done:
             return
         self.put_back_done = True
+        fresh = "" if self.guard.line_start else "\r\n"  # the line starts at column 0
         try:
-            self.stream_to.write(self.guard.restore().encode() + b"\x1b[J")
+            self.stream_to.write((self.guard.restore() + fresh + "\r\x1b[J").encode())
             self.stream_to.flush()
         except OSError:  # a terminal gone (EIO) is no reason to lose the status
             pass

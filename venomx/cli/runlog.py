@@ -13,6 +13,7 @@ from collections.abc import Callable
 from typing import Any
 
 from venomx.cli.errors import Asked, human
+from venomx.cli.visible import for_terminal
 from venomx.client import Client, reconnecting
 from venomx.wire import VenomxError
 
@@ -33,7 +34,7 @@ class RowLog:
         self.run = run
         self.next = 0
         self.epoch: int | None = None
-        self.say = say or (lambda text: sys.stdout.write(text + "\n"))
+        self.say = say or (lambda text: sys.stdout.write(for_terminal(text, sys.stdout) + "\n"))
         self.flush = flush or sys.stdout.flush
 
     def print_rows(self, c: Client, pane: str, final: bool) -> None:

@@ -21,8 +21,8 @@ Everything else is dropped whole, however it is split across reads:
   which are re-sent in their 7-bit forms when they are CSI or a string's start and
   dropped otherwise.
 
-Text is sent as UTF-8 only to a terminal that decodes it (``utf8_locale``); to any
-other, UTF-8's bytes 0x80-0x9F would be C1 controls, so it gets ASCII. A REP repeats at
+Text is sent as UTF-8 only to a terminal that decodes it (``visible.utf8_locale``); to
+any other, UTF-8's bytes 0x80-0x9F would be C1 controls, so it gets ASCII. A REP repeats at
 most the terminal's width.
 
 Under `attach` (``alternate=False``: the view already sits on the terminal's alternate
@@ -35,9 +35,8 @@ from __future__ import annotations
 import codecs
 import os
 import re
-import sys
-import unicodedata
-from collections.abc import Mapping
+
+from venomx.cli.visible import as_ascii, utf8_locale
 
 # Drawn text, and C0 controls that only move the cursor or ring the bell.
 _TEXT = re.compile("[^\x00-\x1f\x7f-\x9f]+")
@@ -47,7 +46,6 @@ _ESC_BODY = re.compile("[\x20-\x2f]*")
 _STRING_END = re.compile("[\x07\x18\x1a\x1b\x9c]")
 _CSI_SKIP_END = re.compile("[^\x20-\x3f]")
 _ESC_SKIP_END = re.compile("[^\x20-\x2f]")
-_NON_ASCII = re.compile("[^\x00-\x7f]+")
 _PARAMS = re.compile("[0-9;]*")
 _SGR_PARAMS = re.compile("[0-9;:]*")
 # A CSI longer than this is dropped whole (no program draws with one), so what is
@@ -74,33 +72,6 @@ _C1_INTRODUCERS = {"\x9b": "[", "\x9d": "]", "\x90": "P", "\x98": "X", "\x9e": "
 _SOFT_RESET = "\x1b[0m\x1b[4l\x1b[?1l\x1b>\x1b[?7h\x1b[?25h\x1b(B"
 
 
-def utf8_locale(environ: Mapping[str, str]) -> bool:
-    """Whether the person's terminal decodes UTF-8, judged as tmux judges it: by the
-    name of the locale (LC_ALL, else LC_CTYPE, else LANG). On one that does not, the
-    bytes 0x80-0x9F inside UTF-8 text are C1 controls (``Û`` is C3 9B: ``Ã`` and CSI),
-    so text is shown as ASCII. Python replaced a C locale's LC_CTYPE with C.UTF-8 when
-    it started (PEP 538), which its UTF-8 mode betrays: that one is not the person's."""
-    coerced = sys.flags.utf8_mode and not environ.get("PYTHONUTF8")
-    for name in ("LC_ALL", "LC_CTYPE", "LANG"):
-        value = environ.get(name, "")
-        if name == "LC_CTYPE" and coerced and value == "C.UTF-8":
-            continue
-        if value:
-            value = value.lower()
-            return "utf-8" in value or "utf8" in value
-    return False
-
-
-def _as_ascii(m: re.Match[str]) -> str:
-    """Text for a terminal that is not UTF-8: each character as tmux shows it there, an
-    underscore per column it takes."""
-    out = []
-    for c in m.group():
-        if not unicodedata.combining(c):
-            out.append("__" if unicodedata.east_asian_width(c) in "WF" else "_")
-    return "".join(out)
-
-
 class TermGuard:
     """Turns a pane's byte stream, fed in any pieces, into bytes safe for a person's
     terminal. ``alternate``: whether the program's alternate-screen switches pass;
@@ -118,6 +89,7 @@ class TermGuard:
         self._decoder = codecs.getincrementaldecoder("utf-8")("replace")
         self._held = ""  # the start of a sequence the next read completes
         self._state = _NORMAL
+        self.line_start = True  # what was sent last ended a line
 
     @classmethod
     def for_terminal(cls, fd: int, alternate: bool) -> TermGuard:
@@ -126,7 +98,7 @@ class TermGuard:
             columns = os.get_terminal_size(fd).columns
         except OSError:
             columns = 0
-        return cls(alternate, utf8_locale(os.environ), columns or 1024)
+        return cls(alternate, utf8_locale(), columns or 1024)
 
     def resync(self) -> None:
         """Forget a sequence under way: the stream starts afresh (a new attach)."""
@@ -181,8 +153,10 @@ class TermGuard:
             else:
                 i += 1  # any other C0, DEL, or C1
         shown = "".join(out)
+        if shown:
+            self.line_start = shown.endswith("\n")
         if not self.utf8:
-            shown = _NON_ASCII.sub(_as_ascii, shown)
+            shown = as_ascii(shown)
         return shown.encode()
 
     def _sequence(self, text: str, i: int, out: list[str]) -> int:
@@ -252,7 +226,7 @@ class TermGuard:
                 return self._soft_reset(every_mode=False)  # DECSTR
             return ""
         if final == "m":
-            return f"\x1b[{params}m" if not prefix and _SGR_PARAMS.fullmatch(params) else ""
+            return _sgr(params) if not prefix and _SGR_PARAMS.fullmatch(params) else ""
         if not _PARAMS.fullmatch(params):
             return ""
         if final in "hl":
@@ -340,6 +314,28 @@ class TermGuard:
             return "\x1b7\x1b[2J" if mode == 1049 else "\x1b[2J"
         self.repaint_wanted = True
         return "\x1b[2J\x1b8" if mode == 1049 else "\x1b[2J"
+
+
+def _sgr(params: str) -> str:
+    """SGR without its font selections (10-19): on the Linux console 11 and 12 make it
+    obey C1 controls inside UTF-8 text again, and SGR 0 does not end that. The colour
+    forms 38/48/58;5;n and ;2;r;g;b keep their numbers (colour 11 is no font)."""
+    items = params.split(";")
+    kept: list[str] = []
+    i = 0
+    while i < len(items):
+        item = items[i]
+        head = item.split(":", 1)[0]
+        n = int(head) if head else 0
+        if n in (38, 48, 58) and ":" not in item and i + 1 < len(items):
+            take = {"5": 3, "2": 5}.get(items[i + 1], 1)
+            kept.extend(items[i : i + take])
+            i += take
+            continue
+        if not 10 <= n <= 19:
+            kept.append(item)
+        i += 1
+    return f"\x1b[{';'.join(kept)}m" if kept else ""
 
 
 _NORMAL, _STRING, _SKIP, _SKIP_ESC = range(4)

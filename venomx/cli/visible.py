@@ -4,11 +4,18 @@ What the CLI prints for a person carries strings a pane's program chose (its arg
 split it started, names it gave): written raw, an escape sequence among them would set
 the person's clipboard (OSC 52), title or colours. Rows of output are already plain text
 (the VT keeps no control characters); this is for everything else.
+
+A terminal that does not decode UTF-8 obeys the bytes 0x80-0x9F as C1 controls, and
+UTF-8 puts them inside characters (``Û`` is C3 9B: ``Ã`` and CSI), so text that goes to
+one is made ASCII first (``for_terminal``; JSON escapes it instead).
 """
 
 from __future__ import annotations
 
+import os
 import re
+import sys
+from collections.abc import Mapping
 from typing import Any
 
 from venomx.wire import dumps
@@ -27,13 +34,87 @@ _RAW_IN_JSON = re.compile("[\x7f-\x9f]")
 
 
 def json_line(obj: Any) -> bytes:
-    """``obj`` as the one line of compact JSON the CLI prints, with DEL and C1 written as
-    ``\\u00XX``: the same value, and nothing a terminal would act on."""
+    """``obj`` as the one line of compact JSON the CLI prints (on stdout), with DEL and
+    C1 written as ``\\u00XX``, and all of non-ASCII when stdout is a terminal that is not
+    UTF-8: the same value, and nothing a terminal would act on."""
     data = dumps(obj)
-    text = data.decode()
-    if _RAW_IN_JSON.search(text) is None:
+    if data.isascii():
         return data
-    return _RAW_IN_JSON.sub(lambda m: f"\\u{ord(m.group()):04x}", text).encode()
+    text = data.decode()
+    raw = _NON_ASCII if ascii_terminal(sys.stdout) else _RAW_IN_JSON
+    return raw.sub(_json_escapes, text).encode()
 
 
-__all__ = ["json_line", "visible"]
+def _json_escapes(m: re.Match[str]) -> str:
+    units = m.group().encode("utf-16-be", "surrogatepass")
+    return "".join(f"\\u{units[i]:02x}{units[i + 1]:02x}" for i in range(0, len(units), 2))
+
+
+_NON_ASCII = re.compile("[^\x00-\x7f]+")
+_LOCALE = ("LC_ALL", "LC_CTYPE", "LANG")
+_utf8: bool | None = None
+
+
+def utf8_locale(environ: Mapping[str, str] | None = None) -> bool:
+    """Whether the person's terminal decodes UTF-8, judged as tmux judges it: by the name
+    of the locale (LC_ALL, else LC_CTYPE, else LANG) it was started with, which must say
+    UTF-8. A question to the terminal would be answered as typing."""
+    if environ is None:
+        global _utf8
+        if _utf8 is None:
+            _utf8 = utf8_locale(_started_with())
+        return _utf8
+    for name in _LOCALE:
+        value = environ.get(name, "").lower()
+        if value:
+            return "utf-8" in value or "utf8" in value
+    return False
+
+
+def _started_with() -> Mapping[str, str]:
+    """The locale of the environment this process was started with. Python replaces a C
+    locale's LC_CTYPE with C.UTF-8 in ``os.environ`` (PEP 538, with PYTHONUTF8 set too);
+    Linux keeps the original in /proc/self/environ, and elsewhere a C.UTF-8 LC_CTYPE is
+    not taken as the person's."""
+    try:
+        with open("/proc/self/environ", "rb") as f:
+            raw = f.read()
+    except OSError:
+        env = {name: os.environ.get(name, "") for name in _LOCALE}
+        if env["LC_CTYPE"] == "C.UTF-8":
+            env["LC_CTYPE"] = ""
+        return env
+    started = {}
+    for item in raw.split(b"\0"):
+        name, sep, value = item.partition(b"=")
+        if sep and name.decode("ascii", "replace") in _LOCALE:
+            started[name.decode()] = value.decode("utf-8", "replace")
+    return started
+
+
+def ascii_terminal(stream: Any) -> bool:
+    """Whether ``stream`` is a terminal that does not decode UTF-8."""
+    try:
+        return bool(stream.isatty()) and not utf8_locale()
+    except (AttributeError, ValueError):  # no stream, or a closed one
+        return False
+
+
+def as_ascii(text: str) -> str:
+    """``text`` as tmux shows it on a terminal that is not UTF-8: every other character as
+    an underscore per column it takes (none for a zero-width one)."""
+    if text.isascii():
+        return text
+    from wcwidth import wcwidth  # pyte's own measure, as the pane's terminal counts
+
+    return _NON_ASCII.sub(lambda m: "".join("_" * max(0, wcwidth(c)) for c in m.group()), text)
+
+
+def for_terminal(text: str, stream: Any) -> str:
+    """``text`` as ``stream`` can show it: ASCII on a terminal that is not UTF-8."""
+    if text.isascii() or not ascii_terminal(stream):
+        return text
+    return as_ascii(text)
+
+
+__all__ = ["as_ascii", "ascii_terminal", "for_terminal", "json_line", "utf8_locale", "visible"]
