@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import contextlib
 import json
 import os
 import pty
@@ -9,6 +10,7 @@ import re
 import signal
 import subprocess
 import threading
+from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
@@ -229,6 +231,42 @@ def read_or_eof(fd: int) -> bytes:
         return os.read(fd, 65536)
     except OSError:  # EIO: nothing holds the other side any more
         return b""
+
+
+class OnPty:
+    """A ``venomx`` command with its stdout on a pty, and what it has shown there."""
+
+    def __init__(self, main: int, proc: subprocess.Popen[bytes]) -> None:
+        self.main, self.proc, self.shown = main, proc, b""
+
+    def until(self, text: bytes) -> None:
+        while text not in self.shown:
+            self.shown += os.read(self.main, 65536)
+
+    def rest(self) -> None:
+        while chunk := read_or_eof(self.main):
+            self.shown += chunk
+
+
+@contextlib.contextmanager
+def venomx_on_a_pty(env: dict[str, str], *args: str) -> Iterator[OnPty]:
+    main, sub = os.openpty()
+    try:
+        proc = subprocess.Popen(
+            [PY, "-m", "venomx", *args], stdout=sub, stderr=subprocess.PIPE, env=env
+        )
+    except BaseException:
+        os.close(main)
+        raise
+    finally:
+        os.close(sub)
+    view = OnPty(main, proc)
+    try:
+        yield view
+    finally:
+        proc.kill()
+        proc.wait()
+        os.close(main)
 
 
 def start_exec(d: Daemon, *args: str) -> subprocess.Popen[bytes]:
@@ -531,31 +569,13 @@ def test_a_terminal_is_shown_only_what_draws(daemon: Daemon, tmp: Path) -> None:
     the program turned on (mouse reports, its alternate screen, a hidden cursor,
     concealed text) is put back before exec's own line."""
     gate = tmp / "gate"
-    main, sub = os.openpty()
-    shown = b""
-    try:
-        proc = subprocess.Popen(
-            [PY, "-m", "venomx", "exec", "--", "sh", "-c", HOSTILE_VIEW.format(gate=gate)],
-            stdout=sub,
-            stderr=subprocess.PIPE,
-            env=exec_env(daemon),
-        )
-        os.close(sub)
-        sub = -1
-        try:
-            while b"ready" not in shown:  # streamed live, not a final screen
-                shown += os.read(main, 65536)
-            gate.touch()
-            while chunk := read_or_eof(main):
-                shown += chunk
-            assert proc.wait(30) == 5
-        finally:
-            proc.kill()
-            proc.wait()
-    finally:
-        if sub >= 0:
-            os.close(sub)
-        os.close(main)
+    program = HOSTILE_VIEW.format(gate=gate)
+    with venomx_on_a_pty(exec_env(daemon), "exec", "--", "sh", "-c", program) as view:
+        view.until(b"ready")  # streamed live, not a final screen
+        gate.touch()
+        view.rest()
+        assert view.proc.wait(30) == 5
+    shown = view.shown
     shown = shown[shown.index(b"ready") :]
     assert b"\nshown\x1b[?1000h\x1b[?1049h\x1b[?25l\x1b[8mstill" in shown, shown
     for kept_out in (b"\x1b]", b"\x1bP", b"\x1b[21t", b"\x1b[6n"):
@@ -571,32 +591,14 @@ def test_a_terminal_is_shown_only_what_draws(daemon: Daemon, tmp: Path) -> None:
 def test_a_terminal_is_put_back_when_exec_leaves_the_run_going(daemon: Daemon) -> None:
     """--detach-on-interrupt ends exec while the program still has its modes on: they are
     put back before exec says it left the run, as at a normal end."""
-    main, sub = os.openpty()
-    shown = b""
     program = r"printf '\033[?1000h\033[?1049h\033(0up'; exec sleep 60"
-    try:
-        proc = subprocess.Popen(
-            [PY, "-m", "venomx", "exec", "--detach-on-interrupt", "--", "sh", "-c", program],
-            stdout=sub,
-            stderr=subprocess.PIPE,
-            env=exec_env(daemon),
-        )
-        os.close(sub)
-        sub = -1
-        try:
-            while b"up" not in shown:
-                shown += os.read(main, 65536)
-            proc.send_signal(signal.SIGINT)
-            _, err = proc.communicate(timeout=30)
-            while chunk := read_or_eof(main):
-                shown += chunk
-        finally:
-            proc.kill()
-            proc.wait()
-    finally:
-        if sub >= 0:
-            os.close(sub)
-        os.close(main)
+    args = ("exec", "--detach-on-interrupt", "--", "sh", "-c", program)
+    with venomx_on_a_pty(exec_env(daemon), *args) as view:
+        view.until(b"up")
+        view.proc.send_signal(signal.SIGINT)
+        _, err = view.proc.communicate(timeout=30)
+        view.rest()
+    proc, shown = view.proc, view.shown
     assert proc.returncode == 128 + signal.SIGINT, err
     assert b"left r" in err
     tail = shown[shown.index(b"up") :]
@@ -608,27 +610,12 @@ def test_a_terminal_is_put_back_when_exec_leaves_the_run_going(daemon: Daemon) -
 
 def on_a_terminal(d: Daemon, lang: str, *args: str) -> bytes:
     """What ``venomx ARGS`` shows on a terminal whose locale is ``lang``."""
-    main, sub = os.openpty()
     env = {k: v for k, v in exec_env(d).items() if not k.startswith("LC_")}
-    try:
-        done = subprocess.run(
-            [PY, "-m", "venomx", *args],
-            stdout=sub,
-            stderr=subprocess.PIPE,
-            env={**env, "LANG": lang, "VENOMX_TOKEN": "@owner"},
-            timeout=60,
-        )
-        os.close(sub)
-        sub = -1
-        shown = b""
-        while chunk := read_or_eof(main):
-            shown += chunk
-    finally:
-        if sub >= 0:
-            os.close(sub)
-        os.close(main)
-    assert done.returncode == 0, done.stderr
-    return shown
+    with venomx_on_a_pty({**env, "LANG": lang, "VENOMX_TOKEN": "@owner"}, *args) as view:
+        view.rest()
+        _, err = view.proc.communicate(timeout=60)
+    assert view.proc.returncode == 0, err
+    return view.shown
 
 
 def test_text_for_a_terminal_that_is_not_utf8_is_ascii(daemon: Daemon) -> None:

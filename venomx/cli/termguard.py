@@ -169,37 +169,18 @@ class TermGuard:
         else:
             intro, body = _C1_INTRODUCERS[text[i]], i + 1
         if intro == "[":
-            m = _CSI_BODY.match(text, body)
-            assert m is not None  # it matches the empty string
-            end = m.end()
-            if end - i > CSI_MAX:
-                self._state = _SKIP
-                return end
-            if end == n:
-                return -1
-            final = text[end]
-            if "\x40" <= final <= "\x7e":
-                out.append(self._csi(m.group(1), m.group(2), final))
-                return end + 1
-            return end  # broken off: dropped, and what broke it is taken afresh
+            end, m = self._bounded(text, i, body, _CSI_BODY, _SKIP, "\x40")
+            if m is not None:
+                out.append(self._csi(m.group(1), m.group(2), text[end - 1]))
+            return end
         if intro in "]PX^_":
             self._state = _STRING
             return body
         if "\x20" <= intro <= "\x2f":
-            m = _ESC_BODY.match(text, body)
-            assert m is not None
-            end = m.end()
-            if end - i > CSI_MAX:
-                self._state = _SKIP_ESC
-                return end
-            if end == n:
-                return -1
-            final = text[end]
-            if "\x30" <= final <= "\x7e":
-                if text[i + 1 : end + 1] in _ESC_CHARSETS:
-                    self._touched.add("charset")
-                    out.append(text[i : end + 1])
-                return end + 1
+            end, m = self._bounded(text, i, body, _ESC_BODY, _SKIP_ESC, "\x30")
+            if m is not None and text[i + 1 : end] in _ESC_CHARSETS:
+                self._touched.add("charset")
+                out.append(text[i:end])
             return end
         if intro in _ESC_FINALS:
             if intro in "=>":
@@ -212,6 +193,26 @@ class TermGuard:
         if "\x30" <= intro <= "\x7e":
             return body  # an escape sequence that does not draw
         return i + 1  # ESC before a control or text: the ESC alone is dropped
+
+    def _bounded(
+        self, text: str, i: int, body: int, pattern: re.Pattern[str], skip: int, lowest: str
+    ) -> tuple[int, re.Match[str] | None]:
+        """The body of a CSI (or of an escape with intermediates) at ``i``, up to its
+        final byte (from ``lowest`` to ``~``): where the sequence ends, and its body if
+        that final byte ended it; -1 if the text ends first. One too long to draw with is
+        skipped to its end (``skip``); one broken off by any other character is dropped,
+        and that character is taken afresh."""
+        m = pattern.match(text, body)
+        assert m is not None  # it matches the empty string
+        end = m.end()
+        if end - i > CSI_MAX:
+            self._state = skip
+            return end, None
+        if end == len(text):
+            return -1, None
+        if lowest <= text[end] <= "\x7e":
+            return end + 1, m
+        return end, None
 
     def _csi(self, params: str, inter: str, final: str) -> str:
         """The CSI to send for one the program sent: itself, a part of it, or nothing."""
