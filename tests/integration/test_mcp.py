@@ -302,3 +302,27 @@ def test_the_adapter_reads_replies_as_large_as_the_daemon_allows(daemon: Daemon)
             await c.close()
 
     wait_for(lambda: len(asyncio.run(capture())["lines"]) == 300, 20, "3 MB of rows")
+
+
+def test_a_programs_strings_reach_the_host_without_c1_controls(
+    daemon: Daemon, tmp_path: Path
+) -> None:
+    """A host may print a tool's text on a terminal, where U+009B is CSI: the argv0 of a
+    split (which a pane's program may start) comes back escaped, with the same value."""
+    odd = tmp_path / "\u009b2;x\u007f"
+    odd.symlink_to(shutil.which("sleep") or "/bin/sleep")
+    api = McpApi(daemon)
+    try:
+        s = api.call("session.create", {}).ok
+        assert s is not None
+        w = api.call("window.create", {"session": s["session"], "argv": [str(odd), "60"]}).ok
+        assert w is not None
+        res = api.call_raw("pane.list", {})
+        text = res.content[0].text
+        assert "\u009b" not in text and "\u007f" not in text
+        assert "\\u009b2;x\\u007f" in text
+        assert json.loads(text) == res.structured_content
+        assert res.structured_content["panes"][0]["argv0"] == odd.name
+        api.call("pane.kill", {"pane": w["pane"], "grace_ms": 0})
+    finally:
+        api.close()

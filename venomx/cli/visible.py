@@ -41,8 +41,15 @@ def json_line(obj: Any) -> bytes:
     if data.isascii():
         return data
     text = data.decode()
-    raw = _NON_ASCII if ascii_terminal(sys.stdout) else _RAW_IN_JSON
-    return raw.sub(_json_escapes, text).encode()
+    if ascii_terminal(sys.stdout):
+        return _NON_ASCII.sub(_json_escapes, text).encode()
+    return json_controls(text).encode()
+
+
+def json_controls(text: str) -> str:
+    """JSON text with DEL and C1 written as ``\\u00XX`` (JSON escapes C0 itself): the
+    same value, with nothing in it that a terminal showing it would obey."""
+    return text if _RAW_IN_JSON.search(text) is None else _RAW_IN_JSON.sub(_json_escapes, text)
 
 
 def _json_escapes(m: re.Match[str]) -> str:
@@ -117,4 +124,12 @@ def for_terminal(text: str, stream: Any) -> str:
     return as_ascii(text)
 
 
-__all__ = ["as_ascii", "ascii_terminal", "for_terminal", "json_line", "utf8_locale", "visible"]
+__all__ = [
+    "as_ascii",
+    "ascii_terminal",
+    "for_terminal",
+    "json_controls",
+    "json_line",
+    "utf8_locale",
+    "visible",
+]

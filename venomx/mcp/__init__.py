@@ -27,6 +27,7 @@ from mcp.server.stdio import stdio_server
 
 from venomx import __version__
 from venomx.aclient import AsyncClient
+from venomx.cli.visible import json_controls
 from venomx.manifest.generate import instructions
 from venomx.manifest.schema import validate
 from venomx.manifest.verbs import SEAMS, verb_by_name
@@ -44,7 +45,9 @@ def tools() -> list[types.Tool]:
 
 
 def error_result(err: VenomxError) -> types.CallToolResult:
-    text = json.dumps({"error": err.to_dict()}, separators=(",", ":"), ensure_ascii=False)
+    text = json_controls(
+        json.dumps({"error": err.to_dict()}, separators=(",", ":"), ensure_ascii=False)
+    )
     return types.CallToolResult(content=[types.TextContent(type="text", text=text)], is_error=True)
 
 
@@ -130,7 +133,9 @@ class Adapter:
                 result = await self.client.call(verb.name, args)
         except VenomxError as err:
             return error_result(err)
-        text = json.dumps(result, separators=(",", ":"), ensure_ascii=False)
+        # a host may show the text on a terminal: a program's strings (the argv of a split
+        # it started) must not carry C1 controls there
+        text = json_controls(json.dumps(result, separators=(",", ":"), ensure_ascii=False))
         return types.CallToolResult(
             content=[types.TextContent(type="text", text=text)],
             structured_content=result,
