@@ -28,7 +28,7 @@ from workers import title
 from workers.leader import exit_usage, open_fds, resolve, set_winsize, spawn_leader
 from workers.osc import Scanner
 from workers.rows import EpochConflict, TooLarge, blank_snapshot, capture, repaint
-from workers.vt import ANSWERS_MAX, Terminal
+from workers.vt import ANSWERS_MAX, UNSTATE, Terminal
 
 APPLICATION_CURSOR = 1 << 5  # DECCKM (private mode 1) in pyte's mode set
 DRAIN_SILENCE = 0.05
@@ -415,7 +415,7 @@ class Sentinel:
                     # and its modes: the attached terminal then sends what the program
                     # expects and draws what follows as it does (the replayed bytes
                     # carry them themselves)
-                    screen = repaint(term) + term.restate()
+                    screen = UNSTATE + repaint(term) + term.restate()
                     self.send(P.Screen(m.req, term.cols, term.rows, term.offset, screen))
         elif isinstance(m, P.Capture):
             try:

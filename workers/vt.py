@@ -38,6 +38,11 @@ HISTORY_BUDGET = 8 * 1024 * 1024
 # Private modes a program turns on that a repaint turns on again: cursor keys, mouse
 # reports and their encodings, focus events, bracketed paste.
 RESTATED = (1, 1000, 1002, 1003, 1004, 1005, 1006, 1015, 1016, 2004)
+# What a repaint starts with: the state ``restate`` may set, back at its defaults, so a
+# terminal that showed this pane before (an attach starting again) draws from scratch.
+UNSTATE = (
+    "\x1b[m\x1b[r\x1b[?6l\x1b[4l\x1b[?7h\x1b[?25h\x1b(B\x1b[?" + ";".join(map(str, RESTATED)) + "l"
+).encode()
 # Answer bytes waiting for the program at most: a few hundred cursor reports, far more
 # than a program that reads its answers ever has outstanding.
 ANSWERS_MAX = 4096
@@ -201,9 +206,10 @@ class Terminal:
         y, x = s.cursor.y, min(s.cursor.x, s.columns - 1)
         if s.margins is not None:
             parts.append(f"\x1b[{s.margins.top + 1};{s.margins.bottom + 1}r")
-            if mo.DECOM in s.mode:
-                parts.append("\x1b[?6h")
-                y -= s.margins.top
+        if mo.DECOM in s.mode:
+            parts.append("\x1b[?6h")
+            y -= s.margins.top if s.margins is not None else 0
+        if parts:  # both home the cursor
             parts.append(f"\x1b[{y + 1};{x + 1}H")
         parts.extend(f"\x1b[?{m}h" for m in RESTATED if m << 5 in s.mode)
         if mo.DECTCEM not in s.mode:

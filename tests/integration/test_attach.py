@@ -14,6 +14,7 @@ import pytest
 
 from tests.helpers import PY, Daemon, wait_for
 from venomx.wire import VenomxError
+from workers.vt import UNSTATE
 
 
 def test_attach_stream_items_and_exit(daemon: Daemon) -> None:
@@ -60,6 +61,8 @@ def test_the_repaint_carries_the_programs_modes(daemon: Daemon) -> None:
     )
     stream = daemon.client().stream("pane.attach", {"pane": w["pane"]})
     repaint = base64.b64decode(next(stream)["screen"]["data"])
+    # a terminal that showed the pane before (an attach starting again) draws afresh
+    assert repaint.startswith(UNSTATE)
     assert repaint.endswith(
         b"\x1b[2;5r\x1b[10;1H\x1b[?1h\x1b[?1000h\x1b[?1006h\x1b[?2004h\x1b[?25l"
     ), repaint

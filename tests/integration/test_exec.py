@@ -629,3 +629,20 @@ def test_text_for_a_terminal_that_is_not_utf8_is_ascii(daemon: Daemon) -> None:
         ascii_view = on_a_terminal(daemon, "C", *args)
         assert b"_2;t" in ascii_view and ascii_view.isascii(), ascii_view
         assert "\u00dd2;t".encode() in on_a_terminal(daemon, "C.UTF-8", *args)
+
+
+def test_files_and_pipes_get_utf8_whatever_the_encoding(daemon: Daemon) -> None:
+    """A locale whose charset lacks a character (here Latin-1, as PYTHONIOENCODING sets
+    it) made a row with it a traceback; a pipe gets UTF-8."""
+    s = daemon.call("session.create")["session"]
+    started = daemon.call("run", {"session": s, "key": "k", "argv": ["printf", "\U0001d11e\\n"]})
+    daemon.call("run.wait", {"run": started["run"], "timeout_ms": 20000})
+    for args in (("run", "get", "--run", started["run"]), ("run", "log", "--run", started["run"])):
+        done = subprocess.run(
+            [PY, "-m", "venomx", *args],
+            capture_output=True,
+            env={**exec_env(daemon), "PYTHONIOENCODING": "latin-1", "VENOMX_TOKEN": "@owner"},
+            timeout=60,
+        )
+        assert done.returncode == 0, done.stderr
+        assert "\U0001d11e".encode() in done.stdout

@@ -73,6 +73,10 @@ def safe(out: bytes, alternate: bool) -> bool:
         ("selective erase (DECSED 3 erases scrollback)", b"\x1b[?3J\x1b[?1K", b""),
         ("fonts 10-19 (the Linux console's C1 switch)", b"\x1b[11m\x1b[1;12;31m", b"\x1b[1;31m"),
         ("colour 11 is no font", b"\x1b[38;5;11m\x1b[48;2;11;12;13m", None),
+        ("the console reads 58's arguments as SGRs", b"\x1b[58;5;11m\x1b[58;2;11;0;0m", b""),
+        ("an incomplete colour ends what passes", b"\x1b[1;38;2;11m\x1b[48;2;12;1m", b"\x1b[1m"),
+        ("a colour past 255, a wrapping number", b"\x1b[1;38;5;300;4m\x1b[4294967307m", b"\x1b[1m"),
+        ("underline styles and ITU colours", b"\x1b[4:3m\x1b[58:2::1:2:3m", None),
         (
             "REP repeats at most a line",
             b"a\x1b[65535b\x1b[b\x1b[0b\x1b[1;2b",
@@ -243,3 +247,21 @@ def test_json_to_a_terminal_that_is_not_utf8_is_ascii(lang: str, shown: bytes) -
         os.close(sub)
         os.close(main)
     assert got == shown
+
+
+def test_exec_knows_whether_its_line_starts_a_line() -> None:
+    """Only text, CR and LF move where the next line starts: a colour reset after the
+    last newline, or a progress line's CR and erase, leave exec's line where it is."""
+    g = TermGuard()
+    g.feed(b"abc\r\n\x1b[0m")
+    assert g.line_start
+    g.feed(b"partial\x1b[K")
+    assert not g.line_start
+    g.feed(b"\r\x1b[K")
+    assert g.line_start
+
+
+def test_json_escapes_del_in_ascii_too() -> None:
+    from venomx.cli.visible import json_line
+
+    assert json_line({"a": "x\x7f"}) == b'{"a":"x\\u007f"}'

@@ -651,3 +651,24 @@ def test_decstr_is_a_soft_reset() -> None:
     odd = Terminal(10, 5)
     odd.feed(b"\x1b[?1h\x1b[1!p\x1b[?!p\x1b[!!p")
     assert (1 << 5) in odd.screen.mode  # not DECSTR: parsed, not applied
+
+
+@pytest.mark.parametrize(
+    ("data", "restated"),
+    [
+        (b"\x1b[?6h\x1b[3;4H", b"\x1b[?6h\x1b[3;4H"),  # origin mode with no region
+        (b"\x1b[2;5r\x1b[?6h\x1b[2;3H", b"\x1b[2;5r\x1b[?6h\x1b[2;3H"),
+        (b"\x1b[2;5r\x1b[7;1H", b"\x1b[2;5r\x1b[7;1H"),  # below the region
+        (
+            b"\x1b[?2004h\x1b[?25l\x1b[?7l\x1b[4h\x1b(0",
+            b"\x1b[?2004h\x1b[?25l\x1b[?7l\x1b[4h\x1b(0",
+        ),
+        (b"plain", b""),
+    ],
+)
+def test_restate_carries_what_draws_what_follows(data: bytes, restated: bytes) -> None:
+    """A repaint ends with what a fresh terminal needs to draw the pane's next output as
+    the pane does."""
+    term = Terminal(20, 8)
+    term.feed(data)
+    assert term.restate() == restated

@@ -8,6 +8,7 @@ the result's ``status``. Imports nothing from the daemon.
 
 from __future__ import annotations
 
+import io
 import os
 import re
 import sys
@@ -334,7 +335,27 @@ def run_log() -> click.Command:
 
 
 def main() -> None:
+    utf8_streams()
     build().main(prog_name="venomx")
+
+
+def utf8_streams() -> None:
+    """Write UTF-8 to files and pipes whatever the locale (a log keeps every character;
+    a Latin-1 locale made an astral character in a row a traceback), and never fail on
+    a terminal whose charset lacks one (what goes there is made ASCII where it matters)."""
+    for stream in (sys.stdout, sys.stderr):
+        if not isinstance(stream, io.TextIOWrapper) or stream.encoding.lower() in UTF8_NAMES:
+            continue
+        try:
+            if stream.isatty():
+                stream.reconfigure(errors="replace")
+            else:
+                stream.reconfigure(encoding="utf-8")
+        except (OSError, ValueError):
+            pass
+
+
+UTF8_NAMES = ("utf-8", "utf8")
 
 
 __all__ = ["build", "main", "option_name"]

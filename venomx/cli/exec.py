@@ -307,7 +307,7 @@ class Exec:
         if self.lines is not None:
             last = self.lines.close()
             if last is not None:
-                self.stream_to.write(last.encode() + b"\n")
+                self.stream_to.write(for_terminal(last, self.stream_to).encode() + b"\n")
         self.stream_to.flush()
 
     def emit(self, data: bytes) -> None:

@@ -89,7 +89,7 @@ class TermGuard:
         self._decoder = codecs.getincrementaldecoder("utf-8")("replace")
         self._held = ""  # the start of a sequence the next read completes
         self._state = _NORMAL
-        self.line_start = True  # what was sent last ended a line
+        self.line_start = True  # the last text, CR or LF sent was a CR or LF
 
     @classmethod
     def for_terminal(cls, fd: int, alternate: bool) -> TermGuard:
@@ -139,11 +139,14 @@ class TermGuard:
             if m is not None:
                 out.append(m.group())
                 i = m.end()
+                self.line_start = False
                 continue
             c = text[i]
             if c in _MOVES:
                 out.append(c)
                 i += 1
+                if c != "\x07":
+                    self.line_start = c in "\r\n\x0b\x0c"
             elif c == "\x1b" or c in _C1_INTRODUCERS:
                 done = self._sequence(text, i, out)
                 if done < 0:
@@ -153,8 +156,6 @@ class TermGuard:
             else:
                 i += 1  # any other C0, DEL, or C1
         shown = "".join(out)
-        if shown:
-            self.line_start = shown.endswith("\n")
         if not self.utf8:
             shown = as_ascii(shown)
         return shown.encode()
@@ -317,23 +318,43 @@ class TermGuard:
         return "\x1b[2J\x1b8" if mode == 1049 else "\x1b[2J"
 
 
+# SGR values that only draw: attributes and their ends, the 8 and 16 colours and their
+# defaults, overline; and the colour forms, checked below.
+_SGR_DRAWS = frozenset(
+    (*range(10), *range(21, 38), 39, *range(40, 48), 49, 53, 55, *range(90, 98), *range(100, 108))
+)
+_COLOURS = ("38", "48", "58")
+
+
+def _byte(item: str) -> bool:
+    return len(item) <= 3 and (not item or int(item) <= 255)
+
+
 def _sgr(params: str) -> str:
-    """SGR without its font selections (10-19): on the Linux console 11 and 12 make it
-    obey C1 controls inside UTF-8 text again, and SGR 0 does not end that. The colour
-    forms 38/48/58;5;n and ;2;r;g;b keep their numbers (colour 11 is no font)."""
+    """SGR with only values that draw. Others are dropped (fonts 10-19 make the Linux
+    console obey C1 inside UTF-8 text again, and SGR 0 does not end that), and so is all
+    that follows a colour form the Linux console would misread (an unknown 58, missing
+    or out-of-range arguments, which it takes as SGRs themselves; huge numbers wrap)."""
     items = params.split(";")
     kept: list[str] = []
     i = 0
     while i < len(items):
         item = items[i]
-        head = item.split(":", 1)[0]
-        n = int(head) if head else 0
-        if n in (38, 48, 58) and ":" not in item and i + 1 < len(items):
-            take = {"5": 3, "2": 5}.get(items[i + 1], 1)
+        if ":" in item:  # ITU colours and underline styles; the console ignores them
+            head, *rest = item.split(":")
+            if head in (*_COLOURS, "4") and all(map(_byte, rest)):
+                kept.append(item)
+            i += 1
+            continue
+        if item in _COLOURS:
+            take = {"5": 3, "2": 5}.get(items[i + 1] if i + 1 < len(items) else "", 0)
+            args = items[i + 2 : i + take]
+            if item == "58" or not take or len(args) != take - 2 or not all(map(_byte, args)):
+                break
             kept.extend(items[i : i + take])
             i += take
             continue
-        if not 10 <= n <= 19:
+        if len(item) <= 3 and int(item or 0) in _SGR_DRAWS:
             kept.append(item)
         i += 1
     return f"\x1b[{';'.join(kept)}m" if kept else ""

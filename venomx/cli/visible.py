@@ -38,7 +38,7 @@ def json_line(obj: Any) -> bytes:
     C1 written as ``\\u00XX``, and all of non-ASCII when stdout is a terminal that is not
     UTF-8: the same value, and nothing a terminal would act on."""
     data = dumps(obj)
-    if data.isascii():
+    if data.isascii() and b"\x7f" not in data:
         return data
     text = data.decode()
     if ascii_terminal(sys.stdout):
@@ -112,9 +112,14 @@ def as_ascii(text: str) -> str:
     an underscore per column it takes (none for a zero-width one)."""
     if text.isascii():
         return text
-    from wcwidth import wcwidth  # pyte's own measure, as the pane's terminal counts
+    import unicodedata  # one C module (wcwidth would load forty)
 
-    return _NON_ASCII.sub(lambda m: "".join("_" * max(0, wcwidth(c)) for c in m.group()), text)
+    def columns(c: str) -> str:
+        if unicodedata.category(c) in ("Mn", "Me", "Cf"):
+            return ""  # combining marks, ZWJ, variation selectors: no column of their own
+        return "__" if unicodedata.east_asian_width(c) in ("W", "F") else "_"
+
+    return _NON_ASCII.sub(lambda m: "".join(map(columns, m.group())), text)
 
 
 def for_terminal(text: str, stream: Any) -> str:
