@@ -76,7 +76,8 @@ def safe(out: bytes, alternate: bool) -> bool:
         ("the console reads 58's arguments as SGRs", b"\x1b[58;5;11m\x1b[58;2;11;0;0m", b""),
         ("an incomplete colour ends what passes", b"\x1b[1;38;2;11m\x1b[48;2;12;1m", b"\x1b[1m"),
         ("a colour past 255, a wrapping number", b"\x1b[1;38;5;300;4m\x1b[4294967307m", b"\x1b[1m"),
-        ("underline styles and ITU colours", b"\x1b[4:3m\x1b[58:2::1:2:3m", None),
+        ("underline styles and ITU colours", b"\x1b[4:3m\x1b[58:2::1:2:3m\x1b[59m", None),
+        ("leading zeros", b"\x1b[01;34m\x1b[038;05;208;1m\x1b[00m", None),
         (
             "REP repeats at most a line",
             b"a\x1b[65535b\x1b[b\x1b[0b\x1b[1;2b",

@@ -350,7 +350,7 @@ def utf8_streams() -> None:
             if stream.isatty():
                 stream.reconfigure(errors="replace")
             else:
-                stream.reconfigure(encoding="utf-8")
+                stream.reconfigure(encoding="utf-8", errors=stream.errors)
         except (OSError, ValueError):
             pass
 

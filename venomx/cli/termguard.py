@@ -319,15 +319,33 @@ class TermGuard:
 
 
 # SGR values that only draw: attributes and their ends, the 8 and 16 colours and their
-# defaults, overline; and the colour forms, checked below.
+# defaults, overline, the underline colour's default; and the colour forms, checked below.
 _SGR_DRAWS = frozenset(
-    (*range(10), *range(21, 38), 39, *range(40, 48), 49, 53, 55, *range(90, 98), *range(100, 108))
+    (
+        *range(10),
+        *range(21, 38),
+        39,
+        *range(40, 48),
+        49,
+        53,
+        55,
+        59,
+        *range(90, 98),
+        *range(100, 108),
+    )
 )
-_COLOURS = ("38", "48", "58")
+_COLOURS = (38, 48, 58)
+
+
+def _number(item: str) -> int | None:
+    """An SGR item's number; None for one of more than three digits (leading zeros
+    aside), which the Linux console would wrap."""
+    return int(item or 0) if len(item.lstrip("0")) <= 3 else None
 
 
 def _byte(item: str) -> bool:
-    return len(item) <= 3 and (not item or int(item) <= 255)
+    n = _number(item)
+    return n is not None and n <= 255
 
 
 def _sgr(params: str) -> str:
@@ -342,19 +360,21 @@ def _sgr(params: str) -> str:
         item = items[i]
         if ":" in item:  # ITU colours and underline styles; the console ignores them
             head, *rest = item.split(":")
-            if head in (*_COLOURS, "4") and all(map(_byte, rest)):
+            if _number(head) in (*_COLOURS, 4) and all(map(_byte, rest)):
                 kept.append(item)
             i += 1
             continue
-        if item in _COLOURS:
-            take = {"5": 3, "2": 5}.get(items[i + 1] if i + 1 < len(items) else "", 0)
+        n = _number(item)
+        if n in _COLOURS:
+            kind = _number(items[i + 1]) if i + 1 < len(items) else None
+            take = {5: 3, 2: 5}.get(kind or 0, 0)
             args = items[i + 2 : i + take]
-            if item == "58" or not take or len(args) != take - 2 or not all(map(_byte, args)):
+            if n == 58 or not take or len(args) != take - 2 or not all(map(_byte, args)):
                 break
             kept.extend(items[i : i + take])
             i += take
             continue
-        if len(item) <= 3 and int(item or 0) in _SGR_DRAWS:
+        if n in _SGR_DRAWS:
             kept.append(item)
         i += 1
     return f"\x1b[{';'.join(kept)}m" if kept else ""
