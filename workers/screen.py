@@ -435,10 +435,7 @@ class Screen(pyte.Screen):
         if mode == 5:
             self._term._answer("\x1b[0n")
         elif mode == 6:
-            y = self.cursor.y
-            if mo.DECOM in self.mode and self.margins is not None:
-                y -= self.margins.top
-            x = min(self.cursor.x, self.columns - 1)
+            y, x = self.reported_cursor()
             self._term._answer(f"\x1b[{y + 1};{x + 1}R")
 
     def report_device_attributes(self, mode: int = 0, *more: int, **kwargs: Any) -> None:
@@ -446,6 +443,14 @@ class Screen(pyte.Screen):
         it after a query to learn, from which answer comes first, that the query has none."""
         if mode == 0 and not more and not kwargs.get("private"):
             self._term._answer("\x1b[?1;2c")
+
+    def reported_cursor(self) -> tuple[int, int]:
+        """The cursor as a terminal reports and addresses it (from 0): its row counted
+        from the region's top under DECOM, the last column at a pending wrap."""
+        y = self.cursor.y
+        if mo.DECOM in self.mode and self.margins is not None:
+            y -= self.margins.top
+        return y, min(self.cursor.x, self.columns - 1)
 
     def _column(self) -> int:
         """The column a line edit acts on. Past the last one without autowrap (a line

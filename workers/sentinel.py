@@ -28,9 +28,9 @@ from workers import title
 from workers.leader import exit_usage, open_fds, resolve, set_winsize, spawn_leader
 from workers.osc import Scanner
 from workers.rows import EpochConflict, TooLarge, blank_snapshot, capture, repaint
+from workers.screen import DECCKM
 from workers.vt import ANSWERS_MAX, UNSTATE, Terminal
 
-APPLICATION_CURSOR = 1 << 5  # DECCKM (private mode 1) in pyte's mode set
 DRAIN_SILENCE = 0.05
 DRAIN_MAX = 1.0
 # Output a drain reads at most: several times what a PTY buffers (~68 KiB), so all the
@@ -328,7 +328,7 @@ class Sentinel:
         if term.answers:
             self.answer(bytes(term.answers))
             term.answers.clear()
-        application = APPLICATION_CURSOR in term.screen.mode
+        application = DECCKM in term.screen.mode
         if application is not self.application_keys:
             self.application_keys = application
             self.send(P.Keypad(application))

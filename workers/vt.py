@@ -203,13 +203,12 @@ class Terminal:
         self.materialize()
         s = self.screen
         parts = []
-        y, x = s.cursor.y, min(s.cursor.x, s.columns - 1)
         if s.margins is not None:
             parts.append(f"\x1b[{s.margins.top + 1};{s.margins.bottom + 1}r")
         if mo.DECOM in s.mode:
             parts.append("\x1b[?6h")
-            y -= s.margins.top if s.margins is not None else 0
         if parts:  # both home the cursor
+            y, x = s.reported_cursor()
             parts.append(f"\x1b[{y + 1};{x + 1}H")
         parts.extend(f"\x1b[?{m}h" for m in RESTATED if m << 5 in s.mode)
         if mo.DECTCEM not in s.mode:

@@ -146,7 +146,12 @@ class Exec:
         self.interrupted: int | None = None
         self.started = time.monotonic()
         self.lines: TextLines | None = None  # text lines for a log; None: a terminal's view
-        self.guard = TermGuard()  # what of the output reaches a terminal (set in stream)
+        # what of the output reaches a terminal
+        self.guard = (
+            TermGuard.for_terminal(self.stream_to.fileno(), alternate=True)
+            if self.tty_out
+            else TermGuard()
+        )
         self.put_back_done = False
         self.seen = 0  # output offset streamed so far
 
@@ -296,13 +301,11 @@ class Exec:
 
     # -- output ----------------------------------------------------------------------------------
     def stream(self) -> None:
-        """Every output byte from the start, live, until the pane exits: raw to a terminal,
+        """Every output byte from the start, live, until the pane exits: what draws to a terminal,
         text lines to anything else. A lost connection resumes where it stopped; bytes the
         pane no longer holds are reported as a gap, never skipped silently. A pane that
         ended before the stream began is shown by its rows."""
         self.lines = None if self.tty_out else TextLines()
-        if self.tty_out:
-            self.guard = TermGuard.for_terminal(self.stream_to.fileno(), alternate=True)
         reconnecting(self.client, self.follow, START_RETRY, 0.1)
         if self.lines is not None:
             last = self.lines.close()

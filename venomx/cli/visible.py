@@ -12,6 +12,7 @@ one is made ASCII first (``for_terminal``; JSON escapes it instead).
 
 from __future__ import annotations
 
+import functools
 import os
 import re
 import sys
@@ -59,20 +60,16 @@ def _json_escapes(m: re.Match[str]) -> str:
 
 _NON_ASCII = re.compile("[^\x00-\x7f]+")
 _LOCALE = ("LC_ALL", "LC_CTYPE", "LANG")
-_utf8: bool | None = None
 
 
-def utf8_locale(environ: Mapping[str, str] | None = None) -> bool:
+@functools.cache
+def utf8_locale() -> bool:
     """Whether the person's terminal decodes UTF-8, judged as tmux judges it: by the name
-    of the locale (LC_ALL, else LC_CTYPE, else LANG) it was started with, which must say
-    UTF-8. A question to the terminal would be answered as typing."""
-    if environ is None:
-        global _utf8
-        if _utf8 is None:
-            _utf8 = utf8_locale(_started_with())
-        return _utf8
+    of the locale (LC_ALL, else LC_CTYPE, else LANG) this process was started with, which
+    must say UTF-8. A question to the terminal would be answered as typing."""
+    started = _started_with()
     for name in _LOCALE:
-        value = environ.get(name, "").lower()
+        value = started.get(name, "").lower()
         if value:
             return "utf-8" in value or "utf8" in value
     return False
