@@ -762,9 +762,14 @@ class Screen(pyte.Screen):
     def restore_cursor(self) -> None:
         """DECRC: the cursor last saved, as often as asked (xterm keeps one; pyte popped,
         so a progress line's second restore went home), with origin mode and autowrap
-        as they were, and clamped to the screen, not pulled into the region."""
+        as they were, and clamped to the screen, not pulled into the region. With
+        nothing saved (or after DECSTR or RIS), the defaults at home, as xterm's soft
+        reset saves them: a repaint can save exactly that on a person's terminal."""
         if not self.savepoints:
             self.reset_mode(mo.DECOM)
+            self.set_mode(mo.DECAWM)
+            self.charset = 0
+            self.g0_charset, self.g1_charset = cs.LAT1_MAP, cs.VT100_MAP
             self.cursor_position()
             return
         saved = self.savepoints[-1]

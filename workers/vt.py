@@ -195,20 +195,30 @@ class Terminal:
 
     def restate(self) -> bytes:
         """What a repaint adds so that a fresh terminal takes the output that follows as
-        this one does: the scroll region and origin mode (and the cursor again, as they
-        home it), the modes a program turned on (``RESTATED``), a hidden cursor, no
-        autowrap, insert mode, line drawing. Without them a person attached to a pane
-        that already has them types without bracketed paste or mouse reports, and what
-        scrolls in a region is drawn wrong."""
+        this one does: the saved cursor (DECSC), the scroll region and origin mode, the
+        cursor again (at a pending wrap, by drawing the last cell again), the modes a
+        program turned on (``RESTATED``), a hidden cursor, no autowrap, insert mode, line
+        drawing. Without them a person attached to a pane that already has them types
+        without bracketed paste or mouse reports, what scrolls in a region is drawn
+        wrong, and a progress line that restores a cursor it saved earlier is drawn at
+        the top of the screen."""
         self.materialize()
         s = self.screen
-        parts = []
+        parts = self._saved_cursor()
         if s.margins is not None:
             parts.append(f"\x1b[{s.margins.top + 1};{s.margins.bottom + 1}r")
         if mo.DECOM in s.mode:
             parts.append("\x1b[?6h")
-        if parts:  # both home the cursor
-            y, x = s.reported_cursor()
+        y, x = s.reported_cursor()
+        wrap = mo.DECAWM in s.mode and s.cursor.x >= s.columns
+        if wrap:
+            line = s.buffer.get(s.cursor.y)
+            cell = line.get(x) if line is not None else None
+            if x > 0 and cell is not None and cell.data == "" and line is not None:
+                x -= 1  # the second half of a wide character: draw all of it
+                cell = line.get(x)
+            parts.append(f"\x1b[{y + 1};{x + 1}H{(cell.data if cell else '') or ' '}")
+        else:
             parts.append(f"\x1b[{y + 1};{x + 1}H")
         parts.extend(f"\x1b[?{m}h" for m in RESTATED if m << 5 in s.mode)
         if mo.DECTCEM not in s.mode:
@@ -220,6 +230,29 @@ class Terminal:
         if s.g0_charset is pyte.charsets.VT100_MAP:
             parts.append("\x1b(0")
         return "".join(parts).encode()
+
+    def _saved_cursor(self) -> list[str]:
+        """The cursor DECRC goes back to, saved on a terminal that has the defaults
+        (``UNSTATE``) and left with them: its place, origin mode, autowrap and line
+        drawing. With nothing saved, DECRC goes home."""
+        s = self.screen
+        if not s.savepoints:
+            return ["\x1b[H\x1b7"]
+        saved = s.savepoints[-1]
+        y = min(saved.cursor.y, s.lines - 1)
+        x = min(saved.cursor.x, s.columns - 1)
+        on, off = [], []
+        if saved.origin:  # set first: it homes the cursor; the region is the screen here
+            on.append("\x1b[?6h")
+            off.append("\x1b[?6l")
+        on.append(f"\x1b[{y + 1};{x + 1}H")
+        if not saved.wrap:
+            on.append("\x1b[?7l")
+            off.append("\x1b[?7h")
+        if saved.g0_charset is pyte.charsets.VT100_MAP:
+            on.append("\x1b(0")
+            off.append("\x1b(B")
+        return [*on, "\x1b7", *off]
 
     # -- reading ---------------------------------------------------------------------------
     @property

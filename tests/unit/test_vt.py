@@ -16,8 +16,8 @@ from hypothesis import strategies as st
 from pyte.screens import wcwidth
 
 from workers import fastpath
-from workers.rows import EpochConflict, Snapshot, blank_snapshot, capture, tail
-from workers.vt import Terminal
+from workers.rows import EpochConflict, Snapshot, blank_snapshot, capture, repaint, tail
+from workers.vt import UNSTATE, Terminal
 
 
 def plain(cols: int, rows: int, scrollback: int = 50) -> Terminal:
@@ -555,6 +555,16 @@ def test_moves_and_edits_as_xterm_does(
     assert screen_of(cols, rows, data) == want, why
 
 
+def test_decrc_with_nothing_saved_takes_the_defaults_at_home() -> None:
+    """With nothing saved (or after DECSTR), DECRC goes home with the defaults xterm's
+    soft reset saves: autowrap on, no origin mode, ASCII. xterm itself, never having
+    saved, turns autowrap off; a repaint could not put that state on a person's
+    terminal, so the pane takes the soft reset's."""
+    term = Terminal(10, 3)
+    term.feed(b"\x1b[2;3r\x1b[?6h\x1b[?7l\x1b(0\x1b[3;5H\x1b8qqabcdefghijkl")
+    assert [row.rstrip() for row in term.screen.display] == ["qqabcdefgh", "ijkl", ""]
+
+
 def test_a_region_at_the_top_of_the_screen_scrolls_into_history() -> None:
     """apt keeps its progress line below a region of the other rows: what scrolls out
     of that region's top is history, as in xterm."""
@@ -653,22 +663,79 @@ def test_decstr_is_a_soft_reset() -> None:
     assert (1 << 5) in odd.screen.mode  # not DECSTR: parsed, not applied
 
 
+HOME_SAVED = b"\x1b[H\x1b7"  # nothing saved: DECRC goes home
+
+
 @pytest.mark.parametrize(
     ("data", "restated"),
     [
-        (b"\x1b[?6h\x1b[3;4H", b"\x1b[?6h\x1b[3;4H"),  # origin mode with no region
-        (b"\x1b[2;5r\x1b[?6h\x1b[2;3H", b"\x1b[2;5r\x1b[?6h\x1b[2;3H"),
-        (b"\x1b[2;5r\x1b[7;1H", b"\x1b[2;5r\x1b[7;1H"),  # below the region
+        (b"\x1b[?6h\x1b[3;4H", HOME_SAVED + b"\x1b[?6h\x1b[3;4H"),  # origin mode, no region
+        (b"\x1b[2;5r\x1b[?6h\x1b[2;3H", HOME_SAVED + b"\x1b[2;5r\x1b[?6h\x1b[2;3H"),
+        (b"\x1b[2;5r\x1b[7;1H", HOME_SAVED + b"\x1b[2;5r\x1b[7;1H"),  # below the region
         (
             b"\x1b[?2004h\x1b[?25l\x1b[?7l\x1b[4h\x1b(0",
-            b"\x1b[?2004h\x1b[?25l\x1b[?7l\x1b[4h\x1b(0",
+            HOME_SAVED + b"\x1b[1;1H\x1b[?2004h\x1b[?25l\x1b[?7l\x1b[4h\x1b(0",
         ),
-        (b"plain", b""),
+        (b"plain", HOME_SAVED + b"\x1b[1;6H"),
+        (  # the saved cursor, on a terminal that has the defaults, and left with them
+            b"\x1b[?6h\x1b[?7l\x1b(0\x1b[3;4H\x1b7\x1b[?6l\x1b[?7h\x1b(B\x1b[5;1H",
+            b"\x1b[?6h\x1b[3;4H\x1b[?7l\x1b(0\x1b7\x1b[?6l\x1b[?7h\x1b(B\x1b[5;1H",
+        ),
+        (b"x" * 20, HOME_SAVED + b"\x1b[1;20Hx"),  # a pending wrap: the last cell again
+        ("x" * 18 + "中", HOME_SAVED + "\x1b[1;19H中".encode()),  # all of a wide one
     ],
 )
 def test_restate_carries_what_draws_what_follows(data: bytes, restated: bytes) -> None:
     """A repaint ends with what a fresh terminal needs to draw the pane's next output as
     the pane does."""
     term = Terminal(20, 8)
-    term.feed(data)
+    term.feed(data if isinstance(data, bytes) else data.encode())
     assert term.restate() == restated
+
+
+_PROGRAM = st.lists(
+    st.sampled_from(
+        [
+            b"ab",
+            b"wxyz" * 3,
+            "中".encode(),
+            b"\r",
+            b"\n",
+            b"\x1b7",
+            b"\x1b8",
+            b"\x1b[2;4r",
+            b"\x1b[r",
+            b"\x1b[?6h",
+            b"\x1b[?6l",
+            b"\x1b[?7l",
+            b"\x1b[?7h",
+            b"\x1b[4h",
+            b"\x1b[4l",
+            b"\x1b(0",
+            b"\x1b(B",
+            b"\x1b[2;9H",
+            b"\x1b[5;3H",
+            b"\x1b[H",
+            b"\x1b[10G",
+            b"\x1b[!p",
+        ]
+    ),
+    max_size=14,
+).map(b"".join)
+
+
+@settings(max_examples=300, deadline=None)
+@given(before=_PROGRAM, after=_PROGRAM)
+def test_a_repaint_draws_what_follows_as_the_pane_does(before: bytes, after: bytes) -> None:
+    """A terminal that was shown the pane's repaint (attach) and then the program's next
+    output shows the same text, with the cursor in the same place, as the pane itself:
+    whatever the program saved, scrolled, wrapped or switched before the repaint."""
+    pane = Terminal(10, 5)
+    pane.feed(before)
+    person = Terminal(10, 5)
+    person.feed(UNSTATE + repaint(pane) + pane.restate())
+    for data in (b"", after):
+        pane.feed(data)
+        person.feed(data)
+        assert person.screen.display == pane.screen.display
+        assert person.screen.reported_cursor() == pane.screen.reported_cursor()
