@@ -47,6 +47,22 @@ def test_run_list_shows_the_columns_a_person_needs(shared_daemon: Daemon) -> Non
     d.wait_exit(live["run"])
 
 
+def test_run_shows_what_its_help_says(shared_daemon: Daemon) -> None:
+    """The help promises `run: r0, ...` from `venomx run` and `session: s0` from
+    `venomx session create`: a person (or a script that reads the help) finds the ID on
+    the first line, after its name."""
+    d = shared_daemon
+    help_text = d.cli("--help").out + d.cli("run", "--help").out
+    assert "# run: r0, ..." in help_text and "# session: s0" in help_text
+    assert "`run: r0`" in " ".join(help_text.split())
+    made = d.cli("session", "create").out.splitlines()
+    assert re.fullmatch(r"session: s\d+", made[0]), made
+    s = made[0].split()[1]
+    ran = d.cli("run", "--key", "help-says", "--session", s, "--", "true").out.splitlines()
+    assert re.fullmatch(r"run: r\d+", ran[0]), ran
+    assert d.wait_exit(ran[0].split()[1])["outcome"] == "succeeded"
+
+
 def test_wait_says_how_many_earlier_rows_it_omits(shared_daemon: Daemon) -> None:
     d = shared_daemon
     s = d.call("session.create")["session"]

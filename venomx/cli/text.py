@@ -12,8 +12,8 @@ program whose outcome comes only from the daemon's own wait status.
 
 \b
 Start:   venomx serve --detach
-Run:     venomx session create --name ci                      # prints s0
-         venomx run --key build-1 --session s0 -- make test   # prints r0
+Run:     venomx session create --name ci                      # session: s0
+         venomx run --key build-1 --session s0 -- make test   # run: r0, ...
 Wait:    venomx run wait --run r0       # exits with the run's status
 Inspect: venomx run list; venomx doctor
 
@@ -41,7 +41,8 @@ GROUP_HELP = {
 # What the CLI command does beyond the manifest summary (the MCP note is not shown here).
 VERB_NOTES = {
     "run": "Give the program after --. Without --shell the words are exec'd directly (no "
-    "shell); use --shell 'a && b' for shell syntax. Prints the run ID; then use "
+    "shell); use --shell 'a && b' for shell syntax. Shows the run's ID (`run: r0`), "
+    "key, source and pane, one per line (`--json | jq -r .run` in a script); then use "
     "`venomx run wait --run ID`. Subcommands wait, get, list and cancel read and "
     "stop runs.",
     "run.wait": "Exits with the run's status: its exit code, 128+N for signal N, 124 when "
