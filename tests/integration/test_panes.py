@@ -145,6 +145,10 @@ BAD: list[tuple[dict[str, Any], str, dict[str, Any] | None]] = [
     ({"cwd": "relative"}, "invalid_params.cwd", {"reason": "relative"}),
     ({"cwd": "/nonexistent-dir"}, "invalid_params.cwd", {"reason": "missing"}),
     ({"cwd": "/etc/passwd"}, "invalid_params.cwd", {"reason": "not_directory"}),
+    # absolute, and naming no directory a program could be given (foundation §6 has
+    # only relative, missing and not_directory)
+    ({"cwd": "/tmp\0x"}, "invalid_params.cwd", {"reason": "missing"}),
+    ({"cwd": "/tmp/\udc80"}, "invalid_params.cwd", {"reason": "missing"}),
     (
         {"env": {"A=B": "x"}},
         "invalid_params.env",
@@ -279,6 +283,34 @@ def test_typed_input_reaches_the_program_and_resize(daemon: Daemon) -> None:
     assert (
         daemon.error("pane.resize", {"pane": p, "cols": 2000, "rows": 2000}).code
         == "invalid_params.size"
+    )
+
+
+def test_capture_clamps_any_start_and_end(daemon: Daemon) -> None:
+    """Foundation §7: start and end are "both clamped to [oldest, current end]", a
+    negative one too, on a live pane and on an exited one (whose rows the daemon
+    keeps); only past ±2^62 is a row number out of range."""
+    s = daemon.call("session.create")["session"]
+    r = daemon.call("run", {"key": "clamp", "session": s, "shell": "seq 1 40"})
+    daemon.wait_exit(r["run"])
+    whole = daemon.call("pane.capture_rows", {"pane": r["pane"]})
+    for start, end in ((-5, None), (-(2**62), 2**62), (-1, -1), (None, -3)):
+        params: dict[str, Any] = {"pane": r["pane"]}
+        if start is not None:
+            params["start"] = start
+        if end is not None:
+            params["end"] = end
+        got = daemon.call("pane.capture_rows", params)
+        want_end = whole["oldest"] if end is not None and end < 0 else whole["end"]
+        assert (got["start"], got["end"]) == (whole["oldest"], want_end), (start, end)
+    assert (
+        daemon.call("pane.capture_rows", {"pane": r["pane"], "start": -5})["lines"]
+        == (whole["lines"])
+    )
+    e = daemon.error("pane.capture_rows", {"pane": r["pane"], "start": -(2**62) - 1})
+    assert (e.code, e.data) == (
+        "invalid_params.range",
+        {"param": "start", "min": -(2**62), "max": 2**62},
     )
 
 

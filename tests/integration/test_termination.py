@@ -163,6 +163,8 @@ def test_a_seam_can_be_held_again(daemon: Daemon) -> None:
     """§12 on one daemon, as a suite sharing it would: seam.wait answers only while
     something is held, a second hold keeps what the first holds, and a release frees it."""
     wait = {"name": "terminate.unkillable", "timeout_ms": 0}
+    e = daemon.error("seam.wait", {"name": "terminate.unkillable"})  # §12: {name, timeout_ms}
+    assert (e.code, e.data) == ("invalid_params.missing", {"param": "timeout_ms"})
     for _ in range(2):
         w = spawn(daemon, ["sleep", "100"])
         assert daemon.error("seam.wait", wait).code == "timeout.seam"

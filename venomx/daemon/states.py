@@ -10,7 +10,7 @@ from __future__ import annotations
 import os
 
 from venomx.daemon.registry import Pane, Registry, Session, Window
-from venomx.manifest.rules import check_cwd_form, value_error
+from venomx.manifest.rules import check_cwd_form, utf8_ok, value_error
 from venomx.manifest.verbs import CWD
 from venomx.wire import VenomxError
 
@@ -50,7 +50,8 @@ def check_cwd(cwd: str | None) -> None:
     check_cwd_form(cwd)
     if cwd is None:
         return
-    if not os.path.exists(cwd):
+    # A NUL or a lone surrogate names no path a program could be given: no such directory.
+    if "\0" in cwd or not utf8_ok(cwd) or not os.path.exists(cwd):
         raise value_error(CWD, "missing")
     if not os.path.isdir(cwd):
         raise value_error(CWD, "not_directory")

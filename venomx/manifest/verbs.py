@@ -41,6 +41,9 @@ GRANT_RIGHTS = ("read", "write", "spawn", "admin")
 GRANT_SCOPE_PATTERN = r"\*|self|(?:session|window|pane|run):(?:\*|[A-Za-z0-9._-]{1,64})"
 ENV_NAME_PATTERN = r"[A-Za-z_][A-Za-z0-9_]*"
 ABSOLUTE_PATTERN = r"/[^\x00]*"
+# A cwd is relative unless it starts with "/"; one with a NUL (or not UTF-8) names no
+# directory: it is missing (foundation §6 has no other reason).
+CWD_PATTERN = r"/[\s\S]*"
 BASE64_PATTERN = r"(?:[A-Za-z0-9+/]{4})*(?:[A-Za-z0-9+/]{2}==|[A-Za-z0-9+/]{3}=)?"
 MAX_ARGV = 262144  # bytes of argv in all: the UTF-8 of its items (foundation §6 "total")
 MAX_ENV_VALUE = 32768
@@ -255,9 +258,8 @@ def name_param(summary: str) -> Param:
 CWD = S(
     "cwd",
     "Working directory: an absolute path of an existing directory",
-    pattern=ABSOLUTE_PATTERN,
+    pattern=CWD_PATTERN,
     hint="an absolute path",
-    text=True,
     code="invalid_params.cwd",
     reason="relative",
 )
@@ -715,8 +717,8 @@ VERBS: tuple[Verb, ...] = (
         (
             S("pane", required=True),
             I("epoch", "Fail unless the row epoch is this", min=-(2**62), max=2**62),
-            I("start", "First row", min=0, max=2**62),
-            I("end", "One past the last row", min=0, max=2**62),
+            I("start", "First row (clamped to the rows the pane holds)", min=-(2**62), max=2**62),
+            I("end", "One past the last row (clamped likewise)", min=-(2**62), max=2**62),
             I("limit", "Most rows", default=1000, min=1, max=10000),
         ),
         ROWS_RESULT,
@@ -1136,7 +1138,7 @@ VERBS: tuple[Verb, ...] = (
         "Wait until a request is held at a test seam.",
         (
             S("name", "The seam", required=True, choices=SEAMS),
-            I("timeout_ms", "Fail timeout.seam after this long", default=10000, min=0, max=600000),
+            I("timeout_ms", "Fail timeout.seam after this long", required=True, min=0, max=600000),
         ),
         (F("name"), F("held", "integer")),
         "admin",
