@@ -18,7 +18,7 @@ from typing import Any, ClassVar
 
 import msgpack
 
-PROTOCOL_VERSION = 9
+PROTOCOL_VERSION = 10
 REPLAY_BYTES = 262144  # the latest output a sentinel holds for an attach that resumes
 # The fork server takes at most this many channel fds (sentinels) per request.
 FORK_BATCH_MAX = 8
@@ -325,6 +325,10 @@ class Exit(Message):
     usage: dict[str, int] | None = field(
         default=None, metadata={"check": usage_ok, "type": "a resource usage"}
     )
+    # The pane's last output bytes (at most REPLAY_BYTES), ending at the final offset:
+    # an attach that resumes after an offset (``venomx exec``'s, which may only begin
+    # once the pane has ended) still gets bytes, not rows.
+    replay: bytes = b""
 
 
 @dataclass(frozen=True)

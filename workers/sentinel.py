@@ -483,7 +483,8 @@ class Sentinel:
         for req, _data, _until, written in self.input:
             if req is not None:
                 self.send(P.Wrote(req, written))
-        self.send(P.Exit(wait_status(self.exited), self.final_state(), usage))
+        replay = bytes(self.replay[-P.REPLAY_BYTES :])
+        self.send(P.Exit(wait_status(self.exited), self.final_state(), usage, replay))
         self.sock.setblocking(True)
         while self.channel_open:
             self.recv()  # requests that crossed EXIT: the daemon answers them itself

@@ -45,6 +45,33 @@ def test_attach_stream_items_and_exit(daemon: Daemon) -> None:
     assert b"two" in data and final["offset"] == offset and final["exit_code"] == 0
 
 
+def test_attach_after_an_offset_replays_an_ended_panes_bytes(daemon: Daemon) -> None:
+    """An attach with ``after`` that comes once the pane has ended (venomx exec's, for a
+    fast command) gets the bytes after that offset, as from a live pane's sentinel, then
+    the exit; without ``after``, or past what is held, the final screen."""
+    s = daemon.call("session.create")["session"]
+    out = b"".join(b"line %d " % i + b"x" * 300 + b"\n" for i in range(50))
+    script = f"import sys; sys.stdout.buffer.write({out!r})"
+    r = daemon.call("run", {"key": "replay", "session": s, "argv": [PY, "-c", script]})
+    done = daemon.wait_exit(r["run"])
+    assert done["outcome"] == "succeeded"
+    final = daemon.call("pane.capture_rows", {"pane": r["pane"]})["offset"]
+    for after in (0, 1234, final):
+        items = list(daemon.client().stream("pane.attach", {"pane": r["pane"], "after": after}))
+        assert items[0] == {
+            "screen": {"cols": 80, "rows": 24, "offset": after, "data": "", "replay": True}
+        }
+        data = b"".join(base64.b64decode(i["data"]) for i in items[1:-1])
+        shown = out.replace(b"\n", b"\r\n")  # the terminal's ONLCR
+        assert data == shown[after:] and len(shown) == final
+        assert items[-1]["result"]["exit"] == {"offset": final, "exit_code": 0}
+    for params in ({}, {"after": final + 1}):
+        items = list(daemon.client().stream("pane.attach", {"pane": r["pane"], **params}))
+        assert "replay" not in items[0]["screen"] and b"line 49" in base64.b64decode(
+            items[0]["screen"]["data"]
+        )
+
+
 def test_the_repaint_carries_the_programs_modes(daemon: Daemon) -> None:
     """A person attaching to a curses program in keypad mode must type what it expects
     (ESC O A for Up): the repaint turns the terminal's application cursor keys on; and

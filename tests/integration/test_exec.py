@@ -127,6 +127,21 @@ def test_output_that_ends_first_still_shows(daemon: Daemon) -> None:
     assert p.stdout.decode().splitlines() == ["one", "2wo", "red"]
 
 
+def test_a_fast_command_is_shown_from_its_bytes_not_its_rows(daemon: Daemon, tmp: Path) -> None:
+    """A command that ends before exec's attach arrives (a few milliseconds) is still
+    shown from its output bytes: a 1,700-column JSON line stays one line (the log pane's
+    rows are 200 columns), and a line the program erased with cursor moves is not lost
+    (its rows would show only the final screen)."""
+    doc = json.dumps({f"k{i}": i for i in range(150)})
+    (tmp / "one.json").write_text(doc + "\n")
+    for _ in range(3):
+        p = exec_cli(daemon, "--", "cat", str(tmp / "one.json"))
+        assert p.returncode == 0, p.stderr
+        assert p.stdout.decode().splitlines() == [doc]
+    p = exec_cli(daemon, "--", "printf", "a\\nb\\nc\\n\\033[2A\\033[2Kx\\n")
+    assert p.stdout.decode().splitlines() == ["a", "b", "c", "x"], p.stdout
+
+
 def test_output_streams_before_the_command_ends(daemon: Daemon, tmp: Path) -> None:
     gate = tmp / "gate"
     proc = subprocess.Popen(

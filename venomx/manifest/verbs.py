@@ -739,7 +739,7 @@ VERBS: tuple[Verb, ...] = (
         "pane.attach",
         "Stream a pane's output: a repaint, then every byte in order. With after, "
         "resume instead: the bytes after that output offset, when the pane still holds "
-        "them (its last 256 KiB of output), without a repaint.",
+        "them (its last 256 KiB of output; an ended pane's for a while), without a repaint.",
         (
             S("pane", required=True),
             I(

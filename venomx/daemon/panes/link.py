@@ -41,6 +41,7 @@ class Link:
     exit_status: int = 0
     exit_state: Snapshot | None = None
     exit_raw: dict[str, Any] | None = None  # EXIT's state, decoded when the pane settles
+    exit_replay: bytes = b""  # EXIT's last output bytes, kept once the pane has exited
     pidfd: int = -1  # readable once the leader has exited (before anyone reaps it)
     # done when that pidfd said so: the leader is dead, what is left is the sentinel's
     # drain and report, which its watchdog bounds

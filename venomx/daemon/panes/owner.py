@@ -28,6 +28,7 @@ from venomx.daemon.panes import watch
 from venomx.daemon.panes.exited import ExitedPanes
 from venomx.daemon.panes.link import Link
 from venomx.daemon.panes.pacing import Pacer
+from venomx.daemon.panes.replays import Replays
 from venomx.daemon.panes.requests import Requests, lost
 from venomx.daemon.panes.sentinels import SENTINEL_BOUND, ForkServer
 from venomx.daemon.panes.spawn import SpawnRequest, spawn
@@ -99,6 +100,7 @@ class Panes:
         self.past_barrier: dict[str, PastBarrier] = {}
         self.losses = watch.Losses()
         self.exited_panes = ExitedPanes()
+        self.replays = Replays()  # the last bytes of panes that ended lately
         self.requests = Requests()
         # A burst's heavy steps (starts, commits, exits), a few per reactor turn.
         self.pacer = Pacer()
@@ -202,6 +204,12 @@ class Panes:
         if pane.final is None:
             raise lost(pane)  # and the screen with it
         snap = pane.final
+        held = None if after is None else self.replays.after(pane.id, snap.offset, after)
+        if after is not None and held is not None:  # the bytes asked for, as a sentinel would
+            on_screen(snap.cols, snap.rows, after, b"", True)
+            if held:
+                on_output(held, snap.offset)
+            return
         on_screen(snap.cols, snap.rows, snap.offset, repaint(snap), False)
 
     async def wait_exited(self, pane: Pane) -> None:
@@ -392,6 +400,7 @@ class Panes:
                 link.exit_status = m.status
                 link.exit_raw = m.state
                 link.exit_usage = m.usage
+                link.exit_replay = m.replay
                 # A thousand panes ending together must not hold the reactor for all of
                 # them in one turn: their exits are settled a few per turn (EXIT is
                 # recorded at once, so nothing takes such a pane for lost meanwhile).
@@ -473,6 +482,9 @@ class Panes:
         pane.exited_at = now_iso()
         pane.exited_mono = time.monotonic()
         pane.final = final  # None when the sentinel was lost: no rows are invented
+        if final is not None:
+            self.replays.add(pane.id, link.exit_replay)
+        link.exit_replay = b""
         link.exit_state = None
         watch.unwatch(link)
         self.registry.leaders.pop(pane.pid, None)
@@ -517,6 +529,7 @@ class Panes:
         del reg.panes[pane.id]
         self.links.pop(pane.id, None)
         self.exited_panes.forget(pane.id)
+        self.replays.forget(pane.id)
         principal = reg.principals.get(pane.principal)
         if principal is not None:
             reg.revoke(principal.id)
