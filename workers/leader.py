@@ -130,6 +130,20 @@ def set_winsize(fd: int, cols: int, rows: int) -> None:
     fcntl.ioctl(fd, termios.TIOCSWINSZ, struct.pack("HHHH", rows, cols, 0, 0))
 
 
+def end_of_file(fd: int) -> None:
+    """The terminal gives every read end of file, as /dev/null does: non-canonical with
+    VMIN and VTIME 0, so a read returns at once with what was typed, and with nothing
+    (end of file) when nothing was. Set before the leader starts: a read already waiting
+    in canonical mode would not see the change, and a typed VEOF answers one read only
+    (and none once a password prompt flushes its input). A program that sets its own
+    mode later (a raw editor) has its own."""
+    attrs = termios.tcgetattr(fd)
+    attrs[3] &= ~termios.ICANON
+    attrs[6][termios.VMIN] = 0
+    attrs[6][termios.VTIME] = 0
+    termios.tcsetattr(fd, termios.TCSANOW, attrs)
+
+
 # The raw waitid(2) system call: unlike the C library's wrapper it takes a fifth argument,
 # a struct rusage, which Linux fills from the zombie even with WNOWAIT (kernel/exit.c
 # wait_task_zombie), exactly as the reaping wait4 would. Per architecture; elsewhere no

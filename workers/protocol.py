@@ -18,7 +18,7 @@ from typing import Any, ClassVar
 
 import msgpack
 
-PROTOCOL_VERSION = 10
+PROTOCOL_VERSION = 11
 REPLAY_BYTES = 262144  # the latest output a sentinel holds for an attach that resumes
 # The fork server takes at most this many channel fds (sentinels) per request.
 FORK_BATCH_MAX = 8
@@ -85,6 +85,7 @@ class Spawn(Message):
     # the sentinel returns to after spawning it (both None without cgroups).
     cgroup: str | None = None
     cgroup_home: str | None = None
+    eof: bool = False  # the terminal gives every read end of file (``leader.end_of_file``)
 
 
 @dataclass(frozen=True)

@@ -25,7 +25,14 @@ from typing import Any, NoReturn
 
 from workers import protocol as P
 from workers import title
-from workers.leader import exit_usage, open_fds, resolve, set_winsize, spawn_leader
+from workers.leader import (
+    end_of_file,
+    exit_usage,
+    open_fds,
+    resolve,
+    set_winsize,
+    spawn_leader,
+)
 from workers.osc import Scanner
 from workers.rows import EpochConflict, TooLarge, blank_snapshot, capture, repaint
 from workers.screen import DECCKM
@@ -213,6 +220,8 @@ class Sentinel:
                 os.chdir(msg.cwd)
                 self.master, slave_fd = os.openpty()
                 set_winsize(self.master, msg.cols, msg.rows)
+                if msg.eof:
+                    end_of_file(slave_fd)
                 slave = os.ttyname(slave_fd)
             except OSError as exc:
                 return self.failed(exc)

@@ -181,6 +181,26 @@ def test_stdin_is_end_of_file_by_default_and_forwarded_with_stdin(daemon: Daemon
     assert b"got:hi" in p.stdout
 
 
+def test_no_read_waits_for_input_that_will_never_come(daemon: Daemon) -> None:
+    """Issue 17 §1: "no CI step hangs on a prompt such as sudo's". Every read gets end of
+    file, as from /dev/null: a second read too, and a password prompt that flushes its
+    terminal's input first (getpass, as sudo does) gets it as well."""
+    p = exec_cli(daemon, "--", "sh", "-c", "read a; echo r1=$?; read b; echo r2=$?")
+    assert p.returncode == 0 and p.stdout.split() == [b"r1=1", b"r2=1"], p.stdout
+    p = exec_cli(daemon, "--", PY, "-c", "import getpass; getpass.getpass()")
+    assert p.returncode == 1 and b"EOFError" in p.stdout, p.stdout
+    twice = "import sys; print(repr(sys.stdin.read() + sys.stdin.read()))"
+    assert exec_cli(daemon, "--", PY, "-c", twice).stdout.split() == [b"''"]
+
+
+def test_stdin_without_a_last_newline_still_ends(daemon: Daemon) -> None:
+    """With --stdin, input whose last line has no newline still ends in end of file: the
+    first VEOF only hands that line to the reader."""
+    p = exec_cli(daemon, "--stdin", "--", "sh", "-c", "cat; echo done", stdin=b"no newline")
+    assert p.returncode == 0, p.stderr
+    assert p.stdout.decode().rstrip().endswith("no newlinedone"), p.stdout  # echo, cat, sh
+
+
 def test_caller_cwd_and_environment(daemon: Daemon, tmp: Path) -> None:
     p = exec_cli(
         daemon,

@@ -234,7 +234,14 @@ class Exec:
             params["env"] = env
         if o.deadline_ms is not None:
             params["deadline_ms"] = o.deadline_ms
+        if not o.stdin and not self.keys_in():
+            params["input"] = "eof"  # every read gets end of file, as from /dev/null
         return params
+
+    def keys_in(self) -> bool:
+        """Whether the caller's keys go to the command: stdin is a terminal, no --stdin."""
+        fd = sys.stdin.fileno() if sys.stdin is not None else -1
+        return not self.opts.stdin and fd >= 0 and os.isatty(fd)
 
     def start(self) -> dict[str, Any]:
         """Start the run; after a lost connection, the same request again (same key, and the
@@ -270,16 +277,17 @@ class Exec:
         c.call("pane.send", {"pane": self.pane, "text": text})
 
     def feed_stdin(self) -> None:
-        """``--stdin``: the caller's input as terminal input, then end of file; otherwise end
-        of file at once, so nothing waits on a prompt."""
+        """``--stdin``: the caller's input as terminal input, then end of file: a VEOF, and
+        a second one after a last line with no newline (the first only hands that line to
+        the reader). Without --stdin the run's terminal gives end of file to every read
+        from the start (its ``input`` is "eof"), and nothing is typed."""
         try:
             with self.client() as c:
-                if self.opts.stdin and sys.stdin is not None:
-                    data = sys.stdin.buffer.read()
-                    text = data.decode("utf-8", "replace")
-                    for i in range(0, len(text), SEND_CHUNK):
-                        self.send(c, text[i : i + SEND_CHUNK])
-                self.send(c, EOF_KEY)
+                data = sys.stdin.buffer.read() if sys.stdin is not None else b""
+                text = data.decode("utf-8", "replace")
+                for i in range(0, len(text), SEND_CHUNK):
+                    self.send(c, text[i : i + SEND_CHUNK])
+                self.send(c, EOF_KEY if not text or text[-1] in "\r\n" else EOF_KEY * 2)
         except VenomxError:
             pass  # the command may have ended already; its outcome says what happened
 
@@ -459,16 +467,17 @@ class Exec:
     def input(self) -> Callable[[], None]:
         """Start feeding the command's input; returns what undoes the terminal's raw mode.
         A closed stdin (no ``sys.stdin`` at all) is end of file."""
-        fd = sys.stdin.fileno() if sys.stdin is not None else -1
-        if not self.opts.stdin and fd >= 0 and os.isatty(fd):
+        if self.keys_in():
             import termios
             import tty
 
+            fd = sys.stdin.fileno()
             saved = termios.tcgetattr(fd)
             tty.setraw(fd)
             threading.Thread(target=self.forward_keys, daemon=True).start()
             return lambda: termios.tcsetattr(fd, termios.TCSADRAIN, saved)
-        threading.Thread(target=self.feed_stdin, daemon=True).start()
+        if self.opts.stdin:
+            threading.Thread(target=self.feed_stdin, daemon=True).start()
         return lambda: None
 
     def wait(self) -> dict[str, Any]:

@@ -833,6 +833,15 @@ VERBS: tuple[Verb, ...] = (
             GRANTS,
             *SPAWN_PARAMS[3:],
             *LIMIT_PARAMS,
+            S(
+                "input",
+                'What a read of the terminal gets: "terminal", typed input (a read waits '
+                'for it), or "eof", end of file at once, as from /dev/null, for every read '
+                "(input typed with pane.send is read first); a program that sets its own "
+                "terminal mode has its own",
+                choices=("terminal", "eof"),
+                default="terminal",
+            ),
         ),
         (*(F(n) for n in RUN_FIELDS), F("pid", "integer"), F("reused", "boolean")),
         "spawn",

@@ -32,6 +32,7 @@ async def run(
     output_rows: int,
     output_bytes: int,
     grants: list[Grant],
+    input: str,
     session: str | None = None,
     pane: str | None = None,
     axis: str | None = None,
@@ -70,6 +71,7 @@ async def run(
         "env_unset": env_unset,
         "memory_max": memory_max,
         "pids_max": pids_max,
+        "input": input,
     }
     command = argv if argv is not None else [SHELL, "-c", shell or ""]
     # 7. key lookup
@@ -119,6 +121,7 @@ async def run(
         run=run_id,
         memory_max=memory_max,
         pids_max=pids_max,
+        eof=input == "eof",
         target=ctx.resolve,
     )
     try:

@@ -59,6 +59,7 @@ class SpawnRequest:
     owner_node_id: str | None = None
     memory_max: int | None = None  # bytes: the pane cgroup's memory.max
     pids_max: int | None = None  # the pane cgroup's pids.max
+    eof: bool = False  # the terminal gives every read end of file (run's input "eof")
     # The verb's own lookup of its target and that target's state (``Context.resolve``:
     # RFC-0015 §11 step 8), done again as the barrier is released.
     target: Callable[[], Session | Pane] | None = None
@@ -246,6 +247,7 @@ async def _spawn(
             release_now,
             cgroup,
             cgroups.leaf if cgroup is not None else None,
+            req.eof,
         )
         if release_now:
             release_point(owner, req, pane_id, releasing)
