@@ -201,6 +201,30 @@ def test_stdin_without_a_last_newline_still_ends(daemon: Daemon) -> None:
     assert p.stdout.decode().rstrip().endswith("no newlinedone"), p.stdout  # echo, cat, sh
 
 
+@pytest.mark.parametrize(
+    ("args", "error"),
+    [
+        (["--cols", "abc"], ("invalid_params.type", {"param": "cols", "expected": "integer"})),
+        (["--cols", "0"], ("invalid_params.range", {"param": "cols", "min": 1, "max": 65535})),
+        (["--rows", "65536"], ("invalid_params.range", {"param": "rows", "min": 1, "max": 65535})),
+        (
+            ["--deadline-ms", "0"],
+            ("invalid_params.range", {"param": "deadline_ms", "min": 1, "max": 86400000}),
+        ),
+    ],
+)
+def test_a_bad_option_value_reads_as_the_daemons_answer(
+    daemon: Daemon, args: list[str], error: tuple[str, dict[str, Any]]
+) -> None:
+    """Foundation §4: a bad value the CLI catches itself is the daemon's invalid_params
+    object and exit 2 (on stdout with --json), not a usage error; nothing starts."""
+    p = exec_cli(daemon, *args, "--json", "--", "true")
+    assert p.returncode == 2, p.stderr
+    got = json.loads(p.stdout)["error"]
+    assert (got["code"], got["data"]) == error
+    assert daemon.call("run.list")["runs"] == []
+
+
 def test_caller_cwd_and_environment(daemon: Daemon, tmp: Path) -> None:
     p = exec_cli(
         daemon,
@@ -222,6 +246,21 @@ def test_caller_cwd_and_environment(daemon: Daemon, tmp: Path) -> None:
     assert shlvl != "7"
     clean = exec_cli(daemon, "--clean-env", "--", "sh", "-c", 'echo "${MINE-unset}"', MINE="1")
     assert clean.stdout.decode().split() == ["unset"]
+
+
+def test_the_daemons_shell_state_does_not_reach_the_command(tmp: Path) -> None:
+    """Issue 17 §1: the caller's environment "minus volatile shell variables such as _,
+    SHLVL, OLDPWD": not the caller's, and not the daemon's either (its PWD names the
+    daemon's directory, not the command's)."""
+    state = {"OLDPWD": "/daemon-old", "PWD": "/daemon-pwd", "SHLVL": "9", "_": "/daemon-underscore"}
+    d = start_daemon(env=state)
+    try:
+        p = exec_cli(d, "--", "env", cwd=str(tmp), OLDPWD="/caller-old", SHLVL="3")
+        assert p.returncode == 0, p.stderr
+        names = {line.split("=", 1)[0] for line in p.stdout.decode().splitlines()}
+        assert names & set(state) == set(), p.stdout
+    finally:
+        stop_daemon(d)
 
 
 def test_refused_names_are_noted_not_passed(daemon: Daemon) -> None:

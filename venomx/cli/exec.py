@@ -30,13 +30,16 @@ from venomx.cli.textlog import TextLines
 from venomx.cli.visible import for_terminal, json_line
 from venomx.client import Client, reconnecting
 from venomx.manifest.verbs import ENV_NAME_PATTERN, MAX_ENV_VALUE
-from venomx.wire import VenomxError
+from venomx.wire import VenomxError, parse_int
 
 DEFAULT_SESSION = "default"
 # Variables that describe the caller's shell or service manager, not the command's
 # context: never passed (TERM and the size come from the pane).
 VOLATILE = frozenset({"_", "SHLVL", "OLDPWD", "PWD", "TERM", "COLUMNS", "LINES", "NOTIFY_SOCKET"})
 VOLATILE_PREFIXES = ("VENOMX_", "LISTEN_")
+# The shell's own bookkeeping, which the daemon's environment has too: not passed, and
+# removed from what the command inherits from the daemon (its PWD names another directory).
+SHELL_STATE = ("OLDPWD", "PWD", "SHLVL", "_")
 EOF_KEY = "\x04"  # VEOF: the terminal's end of file at the start of a line
 START_RETRY = 10.0  # seconds a start is retried across a lost connection
 LOG_COLS, LOG_ROWS = 200, 50  # a pane for a log that is not a terminal: wide, no wrapping
@@ -232,6 +235,7 @@ class Exec:
         }
         if env:
             params["env"] = env
+        params["env_unset"] = list(SHELL_STATE)
         if o.deadline_ms is not None:
             params["deadline_ms"] = o.deadline_ms
         if not o.stdin and not self.keys_in():
@@ -540,6 +544,24 @@ def summary(rec: dict[str, Any]) -> str:
     if rec.get("fault"):
         parts.append(f"fault {rec['fault']}")
     return ", ".join(parts) + f" (status {rec.get('status')})"
+
+
+def run_int(name: str, text: str | None) -> int | None:
+    """An integer option of the run exec starts, checked as the daemon checks ``run``'s
+    param of that name: ``invalid_params.type`` or ``.range``, not a usage error."""
+    if text is None:
+        return None
+    from venomx.cli.app import INT, type_error
+    from venomx.manifest.schema import validate
+    from venomx.manifest.verbs import verb_by_name
+
+    if not INT.fullmatch(text.strip()):
+        raise type_error(name, "integer")
+    value: int = parse_int(text.strip())
+    run = verb_by_name("run")
+    assert run is not None
+    validate(run, {"key": "k", "session": "s0", "argv": ["x"], name: value})
+    return value
 
 
 def run_exec(opts: ExecOptions) -> int:

@@ -8,8 +8,9 @@ import sys
 
 import click
 
-from venomx.cli.options import with_socket
+from venomx.cli.options import ManifestInt, with_socket
 from venomx.manifest.verbs import verb_by_name
+from venomx.wire import VenomxError
 
 
 def deadline_max() -> int:
@@ -53,12 +54,12 @@ def deadline_max() -> int:
 )
 @click.option(
     "--deadline-ms",
-    type=click.IntRange(1, deadline_max()),
+    type=ManifestInt(1, deadline_max()),
     default=None,
     help="Terminate the command this many milliseconds after it starts (status 124)",
 )
-@click.option("--cols", type=click.IntRange(1, 65535), default=None, help="Pane columns")
-@click.option("--rows", type=click.IntRange(1, 65535), default=None, help="Pane rows")
+@click.option("--cols", type=ManifestInt(1, 65535), default=None, help="Pane columns")
+@click.option("--rows", type=ManifestInt(1, 65535), default=None, help="Pane rows")
 @click.option(
     "--keep-escapees",
     is_flag=True,
@@ -87,9 +88,9 @@ def exec_cmd(
     clean_env: bool,
     send_stdin: bool,
     detach_on_interrupt: bool,
-    deadline_ms: int | None,
-    cols: int | None,
-    rows: int | None,
+    deadline_ms: str | None,
+    cols: str | None,
+    rows: str | None,
     keep_escapees: bool,
     as_json: bool,
     socket_: str | None,
@@ -107,7 +108,7 @@ def exec_cmd(
     Example:
       venomx exec -- make test
     """
-    from venomx.cli.exec import ExecOptions, run_exec
+    from venomx.cli.exec import Exec, ExecOptions, run_exec, run_int
 
     opts = ExecOptions(
         list(command),
@@ -118,14 +119,17 @@ def exec_cmd(
         clean_env=clean_env,
         stdin=send_stdin,
         detach_on_interrupt=detach_on_interrupt,
-        deadline_ms=deadline_ms,
-        cols=cols,
-        rows=rows,
         keep_escapees=keep_escapees,
         as_json=as_json,
         socket=socket_,
         token=token,
     )
+    try:  # a bad value reads as the daemon's answer to it would (foundation §4)
+        opts.deadline_ms = run_int("deadline_ms", deadline_ms)
+        opts.cols = run_int("cols", cols)
+        opts.rows = run_int("rows", rows)
+    except VenomxError as err:
+        sys.exit(Exec(opts, sys.stdout.buffer, sys.stderr.buffer).fail(err))
     sys.exit(run_exec(opts))
 
 
