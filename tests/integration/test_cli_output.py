@@ -61,6 +61,8 @@ def test_run_shows_what_its_help_says(shared_daemon: Daemon) -> None:
     ran = d.cli("run", "--key", "help-says", "--session", s, "--", "true").out.splitlines()
     assert re.fullmatch(r"run: r\d+", ran[0]), ran
     assert d.wait_exit(ran[0].split()[1])["outcome"] == "succeeded"
+    anonymous = d.cli("whoami", token=None).out.splitlines()
+    assert anonymous[0] == "principal: (anonymous: no token)", anonymous
 
 
 def test_wait_says_how_many_earlier_rows_it_omits(shared_daemon: Daemon) -> None:

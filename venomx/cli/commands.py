@@ -17,17 +17,28 @@ from venomx.wire import VenomxError, dumps
 
 
 @click.command("serve")
-@click.option("--socket", "socket_", default=None, help="Socket path")
-@click.option("--config", "config_file", default=None, help="TOML config file")
+@click.option(
+    "--socket",
+    "socket_",
+    default=None,
+    metavar="PATH",
+    help="Socket path [default: $VENOMX_SOCKET, else $XDG_RUNTIME_DIR/venomx/default.sock]",
+)
+@click.option("--config", "config_file", default=None, metavar="PATH", help="TOML config file")
 @click.option("--detach", is_flag=True, help="Run in the background; return once serving")
 @click.option(
     "--log-file",
     default=None,
+    metavar="PATH",
     help="Append the log here (rotated by log.max_bytes; SIGHUP reopens it); "
     "default stderr, or venomx.log beside the socket with --detach",
 )
 @click.option(
-    "--log-level", default="info", type=click.Choice(["debug", "info", "warning", "error"])
+    "--log-level",
+    default="info",
+    show_default=True,
+    type=click.Choice(["debug", "info", "warning", "error"]),
+    help="The least severe log records written",
 )
 @click.option("--test-seams", is_flag=True, help="Enable the seam.* verbs (tests only)")
 @click.option("--json", "as_json", is_flag=True, help="With --detach: print JSON")

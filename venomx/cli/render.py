@@ -99,6 +99,9 @@ def render_fields(result: dict[str, Any], panes: Panes) -> str:
                 out.append(f"usage: {usage}")
                 usage = ""  # once, where the first of its fields was
             continue
+        if k == "principal" and v is None:
+            out.append("principal: (anonymous: no token)")
+            continue
         out.append(f"{k}: {scalar(v)}")
     for _, v in lists:
         out.append(table(v))
