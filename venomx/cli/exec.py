@@ -551,11 +551,10 @@ def run_int(name: str, text: str | None) -> int | None:
     param of that name: ``invalid_params.type`` or ``.range``, not a usage error."""
     if text is None:
         return None
-    from venomx.cli.app import INT, type_error
-    from venomx.manifest.schema import validate
+    from venomx.manifest.schema import type_error, validate
     from venomx.manifest.verbs import verb_by_name
 
-    if not INT.fullmatch(text.strip()):
+    if not re.fullmatch(r"-?[0-9]+", text.strip()):
         raise type_error(name, "integer")
     value: int = parse_int(text.strip())
     run = verb_by_name("run")
