@@ -315,6 +315,26 @@ def test_shutdown_while_spares_are_made_leaves_no_subtree() -> None:
     assert met  # the case this is about happened at least once
 
 
+@needs_cgroups
+def test_a_stopped_spare_does_not_outlive_a_shutdown(left: list[int]) -> None:
+    """Every pane has ended when the daemon leaves its subtree, so what is left in its
+    leaf is its own: the fork server and spares are ended, not waited for, even one that
+    cannot see its channel close (stopped here by a program of our uid)."""
+    from workers.protocol import SPARE_TITLE
+
+    d = start_daemon()
+    try:
+        wait_for(lambda: d.titled(SPARE_TITLE), 10, "a spare")
+        spare = d.titled(SPARE_TITLE)[0]
+        left.append(spare)
+        os.kill(spare, signal.SIGSTOP)
+    finally:
+        stop_daemon(d)
+    assert d.proc.returncode == 0
+    assert not alive(spare)
+    assert not os.path.exists(subtree(d))
+
+
 def test_limits_fail_where_the_controller_is_missing(daemon: Daemon, off: Daemon) -> None:
     for d in (daemon, off):
         info = d.call("doctor")["cgroups"]

@@ -385,6 +385,11 @@ class Cgroups:
             _write(os.path.join(self.parent, "cgroup.procs"), "0")
         except OSError:
             return  # e.g. the parent hands controllers down: systemd removes it all
+        # Every pane has ended: what is left in our leaf is ours alone, the fork server,
+        # spares and the sentinels of ended panes. Ended now rather than waited for: a
+        # spare made at the lowest priority may take a quarter of a second to see its
+        # channel close, which every stop soon after a start paid.
+        _kill_group(self.leaf, members(self.leaf))
         deadline = time.monotonic() + KILL_WAIT
         # The fork server and the last sentinels are exiting; so may the last processes of
         # a pane's cgroup be, if ``end_all`` stopped waiting for them.
