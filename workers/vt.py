@@ -17,6 +17,7 @@ from typing import Any
 
 import pyte
 from pyte import modes as mo
+from pyte.screens import wcwidth
 
 from workers.fastpath import fast_feed
 from workers.history import History
@@ -210,14 +211,16 @@ class Terminal:
         if mo.DECOM in s.mode:
             parts.append("\x1b[?6h")
         y, x = s.reported_cursor()
-        wrap = mo.DECAWM in s.mode and s.cursor.x >= s.columns
-        if wrap:
+        if s.cursor.x >= s.columns:  # drawn up to the end: autowrap is still on here
             line = s.buffer.get(s.cursor.y)
             cell = line.get(x) if line is not None else None
             if x > 0 and cell is not None and cell.data == "" and line is not None:
                 x -= 1  # the second half of a wide character: draw all of it
                 cell = line.get(x)
-            parts.append(f"\x1b[{y + 1};{x + 1}H{(cell.data if cell else '') or ' '}")
+            text = (cell.data if cell else "") or " "
+            if x == s.columns - 1 and wcwidth(text[0]) > 1:
+                text = " "  # cut by a narrower pane: the repaint shows it blank
+            parts.append(f"\x1b[{y + 1};{x + 1}H{text}")
         else:
             parts.append(f"\x1b[{y + 1};{x + 1}H")
         parts.extend(f"\x1b[?{m}h" for m in RESTATED if m << 5 in s.mode)

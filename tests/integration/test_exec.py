@@ -259,6 +259,9 @@ def test_the_daemons_shell_state_does_not_reach_the_command(tmp: Path) -> None:
         assert p.returncode == 0, p.stderr
         names = {line.split("=", 1)[0] for line in p.stdout.decode().splitlines()}
         assert names & set(state) == set(), p.stdout
+        given = exec_cli(d, "--env", "SHLVL=5", "--env", "PWD=/given", "--", "env")
+        lines = given.stdout.decode().splitlines()
+        assert "SHLVL=5" in lines and "PWD=/given" in lines, lines  # --env wins
     finally:
         stop_daemon(d)
 

@@ -266,3 +266,22 @@ def test_json_escapes_del_in_ascii_too() -> None:
     from venomx.cli.visible import json_line
 
     assert json_line({"a": "x\x7f"}) == b'{"a":"x\\u007f"}'
+
+
+def test_a_soft_reset_under_attach_forgets_the_saved_cursor_as_the_pane_does() -> None:
+    """DECSTR empties the pane's saved cursor, so its next DECRC goes home; the person's
+    terminal, whose saved cursor the repaint set, must go home too (the guard replaces
+    DECSTR with the resets it implies, and saves the cursor where they leave it)."""
+    from workers.rows import repaint
+    from workers.vt import UNSTATE, Terminal
+
+    pane = Terminal(10, 5)
+    pane.feed(b"\x1b[5;3H\x1b7progress")
+    person = Terminal(10, 5)
+    guard = TermGuard(alternate=False)
+    person.feed(guard.feed(UNSTATE + repaint(pane) + pane.restate()))
+    after = b"\x1b[!p\x1b8X"
+    pane.feed(after)
+    person.feed(guard.feed(after))
+    assert pane.screen.reported_cursor() == person.screen.reported_cursor() == (0, 1)
+    assert person.screen.display[0].startswith("X") and pane.screen.display[0].startswith("X")

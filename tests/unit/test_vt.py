@@ -683,6 +683,9 @@ HOME_SAVED = b"\x1b[H\x1b7"  # nothing saved: DECRC goes home
         ),
         (b"x" * 20, HOME_SAVED + b"\x1b[1;20Hx"),  # a pending wrap: the last cell again
         ("x" * 18 + "中", HOME_SAVED + "\x1b[1;19H中".encode()),  # all of a wide one
+        # drawn to the end, then autowrap off: the next character after it is turned
+        # back on still starts the next line, so the pending wrap is restated too
+        (b"x" * 20 + b"\x1b[?7l", HOME_SAVED + b"\x1b[1;20Hx\x1b[?7l"),
     ],
 )
 def test_restate_carries_what_draws_what_follows(data: bytes, restated: bytes) -> None:
@@ -691,6 +694,21 @@ def test_restate_carries_what_draws_what_follows(data: bytes, restated: bytes) -
     term = Terminal(20, 8)
     term.feed(data if isinstance(data, bytes) else data.encode())
     assert term.restate() == restated
+
+
+def test_a_repaint_after_a_narrowing_resize_keeps_the_next_line() -> None:
+    """A wide character cut by a narrower pane, at a pending wrap: the repaint shows its
+    cell blank, and what the program prints next starts the next line, as in the pane
+    (drawing the wide character again would wrap it onto that line)."""
+    pane = Terminal(4, 3)
+    pane.feed("中中".encode())
+    pane.resize(3, 3)
+    person = Terminal(3, 3)
+    person.feed(UNSTATE + repaint(pane) + pane.restate())
+    for term in (pane, person):
+        term.feed(b"Z")
+    assert person.screen.reported_cursor() == pane.screen.reported_cursor() == (1, 1)
+    assert person.screen.display[1] == pane.screen.display[1] == "Z  "
 
 
 _PROGRAM = st.lists(

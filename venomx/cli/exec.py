@@ -235,7 +235,7 @@ class Exec:
         }
         if env:
             params["env"] = env
-        params["env_unset"] = list(SHELL_STATE)
+        params["env_unset"] = [n for n in SHELL_STATE if n not in env]  # --env wins
         if o.deadline_ms is not None:
             params["deadline_ms"] = o.deadline_ms
         if not o.stdin and not self.keys_in():

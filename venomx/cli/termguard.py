@@ -305,7 +305,9 @@ class TermGuard:
                 parts.append("\x1b[?1049l")
                 self.in_alternate = False
         if "margins" in self._touched or "?6" in self._touched:
-            parts.append("\x1b[?6l\x1b[r")
+            # Both home the cursor. There, with the defaults just set, save it: the pane's
+            # reset leaves nothing saved, and its DECRC then goes home with the defaults.
+            parts.append("\x1b[?6l\x1b[r\x1b7")
         return "".join(parts)
 
     def _in_place(self, mode: int, final: str) -> str:
