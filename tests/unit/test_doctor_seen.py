@@ -51,3 +51,23 @@ def test_a_process_titled_as_an_exited_panes_sentinel_is_still_an_escapee() -> N
     facts = ProcFacts(children={4242: ("venomx-sentinel p0", "sleeping")}, pane_env={4242: "p0"})
     seen = Seen.now(d)
     assert doctor.escapees(d, facts, doctor.sentinel_panes(facts, seen), seen)[1]["count"] == 1
+
+
+def test_a_child_still_in_a_live_panes_group_has_not_escaped() -> None:
+    """Between a leader's exit and its sentinel's sweep of the pane's group, the leader's
+    background job is re-parented to the daemon but still in the group, which the sweep
+    ends: not an escapee. (A loaded CI machine let doctor read /proc in that moment.)
+    One that left the group (setsid, setpgid) is."""
+    d = fake_doctor({"p0": pane(100, 4242, live=True)}, sentinels={4242: "p0"})
+    facts = ProcFacts(
+        children={
+            4242: ("venomx-sentinel p0", "sleeping"),
+            300: ("sleep", "sleeping"),
+            301: ("sleep", "sleeping"),
+        },
+        group={300: 100, 301: 301},
+        pane_env={300: "p0", 301: "p0"},
+    )
+    seen = Seen.now(d)
+    section = doctor.escapees(d, facts, doctor.sentinel_panes(facts, seen), seen)[1]
+    assert section["count"] == 1 and section["pids"] == {"p0": [301]}

@@ -309,10 +309,16 @@ def escapees(d: Doctor, facts: ProcFacts, sentinel_of: dict[int, str], seen: See
     }
     known = {fs.pid, *fs.spare_pids, *seen.sentinels, *sentinel_of, *spares}
     leaders = set(seen.live.values())
+    # A child of ours still in the group of a pane live at either moment has not left
+    # it: its leader exited (so it was re-parented to us) and the sentinel is about to
+    # end that group, or /proc was read in between.
     found = {
         pid
         for pid, (_title, st) in facts.children.items()
-        if pid not in known and pid not in leaders and st != psutil.STATUS_ZOMBIE
+        if pid not in known
+        and pid not in leaders
+        and st != psutil.STATUS_ZOMBIE
+        and facts.group.get(pid) not in leaders
     }
     # a pane live at either moment is judged live: a process of a pane that exited
     # while /proc was read waits for the next report
