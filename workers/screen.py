@@ -768,8 +768,7 @@ class Screen(pyte.Screen):
         if not self.savepoints:
             self.reset_mode(mo.DECOM)
             self.set_mode(mo.DECAWM)
-            self.charset = 0
-            self.g0_charset, self.g1_charset = cs.LAT1_MAP, cs.VT100_MAP
+            self.default_charsets()
             self.cursor_position()
             return
         saved = self.savepoints[-1]
@@ -789,10 +788,14 @@ class Screen(pyte.Screen):
         self.mode |= {mo.DECAWM, mo.DECTCEM}
         self.cursor.hidden = False
         self.margins = None
-        self.charset = 0
-        self.g0_charset, self.g1_charset = cs.LAT1_MAP, cs.VT100_MAP
+        self.default_charsets()
         self.select_graphic_rendition(0)
         self.savepoints.clear()
+
+    def default_charsets(self) -> None:
+        """G0 ASCII, G1 line drawing, G0 in use: what a reset and an empty DECRC give."""
+        self.charset = 0
+        self.g0_charset, self.g1_charset = cs.LAT1_MAP, cs.VT100_MAP
 
     def reset(self) -> None:
         if self._ready:

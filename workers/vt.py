@@ -212,9 +212,9 @@ class Terminal:
             parts.append("\x1b[?6h")
         y, x = s.reported_cursor()
         if s.cursor.x >= s.columns:  # drawn up to the end: autowrap is still on here
-            line = s.buffer.get(s.cursor.y)
-            cell = line.get(x) if line is not None else None
-            if x > 0 and cell is not None and cell.data == "" and line is not None:
+            line: dict[int, Any] = s.buffer.get(s.cursor.y) or {}
+            cell = line.get(x)
+            if x > 0 and cell is not None and cell.data == "":
                 x -= 1  # the second half of a wide character: draw all of it
                 cell = line.get(x)
             text = (cell.data if cell else "") or " "

@@ -10,7 +10,6 @@ from __future__ import annotations
 
 import io
 import os
-import re
 import sys
 import threading
 import time
@@ -26,6 +25,7 @@ from venomx.cli.options import (
     LazyGroup,
     VerbCommand,
     VerbGroup,
+    cli_int,
     make_option,
     option_name,
     socket_option,
@@ -34,20 +34,16 @@ from venomx.cli.options import (
 )
 from venomx.cli.text import GROUP_HELP, ROOT_HELP
 from venomx.cli.visible import json_line
-from venomx.wire import VALUE_MAX_DEPTH, VenomxError, loads, parse_int
+from venomx.wire import VALUE_MAX_DEPTH, VenomxError, loads
 
 if TYPE_CHECKING:
     from venomx.cli.render import Panes
     from venomx.client import Client
 
-INT = re.compile(r"-?[0-9]+")
-
 
 def convert(p: CliParam, text: str) -> Any:
     if p.kind == "integer":
-        if not INT.fullmatch(text.strip()):
-            raise type_error(p.name, "integer")
-        return parse_int(text.strip())
+        return cli_int(p.name, text)
     if p.kind == "boolean":
         if text.lower() not in ("true", "false"):
             raise type_error(p.name, "boolean")

@@ -23,6 +23,7 @@ from dataclasses import dataclass, field
 from typing import Any, BinaryIO
 
 from venomx.cli.errors import Asked, human
+from venomx.cli.options import cli_int
 from venomx.cli.render import human_duration, usage_text
 from venomx.cli.runlog import RowLog
 from venomx.cli.termguard import TermGuard
@@ -30,7 +31,7 @@ from venomx.cli.textlog import TextLines
 from venomx.cli.visible import for_terminal, json_line
 from venomx.client import Client, reconnecting
 from venomx.manifest.verbs import ENV_NAME_PATTERN, MAX_ENV_VALUE
-from venomx.wire import VenomxError, parse_int
+from venomx.wire import VenomxError
 
 DEFAULT_SESSION = "default"
 # Variables that describe the caller's shell or service manager, not the command's
@@ -551,15 +552,14 @@ def run_int(name: str, text: str | None) -> int | None:
     param of that name: ``invalid_params.type`` or ``.range``, not a usage error."""
     if text is None:
         return None
-    from venomx.manifest.schema import type_error, validate
+    from venomx.manifest.schema import check_param
     from venomx.manifest.verbs import verb_by_name
 
-    if not re.fullmatch(r"-?[0-9]+", text.strip()):
-        raise type_error(name, "integer")
-    value: int = parse_int(text.strip())
+    value = cli_int(name, text)
     run = verb_by_name("run")
-    assert run is not None
-    validate(run, {"key": "k", "session": "s0", "argv": ["x"], name: value})
+    p = run.param(name) if run is not None else None
+    assert p is not None
+    check_param(p, value)
     return value
 
 

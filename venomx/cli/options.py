@@ -10,6 +10,7 @@ commands and stray words.
 from __future__ import annotations
 
 import json
+import re
 from collections.abc import Callable
 from typing import TYPE_CHECKING, Any
 
@@ -17,6 +18,7 @@ import click
 
 from venomx import PROTOCOL, __version__
 from venomx.cli.facts import CliParam, CliVerb
+from venomx.wire import parse_int
 
 if TYPE_CHECKING:
     from venomx.manifest.verbs import Param, Verb
@@ -27,6 +29,19 @@ SHOWN_MAX = 2**53
 
 def option_name(param: str) -> str:
     return "--" + param.replace("_", "-")
+
+
+INT = re.compile(r"-?[0-9]+")
+
+
+def cli_int(name: str, text: str) -> int:
+    """An integer option's text as the daemon would take its value, or the daemon's
+    ``invalid_params.type`` for it (the schema is loaded only when a value is wrong)."""
+    if not INT.fullmatch(text.strip()):
+        from venomx.manifest.schema import type_error
+
+        raise type_error(name, "integer")
+    return parse_int(text.strip())
 
 
 class ManifestInt(click.IntRange):
