@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import re
 from collections import deque
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, Protocol
 
 import pyte
 from pyte import modes as mo
@@ -17,7 +17,29 @@ from pyte import modes as mo
 from workers.screen import paired, row_cells
 
 if TYPE_CHECKING:
-    from workers.vt import Terminal
+    from workers.history import History
+    from workers.screen import ByteStream, Screen
+
+
+class Terminal(Protocol):
+    """What the fast path reads and writes of a ``workers.vt.Terminal``. A protocol, so
+    that this module does not import the one that calls it."""
+
+    screen: Screen
+    stream: ByteStream
+    history: History
+    scrolled: int
+    fast_bytes: int
+    # the screen is "cleared, then these parts drawn from (0,0) joined by CR LF (then a CR)"
+    pending: tuple[list[str], bool] | None
+
+    @property
+    def alternate(self) -> bool: ...
+
+    def materialize(self) -> None: ...
+
+    def _push_history(self, text: str) -> None: ...
+
 
 _FAST_CHUNK = re.compile(rb"(?:[\x20-\x7e\r\n]|\x1b\[[0-9;]*m)*\Z")
 _PLAIN = bytes(range(0x20, 0x7F)) + b"\r\n"  # bytes the fast path takes without a regex

@@ -16,16 +16,13 @@ import re
 from bisect import bisect_left, bisect_right
 from collections import Counter
 from collections.abc import Callable, Generator
-from typing import TYPE_CHECKING, Any
+from typing import Any, Protocol
 
 import pyte
 from pyte import charsets as cs
 from pyte import control as ctrl
 from pyte import modes as mo
 from pyte.screens import Char, Margins, StaticDefaultDict, wcwidth
-
-if TYPE_CHECKING:
-    from workers.vt import Terminal
 
 ALT_MODES = {1049 << 5, 1047 << 5, 47 << 5}
 DECCKM = 1 << 5  # application cursor keys, in pyte's shifted form
@@ -204,6 +201,32 @@ def _rebuild(line: Any, cells: dict[int, Any]) -> None:
     line.update(cells)
 
 
+class Host(Protocol):
+    """The ``Terminal`` a screen belongs to (``workers.vt``), as the screen sees it: what
+    it reports back and the state changes it hands over. A protocol, so that this module
+    does not import the one built on it."""
+
+    scrolled: int
+    dropped: int
+
+    @property
+    def alternate(self) -> bool: ...
+
+    def _lost(self) -> None: ...
+
+    def _answer(self, text: str) -> None: ...
+
+    def _push_history(self, text: str) -> None: ...
+
+    def _erase_scrollback(self) -> None: ...
+
+    def _full_reset(self) -> None: ...
+
+    def _enter_alternate(self, save_cursor: bool) -> None: ...
+
+    def _leave_alternate(self, restore_cursor: bool) -> None: ...
+
+
 class Screen(pyte.Screen):
     """pyte's screen with history capture, the alternate screen and ED 3 / RIS epochs.
 
@@ -214,7 +237,7 @@ class Screen(pyte.Screen):
     visit every cell; its tab sorts every stop).
     """
 
-    def __init__(self, term: Terminal, cols: int, rows: int) -> None:
+    def __init__(self, term: Host, cols: int, rows: int) -> None:
         self._term = term
         self._ready = False
         self._stops: list[int] | None = None

@@ -299,7 +299,7 @@ def test_a_failing_fast_path_falls_back_to_the_parser() -> None:
     t = Terminal(10, 2)
     old = fastpath._bulk_lines
 
-    def broken(term: Terminal, text: str) -> bool:
+    def broken(term: fastpath.Terminal, text: str) -> bool:
         raise RuntimeError("boom")
 
     fastpath._bulk_lines = broken

@@ -13,7 +13,7 @@ from typing import TYPE_CHECKING, Any
 
 if TYPE_CHECKING:
     from venomx.daemon.config import Config
-    from venomx.daemon.panes.owner import Panes
+    from venomx.daemon.panes.contract import Owner
     from venomx.daemon.registry import Pane
 
 
@@ -55,7 +55,7 @@ class ExitedPanes:
         detail = f"{len(self.held)} exited panes hold {self.total} bytes"
         return section, {"name": "exited_panes", "status": status, "detail": detail}
 
-    def enforce(self, owner: Panes) -> None:
+    def enforce(self, owner: Owner) -> None:
         """Remove the oldest exited panes while their total passes ``panes.exited_max_bytes``
         (0: never), skipping any pane whose run record is retained and any that a start
         past its barrier is about to be committed beside."""

@@ -3,24 +3,64 @@
 A ``Link`` lives in the pane owner (``Panes``) beside the pane's record: the sentinel's
 channel, the leader's pidfd and the watchdog, the termination in progress, what the
 sentinel or the daemon's own reap said about the exit, and the attach streams.
+``termination.py`` starts and escalates a ``Termination``.
 """
 
 from __future__ import annotations
 
 import asyncio
+import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
 if TYPE_CHECKING:
     from venomx.daemon.panes.sentinels import Channel
-    from venomx.daemon.panes.termination import Termination
+    from venomx.daemon.registry import Pane
     from workers import protocol as P
     from workers.rows import Snapshot
 
 
 def _future() -> asyncio.Future[None]:
     return asyncio.get_running_loop().create_future()
+
+
+class Termination:
+    """One pane's termination in progress: its first signal and cause, and the timer that
+    calls ``escalate`` (SIGKILL) at the grace deadline."""
+
+    def __init__(
+        self,
+        pane: Pane,
+        signame: str,
+        grace_ms: int,
+        cause: str,
+        escalate: Callable[[Termination], None],
+    ) -> None:
+        self.pane = pane
+        self.signame = signame
+        self.grace_ms = grace_ms
+        self.cause = cause
+        self.escalate = escalate
+        self.started = time.monotonic()
+        self.killed_at: float | None = None
+        self.killed: asyncio.Future[None] = asyncio.get_running_loop().create_future()
+        self.timer: asyncio.TimerHandle | None = None
+
+    def cap_grace(self, grace_ms: int) -> None:
+        """Bring the SIGKILL deadline forward to at most ``grace_ms`` from now."""
+        if self.timer is None:
+            return
+        loop = asyncio.get_running_loop()
+        due = loop.time() + grace_ms / 1000.0
+        if self.timer.when() > due:
+            self.timer.cancel()
+            self.timer = loop.call_at(due, self.escalate, self)
+
+    def cancel_timer(self) -> None:
+        if self.timer is not None:
+            self.timer.cancel()
+            self.timer = None
 
 
 @dataclass(eq=False)

@@ -26,7 +26,8 @@ from venomx.daemon.layout import remove_from_layout
 from venomx.daemon.lifecycle import Lifecycle
 from venomx.daemon.panes import watch
 from venomx.daemon.panes.exited import ExitedPanes
-from venomx.daemon.panes.link import Link
+from venomx.daemon.panes.link import Link, Termination
+from venomx.daemon.panes.losses import Losses
 from venomx.daemon.panes.pacing import Pacer
 from venomx.daemon.panes.replays import Replays
 from venomx.daemon.panes.requests import Requests, lost
@@ -36,7 +37,6 @@ from venomx.daemon.panes.termination import (
     DEFAULT_GRACE_MS,
     DEFAULT_SIGNAL,
     KILL_WAIT,
-    Termination,
     terminate,
     wait_terminated,
 )
@@ -98,7 +98,7 @@ class Panes:
         # Starts past their barrier, by pane ID. A removal of their session or window waits
         # for them; an exited split target is not evicted under them.
         self.past_barrier: dict[str, PastBarrier] = {}
-        self.losses = watch.Losses()
+        self.losses = Losses()
         self.exited_panes = ExitedPanes()
         self.replays = Replays()  # the last bytes of panes that ended lately
         self.requests = Requests()
@@ -577,6 +577,11 @@ class Panes:
         start.done.set_result(None)
         if start.target is not None:
             self.exited_panes.enforce(self)  # its target may have been spared for it
+
+    def abandoned(self, pane_id: str) -> bool:
+        """Whether a recursive removal went on without this start (``abandon``)."""
+        start = self.past_barrier.get(pane_id)
+        return start is not None and start.abandoned
 
     def split_targets(self) -> set[str]:
         """Panes a start past its barrier is about to be committed beside."""

@@ -19,7 +19,6 @@ import sys
 from collections.abc import Callable
 from typing import TYPE_CHECKING
 
-from venomx.daemon.panes.watch import stopped
 from venomx.daemon.readbuf import ReadsShared
 from workers import protocol as P
 
@@ -44,6 +43,22 @@ RETRY = 1.0
 # after the start that took a spare: the starts of that moment then share one batch.
 TOP_UP = 0.5
 FD_ERRNOS = frozenset({errno.EMFILE, errno.ENFILE})
+
+
+def proc_state(pid: int) -> str | None:
+    """The one-letter state of a process in /proc (R, S, D, T, t, Z, ...), or None."""
+    try:
+        with open(f"/proc/{pid}/stat", "rb") as f:
+            stat = f.read()
+    except OSError:
+        return None
+    end = stat.rfind(b")")
+    return stat[end + 2 : end + 3].decode("ascii", "replace") if end > 0 else None
+
+
+def stopped(pid: int) -> bool:
+    """Whether the process is stopped (by a signal or a tracer): it will not answer."""
+    return proc_state(pid) in ("T", "t")
 
 
 class ForkServer:

@@ -27,7 +27,7 @@ from workers import protocol as P
 
 if TYPE_CHECKING:
     from venomx.daemon.cgroups import Cgroups
-    from venomx.daemon.panes.owner import Panes
+    from venomx.daemon.panes.contract import Owner
 
 T = TypeVar("T")
 log = logging.getLogger(__name__)
@@ -128,7 +128,7 @@ async def make_cgroup(
 
 
 async def spawn(
-    owner: Panes, req: SpawnRequest, on_commit: Callable[[Pane], None] | None = None
+    owner: Owner, req: SpawnRequest, on_commit: Callable[[Pane], None] | None = None
 ) -> Pane:
     """Prepare, release the barrier, and commit; raise with nothing left behind.
 
@@ -148,18 +148,17 @@ async def spawn(
             owner.start_done(pane_id)
 
 
-def still_wanted(owner: Panes, req: SpawnRequest, pane_id: str) -> None:
+def still_wanted(owner: Owner, req: SpawnRequest, pane_id: str) -> None:
     """What ends a start before its commit whatever its target: shutdown, a revoked
     requester, a recursive removal that went on without it."""
     owner.lifecycle.refuse_new_work()
     if req.requester.revoked:  # while the start was prepared: its token stopped working
         raise VenomxError("denied.token", "the principal was revoked during the start", {})
-    start = owner.past_barrier.get(pane_id)
-    if start is not None and start.abandoned:
+    if owner.abandoned(pane_id):
         raise VenomxError("conflict.removing", f"the target of pane {pane_id} was removed", {})
 
 
-def release_point(owner: Panes, req: SpawnRequest, pane_id: str, releasing: list[str]) -> None:
+def release_point(owner: Owner, req: SpawnRequest, pane_id: str, releasing: list[str]) -> None:
     """The target as step 8 wants it, checked again in the turn the barrier is released;
     from here a removal of its window or session waits for this start."""
     still_wanted(owner, req, pane_id)
@@ -174,7 +173,7 @@ def release_point(owner: Panes, req: SpawnRequest, pane_id: str, releasing: list
 
 
 async def _spawn(
-    owner: Panes,
+    owner: Owner,
     req: SpawnRequest,
     on_commit: Callable[[Pane], None] | None,
     releasing: list[str],
@@ -350,7 +349,7 @@ async def _spawn(
     return pane
 
 
-def give_back(owner: Panes, chan: Channel) -> None:
+def give_back(owner: Owner, chan: Channel) -> None:
     """The start failed before any process existed: the sentinel is a spare again."""
     owner.registry.sentinels.pop(chan.sentinel_pid, None)
     owner.forkserver.recycle(chan)
@@ -366,7 +365,7 @@ class CancelledAfter(asyncio.CancelledError):
 
 
 def commit(
-    owner: Panes,
+    owner: Owner,
     req: SpawnRequest,
     chan: Channel,
     window_id: str | None,

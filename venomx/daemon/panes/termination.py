@@ -12,17 +12,18 @@ a no-op.
 from __future__ import annotations
 
 import asyncio
+import functools
 import signal as _signal
 import time
 from typing import TYPE_CHECKING
 
+from venomx.daemon.panes.link import Link, Termination
 from venomx.manifest.verbs import TERMINATE_GRACE_MS, TERMINATE_SIGNAL
 from venomx.wire import VenomxError
 from workers import protocol as P
 
 if TYPE_CHECKING:
-    from venomx.daemon.panes.link import Link
-    from venomx.daemon.panes.owner import Panes
+    from venomx.daemon.panes.contract import Owner
     from venomx.daemon.registry import Pane
 
 KILL_WAIT = 1.0
@@ -32,45 +33,15 @@ REPORT_WAIT = 2.0
 DEFAULT_SIGNAL, DEFAULT_GRACE_MS = TERMINATE_SIGNAL, TERMINATE_GRACE_MS
 
 
-class Termination:
-    """One pane's termination in progress: its first signal and cause, and the SIGKILL timer."""
-
-    def __init__(self, owner: Panes, pane: Pane, signame: str, grace_ms: int, cause: str) -> None:
-        self.owner = owner
-        self.pane = pane
-        self.signame = signame
-        self.grace_ms = grace_ms
-        self.cause = cause
-        self.started = time.monotonic()
-        self.killed_at: float | None = None
-        self.killed: asyncio.Future[None] = asyncio.get_running_loop().create_future()
-        self.timer: asyncio.TimerHandle | None = None
-
-    def cap_grace(self, grace_ms: int) -> None:
-        """Bring the SIGKILL deadline forward to at most ``grace_ms`` from now."""
-        if self.timer is None:
-            return
-        loop = asyncio.get_running_loop()
-        due = loop.time() + grace_ms / 1000.0
-        if self.timer.when() > due:
-            self.timer.cancel()
-            self.timer = loop.call_at(due, _escalate, self.owner, self)
-
-    def cancel_timer(self) -> None:
-        if self.timer is not None:
-            self.timer.cancel()
-            self.timer = None
-
-
 def terminate(
-    owner: Panes, pane: Pane, link: Link, signame: str, grace_ms: int, cause: str
+    owner: Owner, pane: Pane, link: Link, signame: str, grace_ms: int, cause: str
 ) -> Termination | None:
     """Start (or join) the termination of ``pane``; one reactor turn, no waiting."""
     if not pane.live:
         return None
     if link.termination is not None:
         return link.termination
-    t = Termination(owner, pane, signame, grace_ms, cause)
+    t = Termination(pane, signame, grace_ms, cause, functools.partial(_escalate, owner))
     link.termination = t
     pane.state = "terminating"
     if link.channel is not None:  # input is frozen: what is queued goes no further
@@ -85,11 +56,11 @@ def terminate(
         owner.runs.on_terminating(pane.run, cause)
     owner.signal(pane, [_signal.SIGCONT, _signal.Signals[signame]])
     loop = asyncio.get_running_loop()
-    t.timer = loop.call_later(grace_ms / 1000.0, _escalate, owner, t)
+    t.timer = loop.call_later(grace_ms / 1000.0, t.escalate, t)
     return t
 
 
-def _escalate(owner: Panes, t: Termination) -> None:
+def _escalate(owner: Owner, t: Termination) -> None:
     t.timer = None
     if not t.pane.live:
         return

@@ -16,14 +16,13 @@ import asyncio
 import logging
 import os
 import signal
-from collections import deque
 from typing import TYPE_CHECKING, Any
 
-from venomx.daemon.registry import now_iso
+from venomx.daemon.panes.sentinels import stopped
 
 if TYPE_CHECKING:
+    from venomx.daemon.panes.contract import Owner
     from venomx.daemon.panes.link import Link
-    from venomx.daemon.panes.owner import Panes
     from venomx.daemon.registry import Pane
 
 log = logging.getLogger(__name__)
@@ -36,45 +35,9 @@ STOP_CHECK = 0.1  # after the leader's exit, when a sentinel that has not report
 # After the leader is reaped (so the sentinel has exited), how long its EXIT may still
 # take to come out of the channel.
 CHANNEL_BOUND = 1.0
-LOST_KEPT = 100  # doctor lists this many of the most recent losses
 
 
-class Losses:
-    """Sentinels lost since start, for doctor: a count and the most recent ones."""
-
-    def __init__(self) -> None:
-        self.count = 0
-        self.recent: deque[dict[str, Any]] = deque(maxlen=LOST_KEPT)
-
-    def add(self, pane: Pane, why: str) -> None:
-        self.count += 1
-        entry: dict[str, Any] = {
-            "pane": pane.id,
-            "pid": pane.sentinel_pid,
-            "reason": why,
-            "at": now_iso(),
-        }
-        if pane.run is not None:
-            entry["run"] = pane.run
-        self.recent.append(entry)
-
-
-def proc_state(pid: int) -> str | None:
-    """The one-letter state of a process in /proc (R, S, D, T, t, Z, ...), or None."""
-    try:
-        with open(f"/proc/{pid}/stat", "rb") as f:
-            stat = f.read()
-    except OSError:
-        return None
-    end = stat.rfind(b")")
-    return stat[end + 2 : end + 3].decode("ascii", "replace") if end > 0 else None
-
-
-def stopped(pid: int) -> bool:
-    return proc_state(pid) in ("T", "t")
-
-
-def watch(owner: Panes, pane: Pane, link: Link) -> None:
+def watch(owner: Owner, pane: Pane, link: Link) -> None:
     """Start watching a committed pane: its leader's exit (pidfd) and its channel."""
     loop = asyncio.get_running_loop()
     if link.channel is not None:
@@ -105,7 +68,7 @@ def unwatch(link: Link) -> None:
         link.watchdog = None
 
 
-def on_leader_exit(owner: Panes, pane: Pane, link: Link) -> None:
+def on_leader_exit(owner: Owner, pane: Pane, link: Link) -> None:
     """The leader exited (still unreaped): its sentinel must now report, or be lost."""
     close_pidfd(link)
     if not link.leader_gone.done():
@@ -119,7 +82,7 @@ def on_leader_exit(owner: Panes, pane: Pane, link: Link) -> None:
     )
 
 
-def look_at_sentinel(owner: Panes, pane: Pane, link: Link) -> None:
+def look_at_sentinel(owner: Owner, pane: Pane, link: Link) -> None:
     link.watchdog = None
     if not pane.live or link.exit_seen or pane.fault is not None:
         return
@@ -131,7 +94,7 @@ def look_at_sentinel(owner: Panes, pane: Pane, link: Link) -> None:
     )
 
 
-def overdue(owner: Panes, pane: Pane, link: Link) -> None:
+def overdue(owner: Owner, pane: Pane, link: Link) -> None:
     """The sentinel did not report in time although its leader is gone."""
     link.watchdog = None
     if pane.live and not link.exit_seen:
@@ -139,14 +102,14 @@ def overdue(owner: Panes, pane: Pane, link: Link) -> None:
         owner.settle(pane)
 
 
-def on_channel_closed(owner: Panes, pane: Pane, link: Link) -> None:
+def on_channel_closed(owner: Owner, pane: Pane, link: Link) -> None:
     if pane.live and not link.exit_seen:
         broken = link.channel is not None and link.channel.broken
         lose(owner, pane, link, "broken channel" if broken else "channel closed")
         owner.settle(pane)
 
 
-def lose(owner: Panes, pane: Pane, link: Link, why: str) -> None:
+def lose(owner: Owner, pane: Pane, link: Link, why: str) -> None:
     """Record that venomx lost this pane's sentinel, and make sure it is gone.
 
     One turn: the fault, its event (before the pane's ``pane.exited``), the count. The
