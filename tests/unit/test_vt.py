@@ -11,7 +11,7 @@ from collections.abc import Iterator
 from contextlib import contextmanager
 
 import pytest
-from hypothesis import given, settings
+from hypothesis import example, given, settings
 from hypothesis import strategies as st
 from pyte.screens import wcwidth
 
@@ -742,8 +742,15 @@ _PROGRAM = st.lists(
 ).map(b"".join)
 
 
+def _shown(t: Terminal) -> list[str]:
+    """The rows on screen as capture reads them: a wide character whose right half was
+    written over is a blank cell, as in xterm (pyte's ``display`` still draws it)."""
+    return [t.row(n) for n in range(t.end - t.rows, t.end)]
+
+
 @settings(max_examples=300, deadline=None)
 @given(before=_PROGRAM, after=_PROGRAM)
+@example(before=b"abababab" + "中".encode() + b"\x1b[?7lab", after=b"")
 def test_a_repaint_draws_what_follows_as_the_pane_does(before: bytes, after: bytes) -> None:
     """A terminal that was shown the pane's repaint (attach) and then the program's next
     output shows the same text, with the cursor in the same place, as the pane itself:
@@ -755,5 +762,5 @@ def test_a_repaint_draws_what_follows_as_the_pane_does(before: bytes, after: byt
     for data in (b"", after):
         pane.feed(data)
         person.feed(data)
-        assert person.screen.display == pane.screen.display
+        assert _shown(person) == _shown(pane)
         assert person.screen.reported_cursor() == pane.screen.reported_cursor()
