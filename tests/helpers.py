@@ -27,8 +27,9 @@ def wait_for(
     what: str = "condition",
     every: float | None = None,
 ) -> Any:
-    """Poll ``cond`` until truthy or the deadline passes (never a bare sleep); ``every``
-    spaces the polls, for a condition that asking too often would itself prevent."""
+    """Poll ``cond`` until truthy or the deadline passes (never a bare sleep), backing off
+    to 50 ms; ``every`` spaces the polls evenly instead: widely, for a condition that
+    asking too often would itself prevent, or finely, for one that should be seen at once."""
     deadline = time.monotonic() + timeout
     delay = 0.005 if every is None else every
     while True:
@@ -191,7 +192,9 @@ def wait_listening(proc: subprocess.Popen[bytes], sock: str, log: Path) -> None:
         except VenomxError:
             return False
 
-    wait_for(ready, 15, "daemon socket")
+    # Finely: a daemon listens ~150 ms after it starts, and the backoff found it ~30 ms
+    # late, for each of the suite's daemons.
+    wait_for(ready, 15, "daemon socket", every=0.005)
 
 
 def serves(d: Daemon) -> bool:
