@@ -1,5 +1,5 @@
 """The import graph of venomx and workers has no circle at run time, and the daemon's
-layers stay apart: nothing below ``main`` knows the ``Daemon``, no handler reaches past
+layers stay apart: nothing but ``venomx.serve`` knows the ``Daemon``, no handler reaches past
 its services, and only the pane owner talks to sentinels.
 
 Every import counts, module-level or inside a function (a function-level import is a
@@ -123,7 +123,7 @@ def test_the_check_sees_a_function_level_circle(tmp_path: Path) -> None:
     }
 
 
-def test_only_main_knows_the_daemon() -> None:
+def test_only_serve_knows_the_daemon() -> None:
     """``Daemon`` constructs and wires the services; everything else gets services."""
     known = modules()
     users = {
@@ -131,7 +131,7 @@ def test_only_main_knows_the_daemon() -> None:
         for name, path in known.items()
         if "venomx.daemon.core" in imports_of(name, path, known, annotations=True)
     }
-    assert users == {"venomx.daemon.main"}
+    assert users == {"venomx.serve"}
 
 
 def test_no_handler_touches_the_daemon() -> None:

@@ -30,7 +30,7 @@ def test_cli_does_not_import_the_daemon() -> None:
 
 
 def test_the_daemon_does_not_load_pyte() -> None:
-    mods = loaded_after("import venomx.daemon.main, venomx.verbs")
+    mods = loaded_after("import venomx.serve, venomx.verbs")
     assert "workers.rows" in mods  # it reads exited panes' rows, through the row model
     assert not {m for m in mods if m.split(".")[0] == "pyte"}
     assert "workers.deferred" not in mods  # its stand-in secrets is for the fork server only

@@ -207,7 +207,7 @@ def test_a_terminal_that_is_not_utf8_is_given_ascii() -> None:
     ],
 )
 def test_utf8_is_judged_by_the_locale_as_tmux_does(env: dict[str, str], utf8: bool) -> None:
-    probe = "from venomx.cli.visible import utf8_locale; print(utf8_locale())"
+    probe = "from venomx.visible import utf8_locale; print(utf8_locale())"
     done = subprocess.run(
         [sys.executable, "-c", probe],
         env={"PATH": os.environ.get("PATH", ""), "PYTHONPATH": str(ROOT), **env},
@@ -219,7 +219,7 @@ def test_utf8_is_judged_by_the_locale_as_tmux_does(env: dict[str, str], utf8: bo
 
 
 JSON_PROBE = (
-    "import sys; from venomx.cli.visible import json_line; "
+    "import sys; from venomx.visible import json_line; "
     "sys.stdout.buffer.write(json_line({'a': '\\u00db\\u009b\\U0001f600'}))"
 )
 
@@ -263,7 +263,7 @@ def test_exec_knows_whether_its_line_starts_a_line() -> None:
 
 
 def test_json_escapes_del_in_ascii_too() -> None:
-    from venomx.cli.visible import json_line
+    from venomx.visible import json_line
 
     assert json_line({"a": "x\x7f"}) == b'{"a":"x\\u007f"}'
 

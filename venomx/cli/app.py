@@ -33,7 +33,7 @@ from venomx.cli.options import (
     with_version,
 )
 from venomx.cli.text import GROUP_HELP, ROOT_HELP
-from venomx.cli.visible import json_line
+from venomx.visible import json_line
 from venomx.wire import VALUE_MAX_DEPTH, VenomxError, loads
 
 if TYPE_CHECKING:
@@ -157,7 +157,7 @@ def call_verb(
             if as_json:
                 text = json_line(result).decode()
             else:
-                from venomx.cli.visible import for_terminal, visible
+                from venomx.visible import for_terminal, visible
 
                 text = for_terminal(
                     visible(readable(verb, result, pane_lookup(client))), sys.stdout

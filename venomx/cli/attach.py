@@ -11,8 +11,8 @@ import tty
 
 from venomx.cli.errors import Asked, human
 from venomx.cli.termguard import TermGuard
-from venomx.cli.visible import for_terminal, visible
 from venomx.client import Client
+from venomx.visible import for_terminal, visible
 from venomx.wire import VenomxError
 
 DETACH = b"\x1c"

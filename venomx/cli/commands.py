@@ -11,8 +11,8 @@ import click
 
 from venomx.cli.errors import Asked, emit_error
 from venomx.cli.options import socket_option, with_socket
-from venomx.cli.visible import json_line
 from venomx.paths import socket_path
+from venomx.visible import json_line
 from venomx.wire import VenomxError, dumps
 
 
@@ -56,7 +56,7 @@ def serve(
     Under systemd it reports readiness (Type=notify) and serves the socket it is passed
     (socket activation); see contrib/systemd and docs/operations.md.
     """
-    from venomx.daemon.main import run_daemon
+    from venomx.serve import run_daemon
 
     path = os.path.abspath(socket_path(socket_))
     log_path = os.path.abspath(log_file) if log_file else None

@@ -11,8 +11,8 @@ from typing import Any, NoReturn
 
 import click
 
-from venomx.cli.visible import for_terminal, json_line, visible
 from venomx.paths import socket_path
+from venomx.visible import for_terminal, json_line, visible
 from venomx.wire import VenomxError
 
 NOT_LISTENING = (errno.ENOENT, errno.ECONNREFUSED)

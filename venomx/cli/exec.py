@@ -28,9 +28,9 @@ from venomx.cli.render import human_duration, usage_text
 from venomx.cli.runlog import RowLog
 from venomx.cli.termguard import TermGuard
 from venomx.cli.textlog import TextLines
-from venomx.cli.visible import for_terminal, json_line
 from venomx.client import Client, reconnecting
 from venomx.manifest.verbs import ENV_NAME_PATTERN, MAX_ENV_VALUE
+from venomx.visible import for_terminal, json_line
 from venomx.wire import VenomxError
 
 DEFAULT_SESSION = "default"

@@ -13,8 +13,8 @@ from collections.abc import Callable
 from typing import Any
 
 from venomx.cli.errors import Asked, human
-from venomx.cli.visible import for_terminal
 from venomx.client import Client, reconnecting
+from venomx.visible import for_terminal
 from venomx.wire import VenomxError
 
 PAGE = 1000

@@ -36,7 +36,7 @@ import codecs
 import os
 import re
 
-from venomx.cli.visible import as_ascii, utf8_locale
+from venomx.visible import as_ascii, utf8_locale
 
 # Drawn text, and C0 controls that only move the cursor or ring the bell.
 _TEXT = re.compile("[^\x00-\x1f\x7f-\x9f]+")

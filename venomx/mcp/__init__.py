@@ -27,12 +27,12 @@ from mcp.server.stdio import stdio_server
 
 from venomx import __version__
 from venomx.aclient import AsyncClient
-from venomx.cli.visible import json_controls
 from venomx.manifest.generate import instructions
 from venomx.manifest.schema import validate
 from venomx.manifest.verbs import SEAMS, verb_by_name
 from venomx.mcp.progress import wait_with_progress
 from venomx.mcp.tools import TOOLS, can_ever_call, every_tool, is_seam, listed
+from venomx.visible import json_controls
 from venomx.wire import VenomxError, too_deep
 
 log = logging.getLogger(__name__)
