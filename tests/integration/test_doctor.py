@@ -169,6 +169,8 @@ def test_exited_panes_are_counted_and_evicted_only_when_asked(daemon: Daemon) ->
     # 3000 short rows: the compact form holds about their text (~14 KB), not ~200 B a row
     assert 10_000 < one < 40_000 and held["bytes"] == sum(held["largest"].values())
     assert held["max_bytes"] == 0 and held["evicted"] == 0  # off by default
+    # and the last bytes each printed, for an attach resuming after an offset (\r\n each)
+    assert held["replay_bytes"] == 4 * len("".join(f"{i}\r\n" for i in range(1, 3001)))
     check = next(c for c in daemon.call("doctor")["checks"] if c["name"] == "exited_panes")
     assert check["status"] == "ok"
     daemon.call("config.set", {"path": "panes.exited_warn_bytes", "value": str(one)})
@@ -182,6 +184,7 @@ def test_exited_panes_are_counted_and_evicted_only_when_asked(daemon: Daemon) ->
     alive = {p["pane"] for p in daemon.call("pane.list")["panes"]}
     assert panes[0] not in alive and panes[1] not in alive and with_run in alive
     assert daemon.call("run.get", {"run": r["run"]})["pane"] == with_run
+    assert exited()["replay_bytes"] == 2 * len("".join(f"{i}\r\n" for i in range(1, 3001)))
 
 
 def test_dropped_vt_sequences_reach_doctor(daemon: Daemon) -> None:

@@ -494,6 +494,7 @@ async def report(d: Doctor) -> dict[str, Any]:
     a_check, active = run_active(d)
     r_check, stuck = run_stuck(d)
     x_section, x_check = d.panes.exited_panes.report(d.config)
+    x_section["replay_bytes"] = d.panes.replays.total
     checks = [
         socket_file(d),
         fork_server(d, facts),

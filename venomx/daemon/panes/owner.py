@@ -483,7 +483,7 @@ class Panes:
         pane.exited_mono = time.monotonic()
         pane.final = final  # None when the sentinel was lost: no rows are invented
         if final is not None:
-            self.replays.add(pane.id, link.exit_replay)
+            self.replays.add(pane.id, link.exit_replay, pane.node.owner or "")
         link.exit_replay = b""
         link.exit_state = None
         watch.unwatch(link)
