@@ -10,8 +10,8 @@ import click
 import pytest
 from click.testing import CliRunner
 
-from venomx.cli.app import build
 from venomx.cli.render import human_bytes, human_duration, render_doctor
+from venomx.cli.tree import build
 from venomx.manifest.verbs import VERBS
 
 

@@ -25,7 +25,7 @@ def test_sentinel_is_small() -> None:
 
 
 def test_cli_does_not_import_the_daemon() -> None:
-    mods = loaded_after("import venomx.cli.app as a; a.build()")
+    mods = loaded_after("import venomx.cli.tree as a; a.build()")
     assert not {m for m in mods if m.startswith("venomx.daemon") or m.startswith("mcp")}
 
 

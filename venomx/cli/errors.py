@@ -9,8 +9,7 @@ import os
 import sys
 from typing import Any, NoReturn
 
-import click
-
+from venomx.cli.out import echo
 from venomx.paths import socket_path
 from venomx.visible import for_terminal, json_line, visible
 from venomx.wire import VenomxError
@@ -93,9 +92,9 @@ def human(err: VenomxError, asked: Asked) -> str:
 
 def emit_error(err: VenomxError, as_json: bool, asked: Asked | None = None) -> NoReturn:
     if as_json:
-        click.echo(json_line({"error": err.to_dict()}).decode())
+        echo(json_line({"error": err.to_dict()}).decode())
     else:
-        click.echo(human(err, asked or Asked()), err=True)
+        echo(human(err, asked or Asked()), err=True)
     sys.exit(err.exit_code)
 
 

@@ -23,11 +23,11 @@ from dataclasses import dataclass, field
 from typing import Any, BinaryIO
 
 from venomx.cli.errors import Asked, human
-from venomx.cli.options import cli_int
 from venomx.cli.render import human_duration, usage_text
 from venomx.cli.runlog import RowLog
 from venomx.cli.termguard import TermGuard
 from venomx.cli.textlog import TextLines
+from venomx.cli.values import cli_int
 from venomx.client import Client, reconnecting
 from venomx.manifest.verbs import ENV_NAME_PATTERN, MAX_ENV_VALUE
 from venomx.visible import for_terminal, json_line

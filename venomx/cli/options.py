@@ -2,7 +2,7 @@
 
 The click types (an integer range, a choice, a ``--x/--no-x`` flag) give help, metavars
 and completion. They do not check values: the CLI checks every value with the manifest's
-own schema errors (``venomx.cli.app.convert``), so a bad ``--cols`` reads exactly like the
+own schema errors (``venomx.cli.values.convert``), so a bad ``--cols`` reads exactly like the
 daemon's answer (foundation §4); click's usage errors are kept for unknown options,
 commands and stray words.
 """
@@ -10,7 +10,6 @@ commands and stray words.
 from __future__ import annotations
 
 import json
-import re
 from collections.abc import Callable
 from typing import TYPE_CHECKING, Any
 
@@ -18,7 +17,6 @@ import click
 
 from venomx import PROTOCOL, __version__
 from venomx.cli.facts import CliParam, CliVerb
-from venomx.wire import parse_int
 
 if TYPE_CHECKING:
     from venomx.manifest.verbs import Param, Verb
@@ -29,19 +27,6 @@ SHOWN_MAX = 2**53
 
 def option_name(param: str) -> str:
     return "--" + param.replace("_", "-")
-
-
-INT = re.compile(r"-?[0-9]+")
-
-
-def cli_int(name: str, text: str) -> int:
-    """An integer option's text as the daemon would take its value, or the daemon's
-    ``invalid_params.type`` for it (the schema is loaded only when a value is wrong)."""
-    if not INT.fullmatch(text.strip()):
-        from venomx.manifest.schema import type_error
-
-        raise type_error(name, "integer")
-    return parse_int(text.strip())
 
 
 class ManifestInt(click.IntRange):
