@@ -110,3 +110,14 @@ def test_pipelined_hello_answers_and_refuses_as_a_separate_one(shared_daemon: Da
         assert e.value.code == "denied.token"
     r = d.cli("whoami", "--json", token="vx_not_a_token")
     assert r.code == 4 and json.loads(r.out)["error"]["code"] == "denied.token"
+
+
+def test_exec_loads_neither_click_nor_asyncio(shared_daemon: Daemon) -> None:
+    """``venomx exec`` (the CI runner's call) is parsed without click too; it reads the
+    manifest for its checks, and keeps its own synchronous loop."""
+    out, mods = modules_after(shared_daemon, "exec", "--json", "--", "echo", "quick")
+    assert json.loads(out)["outcome"] == "succeeded"
+    assert "venomx.cli.exec" in mods
+    heavy = sorted(m for m in mods if m.split(".")[0] in HEAVY)
+    assert heavy == [], heavy
+    assert sorted(m for m in mods if m.split(".")[0] == "click" or m in CLICK) == []

@@ -13,10 +13,11 @@ import pytest
 from hypothesis import HealthCheck, example, given, settings
 from hypothesis import strategies as st
 
+from venomx.cli import exec as exec_module
 from venomx.cli import quick, tree
 from venomx.cli.facts_data import VERBS
 
-Parsed = tuple[str, dict[str, Any], list[str], bool, Any, Any]
+Parsed = tuple[Any, ...]
 
 
 class Reached(Exception):
@@ -31,8 +32,12 @@ def by_click(argv: list[str]) -> Parsed | None:
         given_raw = {k: v for k, v in raw.items() if v is not None}
         raise Reached((verb.name, given_raw, trailing, *rest))
 
+    def exec_reached(**given: Any) -> None:
+        raise Reached(("exec", given))
+
     with pytest.MonkeyPatch.context() as mp:
         mp.setattr(tree, "dispatch", reached)
+        mp.setattr(exec_module, "exec_main", exec_reached)
         mp.delenv("_VENOMX_COMPLETE", raising=False)
         try:
             tree.build().main(argv, prog_name="venomx", standalone_mode=False)
@@ -47,6 +52,8 @@ def by_quick(argv: list[str]) -> Parsed | None:
     q = quick.parse(argv)
     if q is None:
         return None
+    if isinstance(q, quick.QuickExec):
+        return ("exec", q.given)
     return (q.verb.name, q.raw, q.trailing, q.as_json, q.socket, q.token)
 
 
@@ -66,6 +73,11 @@ USUAL = [
     "session create --name ci --json",
     "window create --session s0 -- sh",
     "pane send --pane p0 --text hi",
+    "exec -- make test",
+    "exec make test --json",
+    "exec --session ci --env A=1 --env B=2 --clean-env --deadline-ms 5 -- sh -c 'exit 3'",
+    "exec --stdin --json --key k1 --cols 80 --rows 24 --cwd /tmp -- cat",
+    "exec --keep-escapees --detach-on-interrupt --socket=/tmp/s --token=@owner - x",
 ]
 
 
@@ -86,7 +98,13 @@ LEFT = [
     "events read",
     "events --follow",
     "attach --pane p0",
-    "exec -- true",
+    "exec",
+    "exec --",
+    "exec --json",
+    "exec --help -- true",
+    "exec -x true",
+    "exec --stdin=1 true",
+    "exec --key a --key b true",
     "pane",
     "pane capture_rows --pane p0",
     "run wait --run r0 --run r1",
@@ -110,10 +128,13 @@ def cli_paths() -> list[list[str]]:
     for name in VERBS:
         family, _, action = name.partition(".")
         paths.append([family, action.replace("_", "-")] if action else [family])
-    return [*paths, ["run", "log"], ["events"], ["attach"], ["pane"]]
+    return [*paths, ["run", "log"], ["events"], ["attach"], ["pane"], ["exec"], ["exec"]]
 
 
 def options_of(path: list[str]) -> list[tuple[str, str]]:
+    if path == ["exec"]:
+        flags = [(opt, "flag") for opt in quick.EXEC_FLAGS]
+        return [*((opt, "string") for opt in quick.EXEC_VALUES), ("--env", "string"), *flags]
     row = VERBS.get(".".join(path).replace("-", "_"))
     own = [("--" + p[0].replace("_", "-"), p[1]) for p in (row[6] if row else ())]
     return [*own, ("--socket", "string"), ("--token", "string")]
@@ -137,7 +158,7 @@ def command_lines(draw: st.DrawFn) -> list[str]:
         elif form == "equals":
             line.append(f"{opt}={draw(value)}")
         elif form == "alone":
-            line.append(opt if kind == "boolean" else "--json")
+            line.append(opt if kind in ("boolean", "flag") else "--json")
         elif form == "negated":
             line.append("--no-" + opt[2:])
         else:

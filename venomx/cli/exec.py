@@ -20,7 +20,7 @@ import time
 import uuid
 from collections.abc import Callable
 from dataclasses import dataclass, field
-from typing import Any, BinaryIO
+from typing import Any, BinaryIO, NoReturn
 
 from venomx.cli.errors import Asked, human
 from venomx.cli.render import human_duration, usage_text
@@ -565,3 +565,45 @@ def run_int(name: str, text: str | None) -> int | None:
 
 def run_exec(opts: ExecOptions) -> int:
     return Exec(opts, sys.stdout.buffer, sys.stderr.buffer).run()
+
+
+def exec_main(
+    command: tuple[str, ...],
+    session: str | None = None,
+    key: str | None = None,
+    cwd: str | None = None,
+    env: tuple[str, ...] = (),
+    clean_env: bool = False,
+    send_stdin: bool = False,
+    detach_on_interrupt: bool = False,
+    deadline_ms: str | None = None,
+    cols: str | None = None,
+    rows: str | None = None,
+    keep_escapees: bool = False,
+    as_json: bool = False,
+    socket_: str | None = None,
+    token: str | None = None,
+) -> NoReturn:
+    """``venomx exec`` as its command line asked (parsed by click or by
+    ``venomx.cli.quick``): the integers checked as the daemon checks them, then the run."""
+    opts = ExecOptions(
+        list(command),
+        session=session,
+        key=key,
+        cwd=os.path.abspath(cwd) if cwd else None,
+        env=list(env),
+        clean_env=clean_env,
+        stdin=send_stdin,
+        detach_on_interrupt=detach_on_interrupt,
+        keep_escapees=keep_escapees,
+        as_json=as_json,
+        socket=socket_,
+        token=token,
+    )
+    try:  # a bad value reads as the daemon's answer to it would (foundation §4)
+        opts.deadline_ms = run_int("deadline_ms", deadline_ms)
+        opts.cols = run_int("cols", cols)
+        opts.rows = run_int("rows", rows)
+    except VenomxError as err:
+        sys.exit(Exec(opts, sys.stdout.buffer, sys.stderr.buffer).fail(err))
+    sys.exit(run_exec(opts))

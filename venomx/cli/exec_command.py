@@ -5,12 +5,12 @@ from __future__ import annotations
 
 import os
 import sys
+from typing import Any
 
 import click
 
 from venomx.cli.options import ManifestInt, with_socket
 from venomx.manifest.verbs import verb_by_name
-from venomx.wire import VenomxError
 
 
 def deadline_max() -> int:
@@ -80,23 +80,7 @@ def deadline_max() -> int:
     help="A principal token [default: $VENOMX_TOKEN, else @owner outside a pane]",
 )
 @click.argument("command", nargs=-1, required=True, type=click.UNPROCESSED)
-def exec_cmd(
-    session: str | None,
-    key: str | None,
-    cwd: str | None,
-    env: tuple[str, ...],
-    clean_env: bool,
-    send_stdin: bool,
-    detach_on_interrupt: bool,
-    deadline_ms: str | None,
-    cols: str | None,
-    rows: str | None,
-    keep_escapees: bool,
-    as_json: bool,
-    socket_: str | None,
-    token: str | None,
-    command: tuple[str, ...],
-) -> None:
+def exec_cmd(**given: Any) -> None:
     """Run COMMAND as a trusted run and stream its output while it runs.
 
     Exits with the run's status: the command's exit code, 128+N for signal N, 124 for
@@ -108,29 +92,9 @@ def exec_cmd(
     Example:
       venomx exec -- make test
     """
-    from venomx.cli.exec import Exec, ExecOptions, run_exec, run_int
+    from venomx.cli.exec import exec_main
 
-    opts = ExecOptions(
-        list(command),
-        session=session,
-        key=key,
-        cwd=os.path.abspath(cwd) if cwd else None,
-        env=list(env),
-        clean_env=clean_env,
-        stdin=send_stdin,
-        detach_on_interrupt=detach_on_interrupt,
-        keep_escapees=keep_escapees,
-        as_json=as_json,
-        socket=socket_,
-        token=token,
-    )
-    try:  # a bad value reads as the daemon's answer to it would (foundation §4)
-        opts.deadline_ms = run_int("deadline_ms", deadline_ms)
-        opts.cols = run_int("cols", cols)
-        opts.rows = run_int("rows", rows)
-    except VenomxError as err:
-        sys.exit(Exec(opts, sys.stdout.buffer, sys.stderr.buffer).fail(err))
-    sys.exit(run_exec(opts))
+    exec_main(**given)
 
 
 @click.command("log")

@@ -14,7 +14,7 @@ from __future__ import annotations
 import errno
 import os
 import sys
-from typing import NoReturn
+from typing import Any, NoReturn
 
 from venomx.cli.call import dispatch
 from venomx.cli.facts import CliVerb, cli_verb
@@ -55,10 +55,12 @@ def command_of(argv: list[str]) -> tuple[str, list[str]] | None:
     return None
 
 
-def parse(argv: list[str]) -> Quick | None:
+def parse(argv: list[str]) -> Quick | QuickExec | None:
     """The call ``argv`` makes, or None to leave it to click."""
     if "_VENOMX_COMPLETE" in os.environ:  # shell completion: click's
         return None
+    if argv[:1] == ["exec"]:
+        return parse_exec(argv[1:])
     named = command_of(argv)
     if named is None:
         return None
@@ -125,13 +127,88 @@ def parse(argv: list[str]) -> Quick | None:
     return call
 
 
+# ``venomx exec``'s options (venomx.cli.exec_command), by the name its function takes them
+EXEC_VALUES = {
+    "--session": "session",
+    "--key": "key",
+    "--cwd": "cwd",
+    "--deadline-ms": "deadline_ms",
+    "--cols": "cols",
+    "--rows": "rows",
+    "--socket": "socket_",
+    "--token": "token",
+}
+EXEC_FLAGS = {
+    "--clean-env": "clean_env",
+    "--stdin": "send_stdin",
+    "--detach-on-interrupt": "detach_on_interrupt",
+    "--keep-escapees": "keep_escapees",
+    "--json": "as_json",
+}
+
+
+class QuickExec:
+    """A parsed ``venomx exec``: the keyword arguments of ``venomx.cli.exec.exec_main``."""
+
+    __slots__ = ("given",)
+
+    def __init__(self) -> None:
+        self.given: dict[str, Any] = {name: None for name in EXEC_VALUES.values()}
+        self.given.update({name: False for name in EXEC_FLAGS.values()})
+        self.given["env"] = ()
+
+
+def parse_exec(words: list[str]) -> QuickExec | None:
+    """``venomx exec``'s options up to the command (after ``--``, or from its first word,
+    as click reads it), or None to leave the line to click."""
+    call = QuickExec()
+    seen: set[str] = set()
+    env: list[str] = []
+    i = 0
+    while i < len(words):
+        word = words[i]
+        i += 1
+        if word == "--" or not looks_like_option(word):
+            command = words[i:] if word == "--" else words[i - 1 :]
+            if not command:
+                return None  # click's "missing argument"
+            call.given["command"] = tuple(command)
+            call.given["env"] = tuple(env)
+            return call
+        opt, eq, explicit = word.partition("=")
+        if opt in EXEC_FLAGS and not eq and opt not in seen:
+            call.given[EXEC_FLAGS[opt]] = True
+        elif opt in EXEC_VALUES or opt == "--env":
+            if eq:
+                value = explicit
+            elif i < len(words):
+                value = words[i]
+                i += 1
+            else:
+                return None
+            if opt == "--env":
+                env.append(value)
+                continue
+            if opt in seen:
+                return None
+            call.given[EXEC_VALUES[opt]] = value
+        else:
+            return None  # a short option, --help, an unknown one, a flag given a value
+        seen.add(opt)
+    return None  # no command
+
+
 def looks_like_option(word: str) -> bool:
     return word[:1] == "-" and len(word) > 1
 
 
-def run(call: Quick) -> NoReturn:
+def run(call: Quick | QuickExec) -> NoReturn:
     """Make the call, ending as click's standalone mode would on Ctrl-C or a closed pipe."""
     try:
+        if isinstance(call, QuickExec):
+            from venomx.cli.exec import exec_main
+
+            exec_main(**call.given)
         dispatch(call.verb, call.raw, call.trailing, call.as_json, call.socket, call.token)
     except (EOFError, KeyboardInterrupt):
         sys.stderr.write("\nAborted!\n")
@@ -146,4 +223,4 @@ def run(call: Quick) -> NoReturn:
         sys.exit(1)
 
 
-__all__ = ["Quick", "parse", "run"]
+__all__ = ["Quick", "QuickExec", "parse", "run"]
