@@ -17,19 +17,17 @@ import signal
 import sys
 import threading
 import time
-import uuid
 from collections.abc import Callable
-from dataclasses import dataclass, field
 from typing import Any, BinaryIO, NoReturn
 
 from venomx.cli.errors import Asked, human
+from venomx.cli.facts_data import ENV_NAME_PATTERN, MAX_ENV_VALUE
 from venomx.cli.render import human_duration, usage_text
 from venomx.cli.runlog import RowLog
 from venomx.cli.termguard import TermGuard
 from venomx.cli.textlog import TextLines
 from venomx.cli.values import cli_int
 from venomx.client import Client, reconnecting
-from venomx.manifest.verbs import ENV_NAME_PATTERN, MAX_ENV_VALUE
 from venomx.visible import for_terminal, json_line
 from venomx.wire import VenomxError
 
@@ -49,25 +47,40 @@ EXIT_NOT_FOUND, EXIT_NOT_EXECUTABLE = 127, 126
 SESSION_ID = re.compile(r"s[0-9]+")
 
 
-@dataclass
 class ExecOptions:
-    """What the caller asked for on the command line."""
+    """What the caller asked for on the command line. (A plain class: a dataclass would
+    load ``dataclasses`` and ``inspect``, ~10 ms of every exec.)"""
 
-    argv: list[str]
-    session: str | None = None
-    key: str | None = None
-    cwd: str | None = None
-    env: list[str] = field(default_factory=list)
-    clean_env: bool = False
-    stdin: bool = False
-    detach_on_interrupt: bool = False
-    deadline_ms: int | None = None
-    cols: int | None = None
-    rows: int | None = None
-    keep_escapees: bool = False
-    as_json: bool = False
-    socket: str | None = None
-    token: str | None = None
+    def __init__(
+        self,
+        argv: list[str],
+        session: str | None = None,
+        key: str | None = None,
+        cwd: str | None = None,
+        env: list[str] | None = None,
+        clean_env: bool = False,
+        stdin: bool = False,
+        detach_on_interrupt: bool = False,
+        keep_escapees: bool = False,
+        as_json: bool = False,
+        socket: str | None = None,
+        token: str | None = None,
+    ) -> None:
+        self.argv = argv
+        self.session = session
+        self.key = key
+        self.cwd = cwd
+        self.env = env if env is not None else []
+        self.clean_env = clean_env
+        self.stdin = stdin
+        self.detach_on_interrupt = detach_on_interrupt
+        self.deadline_ms: int | None = None
+        self.cols: int | None = None
+        self.rows: int | None = None
+        self.keep_escapees = keep_escapees
+        self.as_json = as_json
+        self.socket = socket
+        self.token = token
 
 
 def caller_env(environ: dict[str, str]) -> tuple[dict[str, str], list[str]]:
@@ -227,7 +240,7 @@ class Exec:
                     {"reason": "missing"},
                 ) from None
         params: dict[str, Any] = {
-            "key": o.key or f"exec-{uuid.uuid4().hex}",
+            "key": o.key or f"exec-{os.urandom(16).hex()}",
             "argv": o.argv,
             "cwd": o.cwd if o.cwd is not None else here,
             "cols": o.cols or cols,

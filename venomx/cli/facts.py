@@ -103,6 +103,7 @@ def row_of(verb: Verb) -> Row:
 
 def source() -> str:
     """The text of ``venomx.cli.facts_data`` as the manifest has it now."""
+    from venomx.manifest.verbs import ENV_NAME_PATTERN, MAX_ENV_VALUE
     from venomx.manifest.verbs import VERBS as MANIFEST
 
     lines = [
@@ -118,7 +119,9 @@ def source() -> str:
         "VERBS: dict[str, Any] = {",
     ]
     lines += [f"    {v.name!r}: {row_of(v)!r}," for v in MANIFEST if not v.internal]
-    lines += ["}", "# fmt: on"]
+    lines += ["}", "", "# what exec passes of the caller's environment (RFC-0013)"]
+    lines += [f"ENV_NAME_PATTERN = {ENV_NAME_PATTERN!r}", f"MAX_ENV_VALUE = {MAX_ENV_VALUE!r}"]
+    lines += ["# fmt: on"]
     return "\n".join(lines) + "\n"
 
 

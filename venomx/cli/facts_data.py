@@ -44,4 +44,8 @@ VERBS: dict[str, Any] = {
     'seam.set': (False, False, False, 'fields', None, None, (('name', 'string', None, None, ('run.before_barrier', 'run.after_barrier', 'terminate.unkillable')), ('state', 'string', None, None, ('hold', 'release')))),
     'seam.wait': (False, False, False, 'fields', None, None, (('name', 'string', None, None, ('run.before_barrier', 'run.after_barrier', 'terminate.unkillable')), ('timeout_ms', 'integer', 0, 600000, None))),
 }
+
+# what exec passes of the caller's environment (RFC-0013)
+ENV_NAME_PATTERN = '[A-Za-z_][A-Za-z0-9_]*'
+MAX_ENV_VALUE = 32768
 # fmt: on
