@@ -104,12 +104,8 @@ def parse(argv: list[str]) -> Quick | QuickExec | None:
             value = "true" if value is None else value
         elif opt in options or opt in ("--socket", "--token"):
             dest = opt
-            if eq:
-                value = explicit
-            elif i < len(words):
-                value = words[i]
-                i += 1
-            else:
+            value, i = option_value(words, i, explicit if eq else None)
+            if value is None:
                 return None  # click's "requires an argument"
         else:
             return None  # unknown, --help, --version
@@ -179,12 +175,8 @@ def parse_exec(words: list[str]) -> QuickExec | None:
         if opt in EXEC_FLAGS and not eq and opt not in seen:
             call.given[EXEC_FLAGS[opt]] = True
         elif opt in EXEC_VALUES or opt == "--env":
-            if eq:
-                value = explicit
-            elif i < len(words):
-                value = words[i]
-                i += 1
-            else:
+            value, i = option_value(words, i, explicit if eq else None)
+            if value is None:
                 return None
             if opt == "--env":
                 env.append(value)
@@ -196,6 +188,16 @@ def parse_exec(words: list[str]) -> QuickExec | None:
             return None  # a short option, --help, an unknown one, a flag given a value
         seen.add(opt)
     return None  # no command
+
+
+def option_value(words: list[str], i: int, explicit: str | None) -> tuple[str | None, int]:
+    """An option's value, as click takes it: after ``=``, else the next word whatever it
+    looks like; and where the words go on (None: there is no value)."""
+    if explicit is not None:
+        return explicit, i
+    if i < len(words):
+        return words[i], i + 1
+    return None, i
 
 
 def looks_like_option(word: str) -> bool:
