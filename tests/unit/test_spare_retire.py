@@ -5,6 +5,8 @@ from __future__ import annotations
 import asyncio
 import os
 import socket
+import subprocess
+from pathlib import Path
 
 from tests.helpers import wait_for
 from venomx.daemon.panes.sentinels import Channel, ForkServer
@@ -20,9 +22,10 @@ def _exited_unreaped() -> int:
     return pid
 
 
-def _retire(pid: int) -> ForkServer:
+def _retire(pid: int, sessions: frozenset[int] = frozenset()) -> ForkServer:
     async def scenario() -> ForkServer:
         pool = ForkServer(64, 30000)
+        pool.sessions.update(sessions)
         ours, theirs = socket.socketpair()
         chan = await Channel.open(ours)
         chan.sentinel_pid = pid
@@ -47,3 +50,23 @@ def test_a_pid_reaped_already_is_not_noted() -> None:
     pid = _exited_unreaped()
     os.waitpid(pid, 0)
     assert not _retire(pid).was_retired(pid)
+
+
+def test_a_new_spare_not_yet_reparented_to_us_is_noted() -> None:
+    # A spare arrives after the pool shrank while its low-priority intermediate has not
+    # exited: it is that intermediate's child, not ours yet, but it will be reaped by us.
+    leader = subprocess.Popen(["setsid", "sh", "-c", "sleep 60 & echo $!; wait"], stdout=-1)
+    grandchild = 0
+    try:
+        assert leader.stdout is not None
+        grandchild = int(leader.stdout.readline())
+        stat = Path(f"/proc/{grandchild}/stat").read_text().rsplit(")", 1)[1].split()
+        assert int(stat[3]) == leader.pid  # in the intermediate's session, as a spare is
+        assert _retire(grandchild, frozenset({leader.pid})).was_retired(grandchild)
+        # one in a session that is not a fork server's is not ours: not noted
+        assert not _retire(grandchild).was_retired(grandchild)
+    finally:
+        leader.kill()
+        if grandchild:
+            os.kill(grandchild, 9)
+        leader.wait()

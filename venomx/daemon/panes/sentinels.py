@@ -29,12 +29,12 @@ log = logging.getLogger(__name__)
 # How long a request may wait for a pane's sentinel (capture, resize, attach, doctor's
 # ping) before it fails unavailable.sentinel: a busy VT answers well within this.
 SENTINEL_BOUND = 5.0
-# Spare sentinels kept ready at rest, and the count at which a batch refills the pool:
-# enough slack that spares made at low priority keep up with back-to-back starts
-# (measured). A burst that finds the pool short grows it, one spare per start forked on
-# demand, up to ``spawn.spares_max`` (and one spare per 16 descriptors the daemon may
-# open); each ``spawn.spares_idle_ms`` without such a start halves the growth and stops
-# the surplus.
+# Spare sentinels kept ready at rest (``spawn.spares_min``'s default), and the count at
+# which a batch refills a pool of that size: enough slack that spares made at low
+# priority keep up with back-to-back starts (measured). A burst that finds the pool short
+# grows it, one spare per start forked on demand, up to ``spawn.spares_max`` (and one
+# spare per 16 descriptors the daemon may open); each ``spawn.spares_idle_ms`` without
+# such a start halves the growth and stops the surplus.
 SPARES, LOW_WATER = 6, 3
 # Out of descriptors, the pool (and a fork server that died) is tried again this often,
 # so it recovers on its own once descriptors are free; a start forks on demand meanwhile.
@@ -45,15 +45,27 @@ TOP_UP = 0.5
 FD_ERRNOS = frozenset({errno.EMFILE, errno.ENFILE})
 
 
-def proc_state(pid: int) -> str | None:
-    """The one-letter state of a process in /proc (R, S, D, T, t, Z, ...), or None."""
+def proc_stat(pid: int) -> list[bytes] | None:
+    """The fields of /proc/PID/stat after the command name (state, ppid, pgrp, session,
+    ...), or None."""
     try:
         with open(f"/proc/{pid}/stat", "rb") as f:
             stat = f.read()
     except OSError:
         return None
     end = stat.rfind(b")")
-    return stat[end + 2 : end + 3].decode("ascii", "replace") if end > 0 else None
+    return stat[end + 2 :].split() if end > 0 else None
+
+
+def proc_state(pid: int) -> str | None:
+    """The one-letter state of a process in /proc (R, S, D, T, t, Z, ...), or None."""
+    fields = proc_stat(pid)
+    return fields[0].decode("ascii", "replace") if fields else None
+
+
+def session_of(pid: int) -> int | None:
+    fields = proc_stat(pid)
+    return int(fields[3]) if fields and len(fields) > 3 else None
 
 
 def stopped(pid: int) -> bool:
@@ -72,8 +84,9 @@ class ForkServer:
     ran), shrunk again after ``shrink_after`` seconds without one.
     """
 
-    def __init__(self, most: int, idle_ms: int) -> None:
-        """``most`` and ``idle_ms``: ``spawn.spares_max`` and ``spawn.spares_idle_ms``."""
+    def __init__(self, most: int, idle_ms: int, least: int = SPARES) -> None:
+        """``most``, ``idle_ms`` and ``least``: ``spawn.spares_max``,
+        ``spawn.spares_idle_ms`` and ``spawn.spares_min``."""
         self.pid = 0
         # Every fork server's session (its pid: each is spawned a session leader), this
         # one's and those before a restart: its intermediates and sentinels stay in it,
@@ -83,7 +96,7 @@ class ForkServer:
         # The soft RLIMIT_NOFILE every sentinel, and so every pane's leader, starts with
         # (the daemon's own, before it raised it); None: the fork server keeps ours.
         self.nofile: int | None = None
-        self.size = SPARES
+        self.size = self.base = SPARES
         self.shrinking: asyncio.TimerHandle | None = None
         self.retired: set[int] = set()  # spares stopped on purpose, until they are reaped
         self.spares: list[Channel] = []
@@ -93,7 +106,7 @@ class ForkServer:
         self.demand: list[asyncio.Future[socket.socket]] = []  # starts waiting for a fork
         self.retries: dict[str, asyncio.TimerHandle] = {}
         self.down: OSError | None = None  # why the fork server could not be restarted
-        self.configure(most, idle_ms)
+        self.configure(most, idle_ms, least)
 
     def start(self) -> None:
         """Start the fork server (raises OSError, e.g. out of descriptors)."""
@@ -174,18 +187,24 @@ class ForkServer:
                 else:
                     f.set_result(sock)
 
-    def configure(self, most: int, idle_ms: int) -> None:
-        """Apply ``spawn.spares_max`` and ``spawn.spares_idle_ms``: the pool rests at 6
-        spares, or at ``most`` if that is lower (0: every start forks its sentinel), and
-        a pool now above ``most`` stops its surplus at once."""
-        self.most = most
-        self.base = min(SPARES, most)
+    def configure(self, most: int, idle_ms: int, least: int = SPARES) -> None:
+        """Apply ``spawn.spares_max``, ``spawn.spares_idle_ms`` and ``spawn.spares_min``:
+        the pool rests at ``least`` spares (6), or at ``most`` if that is lower (0: every
+        start forks its sentinel). Above 6, ``least`` is held to one spare per 16
+        descriptors the daemon may open, as growth is. A pool now above ``most``, or a
+        rest lowered, stops the surplus at once."""
+        soft = resource.getrlimit(resource.RLIMIT_NOFILE)[0]
+        if least > SPARES and soft != resource.RLIM_INFINITY:
+            least = max(SPARES, min(least, soft // 16))
+        old, self.most = self.base, most
+        self.base = min(least, most)
+        if self.base < old:
+            self.size = self.base
         self.shrink_after = idle_ms / 1000
         if self.shrinking is not None:  # the quiet spell now lasts the new time
             self.shrink_later()
-        if self.size > most or self.size < self.base:
-            self.size = max(self.base, min(self.size, most))
-            self.retire_surplus()
+        self.size = max(self.base, min(self.size, most))
+        self.retire_surplus()
         if self.control is not None:
             self.refill()
 
@@ -239,7 +258,12 @@ class ForkServer:
             # the pid stays ours until that reap.
             exited = os.waitid(os.P_PID, pid, os.WEXITED | os.WNOHANG | os.WNOWAIT)
         except ChildProcessError:
-            return  # reaped already (then counted as whatever it was taken for)
+            if session_of(pid) not in self.sessions:
+                return  # reaped already (then counted as whatever it was taken for)
+            # Not our child yet: a new spare whose (low-priority) intermediate has not
+            # exited. Only the fork server's own can be in its session, and each comes
+            # to us, running or a zombie, when that intermediate exits.
+            exited = None
         except OSError:
             exited = None
         if exited is None and stopped(pid):
