@@ -1496,6 +1496,8 @@ def bench_burst(quick: bool) -> None:
             f"{o / th:.2f}x tmux" + (spread if len(firsts) > 1 else ""),
         )
         row(f"tmux control mode, {n} windows: overhead", f"{th * 1000:.0f} ms")
+        if n <= 50:
+            prewarmed_first_burst(n, secs, 1 if quick else 3)
         if ours:
             o, th = statistics.median(ours), statistics.median(theirs)
             row(
@@ -1518,6 +1520,40 @@ def bench_burst(quick: bool) -> None:
             f"{total / tm:.2f}x tmux; " + ", ".join(f"{k} {v:.2f}" for k, v in mine.items()),
         )
         row(f"CPU per window, {n}-burst: tmux server and windows", f"{tm:.2f} ms")
+
+
+def prewarmed_first_burst(n: int, secs: float, pairs: int) -> None:
+    """The first burst of a daemon that keeps ``n`` spares at rest (``spawn.spares_min``,
+    for a CI host that knows its first burst), beside a fresh tmux server's, alternating;
+    and what those spares hold while idle."""
+    firsts: list[float] = []
+    theirs: list[float] = []
+    held: list[int] = []
+    for i in range(pairs):
+        d = Daemon(
+            config=f"[run]\nmax_active = {n + 16}\nretain_count = {5 * n + 16}\n"
+            f"[spawn]\nspares_min = {n}\n"
+        )
+        t = Tmux()
+        _quiet_server(t)
+        try:
+            for side in (0, 1) if i % 2 == 0 else (1, 0):
+                quiesce(d)
+                if side == 0:
+                    held.append(sum(psutil.Process(p).memory_full_info().uss for p in _spares(d)))
+                    firsts.append(venomx_burst(d, n, secs, None) - secs)
+                else:
+                    theirs.append(tmux_burst(t, n, secs) - secs)
+        finally:
+            d.stop()
+            t.stop()
+    o, th = statistics.median(firsts), statistics.median(theirs)
+    row(
+        f"{n} runs of sleep {secs:g}: overhead, first, spares_min = {n}",
+        f"{o * 1000:.0f} ms",
+        f"{o / th:.2f}x tmux ({th * 1000:.0f} ms); its {n} idle spares hold "
+        f"{statistics.median(held) / 2**20:.0f} MiB USS",
+    )
 
 
 def _descendants_uss(root: int, skip: set[int]) -> tuple[int, int]:

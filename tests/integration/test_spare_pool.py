@@ -79,6 +79,37 @@ def test_lowering_spares_max_stops_the_surplus_at_once(daemon: Daemon) -> None:
     wait_for(lambda: pool(daemon) == (SPARES, SPARES), 10, "back at rest")
 
 
+@pytest.mark.timeout(120)
+def test_spares_min_sets_the_pool_at_rest_and_a_burst_of_that_size_forks_nothing() -> None:
+    """A CI host that knows its first burst keeps that many spares ready from the start
+    (``spawn.spares_min``), bounded by ``spares_max``; a lower rest stops the surplus."""
+    d = start_daemon(config="[spawn]\nspares_min = 12\n[run]\nmax_active = 128\n")
+    try:
+        wait_for(lambda: pool(d) == (12, 12), 20, "twelve spares at rest")
+        wait_for(lambda: len(spare_pids(d)) == 12, 10, "twelve spares, as processes")
+        before = spare_pids(d)
+        s = d.call("session.create")["session"]
+        runs = d.start_runs(
+            [{"key": f"w{i}", "session": s, "argv": ["sleep", "60"]} for i in range(12)]
+        )
+        leaders = {d.call("run.get", {"run": r, "output": False})["pid"] for r in runs}
+        parents = {
+            int(Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()[1])
+            for pid in leaders
+        }
+        assert parents <= before  # every start took a spare: none forked on demand
+        assert pool(d)[1] == 12  # and none grew the pool
+        d.call("config.set", {"path": "spawn.spares_max", "value": "8"})
+        wait_for(lambda: pool(d) == (8, 8), 10, "the rest held to spares_max")
+        d.call("config.set", {"path": "spawn.spares_max", "value": "64"})
+        d.call("config.set", {"path": "spawn.spares_min", "value": "2"})
+        wait_for(lambda: pool(d) == (2, 2), 10, "a lower rest")
+        wait_for(lambda: len(spare_pids(d)) == 2, 10, "the surplus gone")
+        assert d.call("doctor")["escapees"]["reaped"] == 0
+    finally:
+        stop_daemon(d)
+
+
 def test_the_pool_settings_are_checked_at_their_edges(shared_daemon: Daemon) -> None:
     d = shared_daemon
     for path, good, bad in (
@@ -91,6 +122,16 @@ def test_the_pool_settings_are_checked_at_their_edges(shared_daemon: Daemon) -> 
         for value in good:
             d.call("config.set", {"path": path, "value": value})
             assert d.call("config.get", {"path": path})["config"] == {path: int(value)}
+    d.call("config.set", {"path": "spawn.spares_max", "value": "0"})  # so 1024 forks nothing
+    for value in ("-1", "1025"):
+        e = d.error("config.set", {"path": "spawn.spares_min", "value": value})
+        assert e.code == "invalid_params.config", value
+    for value in ("0", "1024"):
+        d.call("config.set", {"path": "spawn.spares_min", "value": value})
+        assert d.call("config.get", {"path": "spawn.spares_min"})["config"] == {
+            "spawn.spares_min": int(value)
+        }
+    d.call("config.set", {"path": "spawn.spares_min", "value": "6"})
     d.call("config.set", {"path": "spawn.spares_max", "value": "64"})
     d.call("config.set", {"path": "spawn.spares_idle_ms", "value": "30000"})
     wait_for(lambda: pool(d) == (SPARES, SPARES), 10, "the pool at rest again")

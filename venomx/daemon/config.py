@@ -106,6 +106,7 @@ _KEYS = (
     ),
     # the spare sentinel pool (venomx.daemon.panes.sentinels): at most this many after a
     # burst, halving their number each idle spell without a start that found it short
+    _int("spawn.spares_min", 6, 0, 1024),
     _int("spawn.spares_max", 64, 0, 1024),
     _int("spawn.spares_idle_ms", 30000, 100, 86400000),
     _int("panes.exited_warn_bytes", 256 * 1024 * 1024, 0, 1 << 40),

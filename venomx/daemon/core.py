@@ -158,7 +158,9 @@ class Daemon:
         s.events.emit("config.changed", "*", {"paths": sorted(paths)})
         self.panes.cgroups.configured = self.config["cgroups"]
         self.panes.forkserver.configure(
-            self.config["spawn.spares_max"], self.config["spawn.spares_idle_ms"]
+            self.config["spawn.spares_max"],
+            self.config["spawn.spares_idle_ms"],
+            self.config["spawn.spares_min"],
         )
         s.runs.enforce()
         self.panes.exited_panes.enforce(self.panes)

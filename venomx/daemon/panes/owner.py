@@ -92,7 +92,9 @@ class Panes:
         self.lifecycle = lifecycle
         self.socket_path = socket_path
         self.cwd = os.getcwd()
-        self.forkserver = ForkServer(config["spawn.spares_max"], config["spawn.spares_idle_ms"])
+        self.forkserver = ForkServer(
+            config["spawn.spares_max"], config["spawn.spares_idle_ms"], config["spawn.spares_min"]
+        )
         self.links: dict[str, Link] = {}
         self.preparing: set[str] = set()  # pane IDs whose spawn has not committed yet
         # Starts past their barrier, by pane ID. A removal of their session or window waits
