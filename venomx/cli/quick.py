@@ -1,11 +1,12 @@
-"""A well-formed call of a generated verb, parsed without click.
+"""A well-formed call of a generated verb, or of ``venomx exec``, parsed without click.
 
 Building click's command objects and importing click cost a CLI call more than the
 interpreter's own start (issue 19 §1). A call such as ``venomx run wait --run r0 --json``
 needs none of it: this parser takes exactly the command lines it understands (a
 generated verb, its long options as click would read them, ``--`` before a program's
 argv) and leaves everything else to click (``None``): help, ``--version``, completion,
-short options, repeated or unknown options, stray words, the hand-written commands.
+short options, repeated or unknown options, stray words, the other hand-written
+commands.
 What it takes, click would have taken the same way; a test compares the two.
 """
 
