@@ -128,6 +128,19 @@ class Daemon:
                 continue
         return found
 
+    def fork_server(self) -> int | None:
+        """The daemon's fork server: titled so and the leader of its own session. (A child
+        it forked carries its title for a moment, and becomes the daemon's child when the
+        fork server is killed: it is not the leader of a session.)"""
+        for pid in self.titled("venomx-forkserver"):
+            try:
+                stat = Path(f"/proc/{pid}/stat").read_text()
+            except OSError:
+                continue
+            if int(stat.rsplit(")", 1)[1].split()[3]) == pid:
+                return pid
+        return None
+
     def fds(self) -> int:
         return len(os.listdir(f"/proc/{self.proc.pid}/fd"))
 

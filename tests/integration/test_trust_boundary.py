@@ -626,10 +626,7 @@ def test_a_module_planted_in_the_daemons_cwd_never_reaches_a_sentinel(daemon: Da
     w = daemon.call("window.create", {"session": s, "argv": ["sh", "-c", "echo hi; exec sleep 60"]})
     assert psutil.Process(w["pid"]).cwd() == str(home)
 
-    def server() -> int | None:
-        found = daemon.titled("venomx-forkserver")
-        return found[0] if found else None
-
+    server = daemon.fork_server
     old = wait_for(server, 10, "the fork server")
     os.kill(old, signal.SIGKILL)
     new = wait_for(lambda: (pid := server()) not in (None, old) and pid, 10, "a new fork server")
