@@ -784,3 +784,28 @@ def test_a_start_undone_after_exec_leaves_no_escapee(daemon: Daemon, tmp_path: P
     wait_for(lambda: not psutil.pid_exists(leader), 10, "the leader reaped")
     assert daemon.call("run.list")["runs"] == []
     assert daemon.call("doctor")["escapees"]["reaped"] == 0
+
+
+@pytest.mark.timeout(30)
+def test_a_sentinel_stopped_before_it_reports_a_start_is_continued(daemon: Daemon) -> None:
+    """Any program of our uid can SIGSTOP a sentinel while a start waits on it (the new
+    leader itself, before STARTED): the start is never left waiting; the daemon continues
+    the sentinel, and the run completes with the program's own status."""
+    s = session(daemon)
+    daemon.call("seam.set", {"name": "run.before_barrier", "state": "hold"})
+    c = daemon.client()
+    rid = c.start("run", {"key": "stopped", "session": s, "argv": ["sh", "-c", "exit 3"]})
+    daemon.call("seam.wait", {"name": "run.before_barrier", "timeout_ms": 10000})
+    preparing = [
+        pid
+        for pid in daemon.children()
+        if psutil.Process(pid).name().startswith("venomx-sentinel p")
+    ]
+    assert len(preparing) == 1
+    os.kill(preparing[0], signal.SIGSTOP)
+    wait_for(lambda: psutil.Process(preparing[0]).status() == psutil.STATUS_STOPPED, 10, "T")
+    daemon.call("seam.set", {"name": "run.before_barrier", "state": "release"})
+    run = c.response(rid)["run"]
+    rec = daemon.wait_exit(run)
+    assert (rec["outcome"], rec["exit_code"]) == ("failed", 3) and "fault" not in rec
+    assert "was stopped: continued" in daemon.log.read_text()

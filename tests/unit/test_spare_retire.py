@@ -4,12 +4,16 @@ from __future__ import annotations
 
 import asyncio
 import os
+import signal
 import socket
 import subprocess
+from collections.abc import Callable
 from pathlib import Path
 
+import pytest
+
 from tests.helpers import wait_for
-from venomx.daemon.panes.sentinels import Channel, ForkServer
+from venomx.daemon.panes.sentinels import Channel, ForkServer, unstopped
 
 
 def _exited_unreaped() -> int:
@@ -70,3 +74,59 @@ def test_a_new_spare_not_yet_reparented_to_us_is_noted() -> None:
         if grandchild:
             os.kill(grandchild, 9)
         leader.wait()
+
+
+def test_a_sentinel_stopped_twice_while_a_start_waits_is_ended_with_what_it_started() -> None:
+    """``unstopped``: continued the first time it is found stopped; ended, with the process
+    group of each child (a leader leads its own), the second time, which fails the wait as
+    a closed channel would."""
+    sentinel = subprocess.Popen(["sh", "-c", "setsid sleep 60 & echo $!; wait"], stdout=-1)
+    assert sentinel.stdout is not None
+    leader = int(sentinel.stdout.readline())
+
+    def state(pid: int) -> str:
+        try:
+            return Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()[0]
+        except OSError:
+            return "gone"
+
+    async def scenario() -> None:
+        loop = asyncio.get_running_loop()
+        closed: asyncio.Future[None] = loop.create_future()
+        pidfd = os.pidfd_open(sentinel.pid)
+
+        def exited() -> None:
+            if not closed.done():
+                closed.set_exception(ConnectionError("sentinel channel closed"))
+
+        loop.add_reader(pidfd, exited)
+
+        async def until(cond: Callable[[], bool], what: str) -> None:
+            deadline = loop.time() + 10
+            while not cond():
+                assert loop.time() < deadline, what
+                await asyncio.sleep(0.01)
+
+        os.kill(sentinel.pid, signal.SIGSTOP)
+        await until(lambda: state(sentinel.pid) == "T", "stopped")
+        waiting = asyncio.ensure_future(unstopped(lambda: sentinel.pid, closed, "pane p9"))
+        await until(lambda: state(sentinel.pid) != "T", "continued within STOP_CHECK")
+        assert not waiting.done()
+        os.kill(sentinel.pid, signal.SIGSTOP)  # and again: it is taken as lost
+        with pytest.raises(ConnectionError):
+            await asyncio.wait_for(waiting, 10)
+        loop.remove_reader(pidfd)
+        os.close(pidfd)
+
+    try:
+        asyncio.run(scenario())
+        sentinel.wait(10)
+        assert sentinel.returncode == -signal.SIGKILL
+        wait_for(lambda: state(leader) in ("gone", "Z"), 10, "the leader's group ended")
+    finally:
+        for pid in (sentinel.pid, leader):
+            try:
+                os.kill(pid, signal.SIGKILL)
+            except ProcessLookupError:
+                pass
+        sentinel.wait()

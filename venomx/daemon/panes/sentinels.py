@@ -16,8 +16,8 @@ import resource
 import signal
 import socket
 import sys
-from collections.abc import Callable
-from typing import TYPE_CHECKING
+from collections.abc import Awaitable, Callable
+from typing import TYPE_CHECKING, TypeVar
 
 from venomx.daemon.readbuf import ReadsShared
 from workers import protocol as P
@@ -71,6 +71,75 @@ def session_of(pid: int) -> int | None:
 def stopped(pid: int) -> bool:
     """Whether the process is stopped (by a signal or a tracer): it will not answer."""
     return proc_state(pid) in ("T", "t")
+
+
+def children_of(pid: int) -> list[int]:
+    """The children of a process (every thread's), from /proc; [] when it cannot tell."""
+    found: list[int] = []
+    try:
+        tasks = os.listdir(f"/proc/{pid}/task")
+    except OSError:
+        return found
+    for tid in tasks:
+        try:
+            with open(f"/proc/{pid}/task/{tid}/children", "rb") as f:
+                found += [int(c) for c in f.read().split()]
+        except (OSError, ValueError):
+            continue
+    return found
+
+
+# How often a start looks whether its sentinel has been stopped while it waits on it.
+STOP_CHECK = 0.5
+T = TypeVar("T")
+
+
+async def unstopped(pid: Callable[[], int], aw: Awaitable[T], what: str) -> T:
+    """``aw``, a sentinel's answer during a start, while nothing keeps that sentinel
+    stopped. Any program of our uid can SIGSTOP a sentinel: the new leader itself before
+    the sentinel reports STARTED, or another pane's program at any moment, and a start
+    must never wait on it forever. Found stopped (looked at every ``STOP_CHECK`` seconds
+    of waiting, so a quick answer costs one timer), it is continued once; found stopped
+    again, it is taken as lost: what it started is killed with it (``kill_stopped``), its
+    channel closes, and ``aw`` fails as for a sentinel that died."""
+    loop = asyncio.get_running_loop()
+    continued = False
+    handle: asyncio.TimerHandle | None = None
+
+    def check() -> None:
+        nonlocal continued, handle
+        sentinel = pid()
+        if sentinel and stopped(sentinel):
+            if continued:
+                log.error("the sentinel of %s (pid %d) was stopped again: ended", what, sentinel)
+                kill_stopped(sentinel)
+                return
+            continued = True
+            log.warning("the sentinel of %s (pid %d) was stopped: continued", what, sentinel)
+            os.kill(sentinel, signal.SIGCONT)
+        handle = loop.call_later(STOP_CHECK, check)
+
+    handle = loop.call_later(STOP_CHECK, check)
+    try:
+        return await aw
+    finally:
+        if handle is not None:
+            handle.cancel()
+
+
+def kill_stopped(pid: int) -> None:
+    """End a stopped sentinel and the process groups of its children (its leader leads
+    its own): while it is stopped it reaps nothing, so their IDs are pinned and safe to
+    signal. Its channel then closes; the daemon reaps what re-parents to it."""
+    for child in children_of(pid):
+        try:
+            os.killpg(child, signal.SIGKILL)
+        except OSError:
+            pass  # not a group leader (nothing of a leader's yet): the sentinel's kill suffices
+    try:
+        os.kill(pid, signal.SIGKILL)
+    except OSError:
+        pass
 
 
 class ForkServer:

@@ -19,7 +19,7 @@ from typing import TYPE_CHECKING, TypeVar
 
 from venomx.daemon.layout import split_layout
 from venomx.daemon.panes.link import Link
-from venomx.daemon.panes.sentinels import Channel
+from venomx.daemon.panes.sentinels import Channel, unstopped
 from venomx.daemon.panes.watch import watch
 from venomx.daemon.registry import Grant, Pane, Principal, Session, Window
 from venomx.wire import VenomxError
@@ -218,6 +218,11 @@ async def _spawn(
         result, _ = await uncancellable(aw, cancel_seen)
         return result
 
+    def answer(c: Channel, kind: type[P.Message]) -> Awaitable[P.Message]:
+        """The sentinel's next message of ``kind`` (or FAILED), never waiting on it while
+        something keeps it stopped."""
+        return unstopped(lambda: c.sentinel_pid, c.expect(kind), f"pane {pane_id}")
+
     def started(pid: int) -> None:
         leaders.append(pid)
         reg.leaders[pid] = pane_id
@@ -257,7 +262,7 @@ async def _spawn(
             chan.on_started = started
             chan.send(spawn_msg)
             try:
-                ready = await released(chan.expect(P.Ready))
+                ready = await released(answer(chan, P.Ready))
             except ConnectionError:  # the spare died unnoticed; nothing has started yet
                 # Its reap is a spare's: neither this pane's sentinel lost nor an escapee.
                 if reg.sentinels.get(chan.sentinel_pid) == pane_id:
@@ -274,11 +279,11 @@ async def _spawn(
                 release_point(owner, req, pane_id, releasing)
             chan.on_started = started
             chan.send(spawn_msg)
-            hello = await released(chan.expect(P.Hello))
+            hello = await released(answer(chan, P.Hello))
             if isinstance(hello, P.Hello):
                 chan.sentinel_pid = hello.pid
                 reg.sentinels[hello.pid] = pane_id
-            ready = hello if isinstance(hello, P.Failed) else await released(chan.expect(P.Ready))
+            ready = hello if isinstance(hello, P.Failed) else await released(answer(chan, P.Ready))
         if isinstance(ready, P.Failed):
             give_back(owner, chan)
             chan = None
@@ -304,7 +309,7 @@ async def _spawn(
         if not release_now:
             release_point(owner, req, pane_id, releasing)
             chan.send(P.Release())
-        msg = await chan.expect(P.Started)
+        msg = await answer(chan, P.Started)
         if req.run is not None:
             await owner.seams.gate("run.after_barrier")
         await owner.pacer.turn(ahead=True)  # the commit and its reply, a few per turn
