@@ -553,6 +553,11 @@ def bench_vt(quick: bool) -> None:
             f"t(2N)/t(N) {ratio:.2f} ({verdict}); 2N = {r['bytes_2n']} B in "
             f"{r['seconds_2n']:.3f} s",
         )
+    print("\n== VT on panes a program sized itself: KB per CPU second, 4 KiB reads ==")
+    from workers.vtcost import wide_costs
+
+    for w in wide_costs(seconds=0.3 if quick else 1.0):
+        row(f"vt {w['pattern']}", f"{w['kb_per_s']:.1f} KB/s", f"{w['bytes']} B")
 
 
 COMBINING_FLOOD = (

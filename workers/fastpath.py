@@ -14,7 +14,7 @@ from typing import TYPE_CHECKING, Any, Protocol
 import pyte
 from pyte import modes as mo
 
-from workers.screen import paired, row_cells
+from workers.screen import paired, row_cells, row_text
 
 if TYPE_CHECKING:
     from workers.history import History
@@ -164,7 +164,7 @@ def fast_feed(term: Terminal, data: bytes) -> bool:
     floor = 0
     beyond = lines - 1 + (term.history.maxlen or 0)
 
-    def get(r: int, leaving: bool = False) -> list[str]:
+    def get(r: int) -> list[str]:
         nonlocal floor
         t = rows.get(r)
         if t is None:
@@ -173,13 +173,15 @@ def fast_feed(term: Terminal, data: bytes) -> bool:
                 floor += 1
             if r < lines:
                 line: Any = s.buffer[r]
-                if line.grown and not leaving:
+                if line.grown:
                     # a chunk that may yet fall back to pyte must not read a long cluster:
                     # chunk after chunk, that would be quadratic
                     raise _NotFast
                 t = row_cells(line, cols)
             else:
-                t = [" "] * cols
+                # as far as it is written: a row below the screen costs what is drawn on
+                # it, not the width (a flood of bare LFs on a 65535-column pane)
+                t = []
             rows[r] = t
         return t
 
@@ -206,7 +208,10 @@ def fast_feed(term: Terminal, data: bytes) -> bool:
                             row += 1
                             entries.append((row, pos + i, 0))
                         n = min(len(tok) - i, cols - x)
-                        get(row)[x : x + n] = tok[i : i + n]
+                        cells = get(row)
+                        if len(cells) < x:
+                            cells += " " * (x - len(cells))
+                        cells[x : x + n] = tok[i : i + n]
                         x += n
                         i += n
     except _NotFast:
@@ -222,7 +227,11 @@ def fast_feed(term: Terminal, data: bytes) -> bool:
     term.scrolled += skipped
     for r in range(skipped, top):
         # read once, as it leaves
-        term._push_history("".join(paired(get(r, leaving=True))).rstrip(" "))
+        written = rows.get(r)
+        if written is None and r < lines:  # a screen row this chunk did not write
+            term._push_history(row_text(s.buffer[r], cols, False))  # its written cells
+        else:
+            term._push_history("".join(paired(written or [])).rstrip(" "))
     prefix = text[:pos]
     sgrs = _SGR.findall(prefix)
     last_reset = max((i for i, q in enumerate(sgrs) if _SGR_RESET.fullmatch(q)), default=-1)

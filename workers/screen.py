@@ -13,7 +13,7 @@ from __future__ import annotations
 
 import copy
 import re
-from bisect import bisect_left, bisect_right
+from bisect import bisect_left, bisect_right, insort
 from collections import Counter
 from collections.abc import Callable, Generator
 from typing import Any, Protocol
@@ -761,8 +761,12 @@ class Screen(pyte.Screen):
         self.cursor.x = min(stops[i], self.columns - 1) if i < len(stops) else self.columns - 1
 
     def set_tab_stop(self) -> None:
+        """HTS: a stop at the cursor, kept in the sorted list too (sorting every stop
+        again at the next tab made HTS + TAB cost O(cols log cols) on a wide pane)."""
+        fresh = self.cursor.x not in self.tabstops
         super().set_tab_stop()
-        self._stops = None
+        if fresh and self._stops is not None and self.cursor.x in self.tabstops:
+            insort(self._stops, self.cursor.x)
 
     def reshape_blank(self, cols: int, rows: int) -> None:
         """Become the screen ``Screen(term, cols, rows)`` starts as, when never used: pyte's

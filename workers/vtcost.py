@@ -68,3 +68,37 @@ def vt_costs(
         result["mb_per_s"] = result["bytes_2n"] / max(result["seconds_2n"], 1e-9) / 1e6
         out.append(result)
     return out
+
+
+# Shapes whose cost per sequence grows with the pane's geometry, which a program may set
+# itself (``pane.resize`` of its own pane): (name, cols, rows, repeated unit).
+WIDE_PATTERNS: list[tuple[str, int, int, bytes]] = [
+    ("bare LF, 65535 columns", 65535, 16, b"\n"),
+    ("text and bare LF, 65535 columns", 65535, 16, b"ab\r\x1b[K\n"),
+    ("REP to the line's end, 65535 columns", 65535, 16, b"a\x1b[65535b"),
+    ("tab stop set and tab, 65535 columns", 65535, 16, b"\x1bH\t"),
+    ("RIS, 65535 columns", 65535, 16, b"\x1bc"),
+    ("SU 999, 1024 rows", 1024, 1024, b"\x1b[999S"),
+    ("DECALN, 1024 x 1024", 1024, 1024, b"\x1b#8"),
+    ("DECALN then SU, 1024 x 1024", 1024, 1024, b"\x1b#8\x1b[999S"),
+]
+
+
+def wide_costs(seconds: float = 1.0, most: int = 1 << 20) -> list[dict[str, Any]]:
+    """Bytes per CPU second of each wide-pane shape, fed in 4 KiB reads for about
+    ``seconds`` of CPU (or ``most`` bytes): the constant a program buys by choosing its
+    pane's size."""
+    import time
+
+    out: list[dict[str, Any]] = []
+    for name, cols, rows, unit in WIDE_PATTERNS:
+        term = Terminal(cols, rows)
+        chunk = unit * max(1, 4096 // len(unit))
+        fed = 0
+        t0 = time.process_time()
+        while fed < most and time.process_time() - t0 < seconds:
+            term.feed(chunk)
+            fed += len(chunk)
+        spent = max(time.process_time() - t0, 1e-9)
+        out.append({"pattern": name, "bytes": fed, "seconds": spent, "kb_per_s": fed / spent / 1e3})
+    return out

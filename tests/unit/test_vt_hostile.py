@@ -427,6 +427,21 @@ def test_tabs_with_stops_anywhere() -> None:
     assert t.row(0) == "   A    B          D"
 
 
+def test_a_stop_set_after_tabs_were_used_is_a_stop_at_once() -> None:
+    # tab keeps the stops sorted between uses; HTS adds to that list, it does not resort
+    t = Terminal(30, 2)
+    t.feed(b"\tX\x1b[1;4H\x1bH\x1b[1;12H\x1bH\x1b[1;4H\x1bH\x1b[2;1H\tA\tB\tC\tD")
+    assert t.row(1) == "   A    B  C    D             "
+    t.feed(b"\x1b[3g\x1b[2;7H\x1bH\x1b[2;1H\tE\tF")  # all cleared, one set: then the end
+    assert t.row(1) == "   A  E B  C    D            F"
+
+
+def test_wide_pane_costs_are_reported_for_every_shape() -> None:
+    costs = vtcost.wide_costs(seconds=0.01, most=4096)
+    assert [c["pattern"] for c in costs] == [w[0] for w in vtcost.WIDE_PATTERNS]
+    assert all(c["bytes"] > 0 and c["kb_per_s"] > 0 for c in costs)
+
+
 def test_costs_are_reported_for_every_pattern() -> None:
     costs = vtcost.vt_costs(n=10_000, tries=1)
     assert {c["pattern"] for c in costs} == set(vtcost.COST_PATTERNS)
