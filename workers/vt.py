@@ -115,6 +115,11 @@ class Terminal:
         self.history.append(text)
         self.scrolled += 1
 
+    def _push_history_rows(self, texts: list[str]) -> None:
+        """Rows scrolled off the top at once, in order, as ``_push_history`` takes one."""
+        self.history.extend(texts)
+        self.scrolled += len(texts)
+
     def _erase_scrollback(self) -> None:
         if self.history:
             self.history.clear()
