@@ -19,6 +19,7 @@ import sys
 from collections.abc import Awaitable, Callable
 from typing import TYPE_CHECKING, TypeVar
 
+from venomx.daemon.cgroups import children
 from venomx.daemon.readbuf import ReadsShared
 from workers import protocol as P
 
@@ -73,22 +74,6 @@ def stopped(pid: int) -> bool:
     return proc_state(pid) in ("T", "t")
 
 
-def children_of(pid: int) -> list[int]:
-    """The children of a process (every thread's), from /proc; [] when it cannot tell."""
-    found: list[int] = []
-    try:
-        tasks = os.listdir(f"/proc/{pid}/task")
-    except OSError:
-        return found
-    for tid in tasks:
-        try:
-            with open(f"/proc/{pid}/task/{tid}/children", "rb") as f:
-                found += [int(c) for c in f.read().split()]
-        except (OSError, ValueError):
-            continue
-    return found
-
-
 # How often a start looks whether its sentinel has been stopped while it waits on it.
 STOP_CHECK = 0.5
 T = TypeVar("T")
@@ -131,7 +116,7 @@ def kill_stopped(pid: int) -> None:
     """End a stopped sentinel and the process groups of its children (its leader leads
     its own): while it is stopped it reaps nothing, so their IDs are pinned and safe to
     signal. Its channel then closes; the daemon reaps what re-parents to it."""
-    for child in children_of(pid):
+    for child in children(pid):
         try:
             os.killpg(child, signal.SIGKILL)
         except OSError:
