@@ -76,6 +76,16 @@ class CliVerb:
         return cli_full(self.name)
 
 
+def option_name(param: str) -> str:
+    """A param's long option: ``deadline_ms`` is ``--deadline-ms`` (foundation §4)."""
+    return "--" + param.replace("_", "-")
+
+
+def negated_name(param: str) -> str:
+    """A boolean param's negative flag: ``output`` is ``--no-output``."""
+    return "--no-" + param.replace("_", "-")
+
+
 def cli_verb(name: str) -> CliVerb:
     return CliVerb(name, VERBS[name])
 

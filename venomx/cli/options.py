@@ -16,17 +16,13 @@ from typing import TYPE_CHECKING, Any
 import click
 
 from venomx import PROTOCOL, __version__
-from venomx.cli.facts import CliParam, CliVerb
+from venomx.cli.facts import CliParam, CliVerb, negated_name, option_name
 
 if TYPE_CHECKING:
     from venomx.manifest.verbs import Param, Verb
 
 # Past this a maximum says nothing to a person ("x<=4611686018427387904"): show only the min.
 SHOWN_MAX = 2**53
-
-
-def option_name(param: str) -> str:
-    return "--" + param.replace("_", "-")
 
 
 class ManifestInt(click.IntRange):
@@ -114,7 +110,7 @@ def make_option(p: CliParam) -> click.Option:
     if p.kind == "boolean":
         return VerbOption(
             p,
-            "--no-" + p.name.replace("_", "-"),
+            negated_name(p.name),
             is_flag=False,
             flag_value="true",
             type=ManifestText("BOOLEAN"),

@@ -18,7 +18,7 @@ import sys
 from typing import Any, NoReturn
 
 from venomx.cli.call import dispatch
-from venomx.cli.facts import CliVerb, cli_verb
+from venomx.cli.facts import CliVerb, cli_verb, negated_name, option_name
 from venomx.cli.facts_data import VERBS
 
 HAND_WRITTEN = ("serve", "attach", "skill", "mcp", "exec", "completion")
@@ -70,8 +70,8 @@ def parse(argv: list[str]) -> Quick | QuickExec | None:
     if verb.streams:
         return None
     call = Quick(verb)
-    options = {"--" + p.name.replace("_", "-"): p for p in verb.params}
-    negated = {"--no-" + p.name.replace("_", "-"): p for p in verb.params if p.kind == "boolean"}
+    options = {option_name(p.name): p for p in verb.params}
+    negated = {negated_name(p.name): p for p in verb.params if p.kind == "boolean"}
     seen: set[str] = set()
     i = 0
     while i < len(words):
