@@ -38,7 +38,7 @@ class Terminal(Protocol):
 
     def materialize(self) -> None: ...
 
-    def _push_history(self, text: str) -> None: ...
+    def _push_history_rows(self, texts: list[str]) -> None: ...
 
 
 _FAST_CHUNK = re.compile(rb"(?:[\x20-\x7e\r\n]|\x1b\[[0-9;]*m)*\Z")
@@ -225,13 +225,15 @@ def fast_feed(term: Terminal, data: bytes) -> bool:
     _, pos, ex = entry
     skipped = min(floor, top)
     term.scrolled += skipped
+    leaving: list[str] = []
     for r in range(skipped, top):
         # read once, as it leaves
         written = rows.get(r)
         if written is None and r < lines:  # a screen row this chunk did not write
-            term._push_history(row_text(s.buffer[r], cols, False))  # its written cells
+            leaving.append(row_text(s.buffer[r], cols, False))  # its written cells
         else:
-            term._push_history("".join(paired(written or [])).rstrip(" "))
+            leaving.append("".join(paired(written or [])).rstrip(" "))
+    term._push_history_rows(leaving)
     prefix = text[:pos]
     sgrs = _SGR.findall(prefix)
     last_reset = max((i for i, q in enumerate(sgrs) if _SGR_RESET.fullmatch(q)), default=-1)

@@ -109,14 +109,9 @@ class Terminal:
         self.dropped += 1
         self.screen.repair()
 
-    def _push_history(self, text: str) -> None:
-        """A row scrolled off the top, without its trailing blanks: rows are read back
-        padded to the width of the day."""
-        self.history.append(text)
-        self.scrolled += 1
-
     def _push_history_rows(self, texts: list[str]) -> None:
-        """Rows scrolled off the top at once, in order, as ``_push_history`` takes one."""
+        """Rows scrolled off the top, in order, without their trailing blanks: rows are
+        read back padded to the width of the day."""
         self.history.extend(texts)
         self.scrolled += len(texts)
 
@@ -145,8 +140,9 @@ class Terminal:
             return
         buffer, cursor = self._saved
         n = max(0, cursor.y + 1 - rows)
-        for i in range(n):
-            self._push_history(row_text(buffer[i], self.screen.columns, pad=False))
+        self._push_history_rows(
+            [row_text(buffer[i], self.screen.columns, pad=False) for i in range(n)]
+        )
         cursor.y = max(0, cursor.y - n)
         cursor.x = min(cursor.x, cols)
         self._saved = (shifted(buffer, n, rows, cols), cursor)
@@ -188,8 +184,9 @@ class Terminal:
         if rows < s.lines:
             n = max(0, s.cursor.y + 1 - rows)
             if not self.alternate:
-                for y in range(n):
-                    self._push_history(row_text(s.buffer[y], s.columns, pad=False))
+                self._push_history_rows(
+                    [row_text(s.buffer[y], s.columns, pad=False) for y in range(n)]
+                )
             s.buffer = shifted(s.buffer, n, rows, s.columns)
             s.cursor.y = max(0, s.cursor.y - n)
             s.lines = rows
