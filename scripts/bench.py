@@ -1462,12 +1462,9 @@ def bench_burst(quick: bool) -> None:
             try:
                 with d.client() as c:  # what the latency rows were measured with
                     priority = c.call("doctor")["priority"]["detail"]
-                for side in (0, 1) if i % 2 == 0 else (1, 0):  # each side first in turn
-                    quiesce(d)  # the pool at rest
-                    if side == 0:
-                        firsts.append(venomx_burst(d, n, secs, probe) - secs)
-                    else:
-                        their_firsts.append(tmux_burst(t, n, secs) - secs)
+                ours_first, tmux_first = first_bursts(d, t, i, n, secs, probe)
+                firsts.append(ours_first)
+                their_firsts.append(tmux_first)
                 if i < cold - 1:
                     continue
                 for _ in range(warm):
@@ -1527,6 +1524,29 @@ def bench_burst(quick: bool) -> None:
         row(f"CPU per window, {n}-burst: tmux server and windows", f"{tm:.2f} ms")
 
 
+def first_bursts(
+    d: Daemon,
+    t: Tmux,
+    i: int,
+    n: int,
+    secs: float,
+    probe: list[float] | None,
+    before_ours: Callable[[], None] | None = None,
+) -> tuple[float, float]:
+    """The overhead of one burst of ``n`` starts on each side, each side first in turn
+    (by ``i``), the machine quiet and the pool as full as it aims to be before each."""
+    ours = theirs = 0.0
+    for side in (0, 1) if i % 2 == 0 else (1, 0):
+        quiesce(d)
+        if side == 0:
+            if before_ours is not None:
+                before_ours()
+            ours = venomx_burst(d, n, secs, probe) - secs
+        else:
+            theirs = tmux_burst(t, n, secs) - secs
+    return ours, theirs
+
+
 def prewarmed_first_burst(n: int, secs: float, pairs: int) -> None:
     """The first burst of a daemon that keeps ``n`` spares at rest (``spawn.spares_min``,
     for a CI host that knows its first burst), beside a fresh tmux server's, alternating;
@@ -1541,14 +1561,15 @@ def prewarmed_first_burst(n: int, secs: float, pairs: int) -> None:
         )
         t = Tmux()
         _quiet_server(t)
+
+        def spares_held(daemon: Daemon = d) -> None:
+            """What the idle spares hold, just before the burst takes them."""
+            held.append(sum(psutil.Process(p).memory_full_info().uss for p in _spares(daemon)))
+
         try:
-            for side in (0, 1) if i % 2 == 0 else (1, 0):
-                quiesce(d)
-                if side == 0:
-                    held.append(sum(psutil.Process(p).memory_full_info().uss for p in _spares(d)))
-                    firsts.append(venomx_burst(d, n, secs, None) - secs)
-                else:
-                    theirs.append(tmux_burst(t, n, secs) - secs)
+            ours_first, tmux_first = first_bursts(d, t, i, n, secs, None, spares_held)
+            firsts.append(ours_first)
+            theirs.append(tmux_first)
         finally:
             d.stop()
             t.stop()
