@@ -96,7 +96,7 @@ def parse(argv: list[str]) -> Quick | QuickExec | None:
                 return None
             dest, value = negated[opt].name, "false"
         elif opt in options and options[opt].kind == "boolean":
-            dest, value = opt, explicit if eq else None
+            dest, value = options[opt].name, explicit if eq else None
             if value is None and i < len(words) and not looks_like_option(words[i]):
                 value = words[i]
                 i += 1
@@ -104,14 +104,12 @@ def parse(argv: list[str]) -> Quick | QuickExec | None:
                 return None  # click would take "true" and then parse the word as an option
             value = "true" if value is None else value
         elif opt in options or opt in ("--socket", "--token"):
-            dest = opt
+            dest = options[opt].name if opt in options else opt
             value, i = option_value(words, i, explicit if eq else None)
             if value is None:
                 return None  # click's "requires an argument"
         else:
             return None  # unknown, --help, --version
-        if dest in options:
-            dest = options[dest].name
         if dest in seen:
             return None
         seen.add(dest)
