@@ -23,6 +23,8 @@ import logging
 import os
 from dataclasses import dataclass
 
+from venomx.daemon import procfs
+
 log = logging.getLogger(__name__)
 
 AUTOGROUP = "/proc/self/autogroup"
@@ -53,15 +55,14 @@ def alone_in_session() -> bool:
         if not name.isdigit() or int(name) == me:
             continue
         try:
-            with open(f"/proc/{name}/stat", "rb") as f:
-                fields = f.read().rsplit(b")", 1)[1].split()
+            fields = procfs.stat_fields(name)
         except (FileNotFoundError, ProcessLookupError):
             continue  # gone meanwhile
-        except (OSError, IndexError):
+        except (OSError, ValueError):
             return False
-        # state, ppid, pgrp, session; a zombie (the session leader ``--detach`` leaves
-        # behind, until its parent reaps it) no longer runs
-        if int(fields[3]) == sid and fields[0] != b"Z":
+        # a zombie (the session leader ``--detach`` leaves behind, until its parent
+        # reaps it) no longer runs
+        if int(fields[procfs.SESSION]) == sid and fields[procfs.STATE] != b"Z":
             return False
     return True
 

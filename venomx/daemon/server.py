@@ -24,6 +24,7 @@ import socket
 from typing import TYPE_CHECKING, Any
 
 from venomx import PROTOCOL, __version__, unixdiag
+from venomx.daemon import procfs
 from venomx.daemon.dispatch import Context, dispatch, result_size, revoked
 from venomx.daemon.readbuf import ReadsShared
 from venomx.daemon.registry import Principal, token_key
@@ -73,11 +74,9 @@ def from_our_descendant(pid: int) -> bool:
         if pid <= 1:
             return False
         try:
-            with open(f"/proc/{pid}/stat", "rb") as f:
-                stat = f.read()
-        except OSError:
+            pid = int(procfs.stat_fields(pid)[procfs.PPID])
+        except (OSError, ValueError):
             return True  # gone before we could look: refuse rather than guess
-        pid = int(stat[stat.rfind(b")") + 2 :].split()[1])
     return True
 
 

@@ -20,6 +20,7 @@ from collections.abc import Awaitable, Callable
 from typing import TYPE_CHECKING, TypeVar
 
 from venomx.daemon.cgroups import children
+from venomx.daemon.procfs import session_of, stopped
 from venomx.daemon.readbuf import ReadsShared
 from workers import protocol as P
 
@@ -44,36 +45,6 @@ RETRY = 1.0
 # after the start that took a spare: the starts of that moment then share one batch.
 TOP_UP = 0.5
 FD_ERRNOS = frozenset({errno.EMFILE, errno.ENFILE})
-
-
-def proc_stat(pid: int) -> list[bytes] | None:
-    """The fields of /proc/PID/stat after the command name (state, ppid, pgrp, session,
-    ...), or None."""
-    try:
-        with open(f"/proc/{pid}/stat", "rb") as f:
-            stat = f.read()
-    except OSError:
-        return None
-    end = stat.rfind(b")")
-    return stat[end + 2 :].split() if end > 0 else None
-
-
-def proc_state(pid: int) -> str | None:
-    """The one-letter state of a process in /proc (R, S, D, T, t, Z, ...), or None."""
-    fields = proc_stat(pid)
-    return fields[0].decode("ascii", "replace") if fields else None
-
-
-def session_of(pid: int) -> int | None:
-    fields = proc_stat(pid)
-    return int(fields[3]) if fields and len(fields) > 3 else None
-
-
-def stopped(pid: int) -> bool:
-    """Whether the process is stopped (by a signal or a tracer): it will not answer."""
-    return proc_state(pid) in ("T", "t")
-
-
 # How often a start looks whether its sentinel has been stopped while it waits on it.
 STOP_CHECK = 0.5
 T = TypeVar("T")

@@ -18,7 +18,7 @@ import os
 import signal
 from typing import TYPE_CHECKING, Any
 
-from venomx.daemon.panes.sentinels import stopped
+from venomx.daemon.procfs import stopped
 
 if TYPE_CHECKING:
     from venomx.daemon.panes.contract import Owner

@@ -1,0 +1,45 @@
+"""What ``/proc/PID/stat`` says about a process: its state, parent and session.
+
+One reader for its layout, so the command name (which may hold spaces and ``)``) is
+skipped the same way everywhere. Callers decide what an unreadable entry means: a
+process that is gone reads as ``FileNotFoundError`` or ``ProcessLookupError``.
+"""
+
+from __future__ import annotations
+
+# Indices into ``stat_fields``: the fields after the command name.
+STATE, PPID, PGRP, SESSION = 0, 1, 2, 3
+
+
+def stat_fields(pid: int | str) -> list[bytes]:
+    """The fields of /proc/PID/stat after the command name (state, ppid, pgrp,
+    session, ...). Raises ``OSError`` if it cannot be read, ``ValueError`` if it is not
+    the kernel's layout."""
+    with open(f"/proc/{pid}/stat", "rb") as f:
+        stat = f.read()
+    end = stat.rfind(b")")
+    fields = stat[end + 2 :].split() if end > 0 else []
+    if len(fields) <= SESSION:
+        raise ValueError(f"/proc/{pid}/stat: unexpected layout")
+    return fields
+
+
+def state(pid: int) -> str | None:
+    """The one-letter state (R, S, D, T, t, Z, ...), or None if it cannot be read."""
+    try:
+        return stat_fields(pid)[STATE].decode("ascii", "replace")
+    except (OSError, ValueError):
+        return None
+
+
+def session_of(pid: int) -> int | None:
+    """The session a process is in, or None if it cannot be read."""
+    try:
+        return int(stat_fields(pid)[SESSION])
+    except (OSError, ValueError):
+        return None
+
+
+def stopped(pid: int) -> bool:
+    """Whether the process is stopped (by a signal or a tracer): it will not answer."""
+    return state(pid) in ("T", "t")
