@@ -298,3 +298,47 @@ def test_venomx_attach_shows_a_terminal_only_what_draws(daemon: Daemon) -> None:
     # primary screen's text
     assert b"\x1b[H\x1b[2J" in shown[alt:back], shown[alt:]
     assert b"[pane exited]" in shown
+
+
+def test_ctrl_backslash_detaches_after_a_refused_keystroke(daemon: Daemon) -> None:
+    """A caller who may read but not write attaches, types, and still gets out with
+    Ctrl-\\: the refusal is said on leaving (with its exit status), not a stuck terminal."""
+    s = daemon.call("session.create")["session"]
+    p = daemon.call("window.create", {"session": s, "argv": ["cat"]})["pane"]
+    main, sub = os.openpty()
+    env = {k: v for k, v in os.environ.items() if not k.startswith("VENOMX_")}
+    env["VENOMX_SOCKET"] = daemon.socket  # no token: the anonymous caller, read only
+    view = subprocess.Popen(
+        [PY, "-m", "venomx", "attach", "--pane", p],
+        stdin=sub,
+        stdout=sub,
+        stderr=subprocess.PIPE,
+        env=env,
+    )
+    os.close(sub)
+    shown = b""
+
+    def refused() -> bool:
+        audit = daemon.call("audit.list", {"limit": 10000})["records"]
+        return any(a["code"] == "denied.write" and a["verb"] == "pane.send" for a in audit)
+
+    try:
+        while b"\x1b[?1049h" not in shown:  # the view is up, the terminal raw
+            shown += os.read(main, 65536)
+        os.write(main, b"typed")
+        wait_for(refused, 20, "the keystroke refused")
+        os.write(main, b"\x1c")
+        assert view.wait(30) == 4
+        assert view.stderr is not None
+        said = view.stderr.read().decode()
+        assert "venomx: denied.write" in said and "keys after it were not sent" in said, said
+        with contextlib.suppress(OSError):
+            while chunk := os.read(main, 65536):
+                shown += chunk
+        assert b"[detached]" in shown, shown
+        assert daemon.call("pane.list")["panes"][0]["state"] == "running"
+        assert "typed" not in "".join(daemon.call("pane.capture_rows", {"pane": p})["lines"])
+    finally:
+        view.kill()
+        view.wait()
+        os.close(main)

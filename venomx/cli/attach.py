@@ -23,6 +23,9 @@ DETACH = b"\x1c"
 # foundation §8's "restoring the terminal" means.
 ENTER = b"\x1b[?1049h\x1b[H\x1b[2J"
 LEAVE = b"\x1b[?1049l"
+# A keystroke refused because the pane is ending is not the person's failure: the view
+# ends with the pane a moment later.
+ENDING = frozenset({"conflict.pane_exited", "conflict.pane_terminating"})
 
 
 def run_attach(pane: str, readonly: bool, sock: str | None, token: str | None) -> int:
@@ -39,8 +42,12 @@ def run_attach(pane: str, readonly: bool, sock: str | None, token: str | None) -
     screen = out.isatty()
     guard = TermGuard.for_terminal(out.fileno(), alternate=False) if screen else None
     detached = threading.Event()
+    refused: list[VenomxError] = []  # the keystroke the daemon refused, said on leaving
 
     def pump_keys() -> None:
+        # Ctrl-\ must detach whatever became of the keys: after a refusal (no write
+        # right, the pane going) the rest are dropped, as a read-only attach drops them.
+        typing = keys is not None
         while True:
             try:
                 data = os.read(fd, 4096)
@@ -50,11 +57,13 @@ def run_attach(pane: str, readonly: bool, sock: str | None, token: str | None) -
                 detached.set()
                 view.cancel(rid)
                 return
-            if keys is not None:
+            if typing and keys is not None:
                 try:
                     keys.call("pane.send", {"pane": pane, "data": base64.b64encode(data).decode()})
-                except VenomxError:
-                    return
+                except VenomxError as err:
+                    typing = False
+                    if err.code not in ENDING:
+                        refused.append(err)
 
     code = 0
     said = ""
@@ -105,6 +114,11 @@ def run_attach(pane: str, readonly: bool, sock: str | None, token: str | None) -
         if code == 0:
             out.write(b"[detached]\r\n" if detached.is_set() else b"[pane exited]\r\n")
         out.flush()
+        if refused and code == 0:  # the view ended well; the keys did not all arrive
+            code = refused[0].exit_code
+            said = visible(
+                f"venomx: {refused[0].code}: {refused[0].message} (keys after it were not sent)"
+            )
         if said:  # after the alternate screen is gone, or it would go with it
             sys.stderr.write(for_terminal(said, sys.stderr) + "\n")
         view.close()
