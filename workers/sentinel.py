@@ -24,7 +24,7 @@ from collections import deque
 from typing import Any, NoReturn
 
 from workers import protocol as P
-from workers import title
+from workers import title, tracer
 from workers.leader import (
     end_of_file,
     exit_usage,
@@ -116,6 +116,9 @@ class Sentinel:
         self.pidfd = -1
         self.channel_open = True
         self.exited: os.waitid_result | None = None
+        # When the pidfd said the leader had exited but ``waitid`` did not show it: a
+        # tracer holds its zombie (``tracer``), and is killed past tracer.GRACE.
+        self.hidden_since: float | None = None
 
     # -- channel ---------------------------------------------------------------------------
     def send(self, msg: P.Message) -> None:
@@ -271,8 +274,12 @@ class Sentinel:
                 self.finish()
             if not self.channel_open:
                 self.daemon_lost()
+            if self.hidden_since is not None:
+                if time.monotonic() - self.hidden_since >= tracer.GRACE:
+                    tracer.end_tracer(self.leader)
+                    self.hidden_since = time.monotonic()
             timeout = self.input_timeout()
-            if self.pidfd < 0:
+            if self.pidfd < 0 or self.hidden_since is not None:
                 timeout = (
                     POLL_WITHOUT_PIDFD if timeout is None else min(timeout, POLL_WITHOUT_PIDFD)
                 )
@@ -290,6 +297,11 @@ class Sentinel:
                         self.read_pty()
                     if ev & ~select.EPOLLIN:
                         self.write_pty()
+                elif fd == self.pidfd and not self.leader_exited():
+                    # exited, yet not there for us to wait on: it is traced. Looked at
+                    # every POLL_WITHOUT_PIDFD from now on (the pidfd stays readable).
+                    poll.unregister(fd)
+                    self.hidden_since = time.monotonic()
             if self.input and self.input_timeout() == 0:
                 self.write_pty()  # a deadline passed with the PTY still full
 
@@ -512,14 +524,26 @@ class Sentinel:
                 self.read_pty()
         self.signal_group(signal.SIGKILL)
         if os.getppid() != DAEMON_PID:
-            try:
-                os.waitpid(self.leader, 0)
-            except ChildProcessError:
-                pass
+            self.reap_killed_leader()
         # else the daemon lives and closed the channel of a live pane, which only a fault
         # of its own does: the leader is left for it to reap, so that the record has the
         # real wait status and the leader's group cannot be reused while it may signal it
         os._exit(0)
+
+    def reap_killed_leader(self) -> None:
+        """Reap the leader our SIGKILL ends, killing a tracer that hides its zombie."""
+        waiter = select.poll()
+        if self.pidfd >= 0:
+            waiter.register(self.pidfd, select.POLLIN)
+        while True:
+            try:
+                if os.waitpid(self.leader, os.WNOHANG)[0]:
+                    return
+            except ChildProcessError:
+                return
+            if self.pidfd < 0 or waiter.poll(1000 * tracer.GRACE):
+                tracer.end_tracer(self.leader)  # exited, yet hidden from our wait
+                time.sleep(POLL_WITHOUT_PIDFD)
 
 
 def warm_up() -> None:

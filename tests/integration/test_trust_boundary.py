@@ -22,10 +22,11 @@ from typing import Any
 import psutil
 import pytest
 
-from tests.helpers import PY, ROOT, Daemon, start_daemon, stop_daemon, wait_for
+from tests.helpers import PY, ROOT, Daemon, running, start_daemon, stop_daemon, wait_for
 from venomx.client import Client
 from venomx.wire import VenomxError, dumps
 from workers import protocol as P
+from workers.tracer import tracer_of
 
 CENSUS = """
 import os, sys
@@ -809,3 +810,99 @@ def test_a_sentinel_stopped_before_it_reports_a_start_is_continued(daemon: Daemo
     rec = daemon.wait_exit(run)
     assert (rec["outcome"], rec["exit_code"]) == ("failed", 3) and "fault" not in rec
     assert "was stopped: continued" in daemon.log.read_text()
+
+
+# -- a leader held by a tracer ---------------------------------------------------------
+
+# The program forks a tracer that leaves its session (so no killpg of the pane's group
+# reaches it), attaches to the leader and never waits again: Linux then shows the
+# leader's zombie to the tracer alone. PR_SET_PTRACER lets it attach under Yama too.
+TRACED = """
+import ctypes, os, signal, sys, time
+libc = ctypes.CDLL(None, use_errno=True)
+libc.ptrace.argtypes = [ctypes.c_long, ctypes.c_long, ctypes.c_void_p, ctypes.c_void_p]
+libc.prctl(0x59616D61, ctypes.c_ulong(2**64 - 1), 0, 0, 0)
+leader = os.getpid()
+r, w = os.pipe()
+go_r, go_w = os.pipe()
+first = os.fork()
+if first == 0:
+    os.setsid()
+    if os.fork() == 0:
+        os.read(go_r, 1)
+        if libc.ptrace(16, leader, None, None) != 0:  # PTRACE_ATTACH
+            os.write(w, b"E")
+            os._exit(1)
+        os.waitpid(leader, 0x40000000)  # its attach stop (__WALL)
+        libc.ptrace(7, leader, None, None)  # PTRACE_CONT
+        os.write(w, b"T")
+        while True:
+            time.sleep(60)
+    os._exit(0)
+os.waitpid(first, 0)  # before the attach: a signal after it (SIGCHLD) would stop us
+os.write(go_w, b"g")
+print("traced" if os.read(r, 1) == b"T" else "not-traced", flush=True)
+if sys.argv[1] == "sleep":
+    time.sleep(600)
+if sys.argv[1] == "kill-sentinel":
+    signal.pthread_sigmask(signal.SIG_BLOCK, {signal.SIGHUP})  # the hangup would stop us
+    os.kill(os.getppid(), 9)
+os._exit(5)
+"""
+
+
+def traced_run(d: Daemon, mode: str, **extra: Any) -> dict[str, Any]:
+    r = d.call(
+        "run",
+        {"key": f"traced-{mode}", "session": session(d), "argv": [PY, "-c", TRACED, mode], **extra},
+    )
+    ready(d, r["pane"], "traced")
+    return r
+
+
+def test_a_tracer_cannot_hide_the_leaders_exit(daemon: Daemon) -> None:
+    r = daemon.call(
+        "run",
+        {"key": "traced", "session": session(daemon), "argv": [PY, "-c", TRACED, "exit"]},
+    )
+    rec = wait_run(daemon, r["run"])
+    assert rec["state"] == "completed", rec
+    assert rec["outcome"] == "failed" and rec["exit_code"] == 5, rec
+    assert "fault" not in rec and lines_of(rec)[0] == "traced", rec
+
+
+def test_a_tracer_cannot_keep_a_deadline_from_ending_the_run(daemon: Daemon) -> None:
+    r = traced_run(daemon, "sleep", deadline_ms=300)
+    rec = wait_run(daemon, r["run"])
+    assert rec["outcome"] == "terminated" and rec["cause"] == "deadline", rec
+    assert "fault" not in rec and lines_of(rec)[0] == "traced", rec
+
+
+def test_a_tracer_cannot_hide_the_exit_from_the_daemon_either(daemon: Daemon) -> None:
+    """The program kills its sentinel too: the daemon reaps the leader itself."""
+    r = daemon.call(
+        "run",
+        {
+            "key": "traced-lost",
+            "session": session(daemon),
+            "argv": [PY, "-c", TRACED, "kill-sentinel"],
+        },
+    )
+    rec = wait_run(daemon, r["run"])
+    assert rec["outcome"] == "failed" and rec["exit_code"] == 5, rec
+    assert_lost_record(rec)
+
+
+def test_shutdown_leaves_no_traced_leader_or_tracer_behind() -> None:
+    """Without cgroups too, where only a killpg reaches a pane's processes."""
+    d = start_daemon(config='cgroups = "off"\n')
+    try:
+        r = traced_run(d, "sleep")
+        held = tracer_of(r["pid"])
+        assert held > 0
+        d.call("shutdown")
+        assert d.proc.wait(20) == 0
+        # the tracer ran in its own session, out of every killpg's reach
+        wait_for(lambda: not running(r["pid"]) and not running(held), 10, "both gone")
+    finally:
+        stop_daemon(d)
