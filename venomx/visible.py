@@ -23,10 +23,15 @@ from venomx.wire import dumps
 
 # C0 but the newline that separates lines, DEL, and C1 (ESC's 8-bit forms)
 _ESCAPED = {c: f"\\x{c:02x}" for c in (*range(0x20), 0x7F, *range(0x80, 0xA0)) if c != 0x0A}
+# The explicit bidirectional embeddings, overrides and isolates: on a terminal that
+# reorders text they show the rest of a line in another order than it has ("Trojan
+# Source"). The marks LRM and RLM, which right-to-left text uses, stay.
+_ESCAPED.update({c: f"\\u{c:04x}" for c in (*range(0x202A, 0x202F), *range(0x2066, 0x206A))})
 
 
 def visible(text: str) -> str:
-    """``text`` with every control character but newline written as ``\\xNN``."""
+    """``text`` with every control character but newline written as ``\\xNN``, and the
+    bidirectional overrides, embeddings and isolates as ``\\uNNNN``."""
     return text.translate(_ESCAPED)
 
 

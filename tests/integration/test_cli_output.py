@@ -177,3 +177,17 @@ def test_a_programs_escape_sequences_are_shown_not_obeyed(
     finally:
         os.kill(r["pid"], signal.SIGKILL)
         d.wait_exit(r["run"])
+
+
+def test_a_runs_bidirectional_overrides_are_shown_not_obeyed(shared_daemon: Daemon) -> None:
+    """An override would show the rest of a line of the record in another order on a
+    terminal that reorders text; right-to-left text and its marks are left alone."""
+    d = shared_daemon
+    s = d.call("session.create")["session"]
+    text = "A \u202eevil\u202c \u2067iso\u2069 \u05e9\u05dc\u05d5\u05dd\u200f B"
+    r = d.call("run", {"key": "bidi", "session": s, "argv": ["printf", text]})
+    out = d.cli("run", "wait", "--run", r["run"]).out
+    assert "A \\u202eevil\\u202c \\u2067iso\\u2069 \u05e9\u05dc\u05d5\u05dd\u200f B" in out, out
+    assert not any(c in out for c in "\u202a\u202b\u202c\u202d\u202e\u2066\u2067\u2068\u2069")
+    rec = json.loads(d.cli("run", "get", "--run", r["run"], "--json").out)
+    assert text in rec["output"]["lines"][0]  # --json keeps the value as it is
