@@ -23,13 +23,13 @@ from workers import deferred  # noqa: F401  (before pyte: see its docstring)
 import msgpack  # noqa: F401  (pre-import for the sentinels)
 import pyte  # noqa: F401
 
-from workers import prctl, protocol, sentinel, title
+from workers import inherited, prctl, protocol, sentinel, title
 from workers.vt import Terminal
 
 LOWEST = 19  # nice value of a spare batch while it is being made
 
 
-def serve(control: socket.socket) -> None:
+def serve(control: socket.socket, base: inherited.Baseline) -> None:
     while True:
         try:
             # Close-on-exec from birth: no channel may ever reach a pane program.
@@ -38,8 +38,8 @@ def serve(control: socket.socket) -> None:
             )
         except OSError:
             return
-        if not msg:
-            return
+        if not msg or not inherited.restore(base):
+            return  # the daemon starts another, with what it was started with itself
         if fds:
             fork_batch(control, fds, spare=msg == b"S")
 
@@ -160,6 +160,7 @@ def main() -> None:
     close_strays(keep=control.fileno())
     sentinel.SERVE_NICE = lowering_is_reversible()
     sentinel.DAEMON_PID = os.getppid()  # the daemon spawned us
+    sentinel.BASELINE = base = inherited.now()
     signal.signal(signal.SIGCHLD, reap)  # after the probe, which waits for its own child
     sentinel.warm_up()
     sentinel.BLANK_TERMINAL = Terminal(
@@ -168,7 +169,7 @@ def main() -> None:
     sentinel.BLANK_DECODER = protocol.Decoder()
     gc.collect()
     gc.freeze()
-    serve(control)
+    serve(control, base)
 
 
 if __name__ == "__main__":

@@ -23,8 +23,8 @@ import time
 from collections import deque
 from typing import Any, NoReturn
 
+from workers import inherited, title, tracer
 from workers import protocol as P
-from workers import title, tracer
 from workers.leader import (
     end_of_file,
     exit_usage,
@@ -75,6 +75,9 @@ BLANK_DECODER: P.Decoder | None = None
 CAPTURE_BUDGET = 16 * 1024 * 1024
 # Set by the fork server: the daemon's pid, every sentinel's parent (its subreaper).
 DAEMON_PID = 0
+# Set by the fork server: the limits and scheduling it was started with, which every
+# leader gets whatever another process of our uid set on us since (``inherited``).
+BASELINE: inherited.Baseline | None = None
 
 
 def set_title(pane: str) -> None:
@@ -214,6 +217,10 @@ class Sentinel:
         msg = self.next_message()
         if not isinstance(msg, P.Spawn):
             os._exit(0)
+        if BASELINE is not None and not inherited.restore(BASELINE):
+            # changed by another process past repair, before anything started: our exit
+            # makes the daemon retire us and fork a sentinel for this start
+            os._exit(0)
         self.pane = msg.pane
         self.size = (msg.cols, msg.rows, msg.scrollback)
         set_title(msg.pane)
@@ -233,6 +240,10 @@ class Sentinel:
                 go = self.next_message()
                 if not isinstance(go, P.Release):
                     os._exit(0)
+            if BASELINE is not None and not inherited.restore(BASELINE):
+                # changed while the start waited at its barrier
+                self.failed(OSError(errno.EPERM, "limits lowered by another process"))
+                os._exit(0)  # no spare again: the next start would find the same
             try:
                 self.leader = spawn_leader(msg.argv, msg.env, slave, msg.cgroup, msg.cgroup_home)
             except OSError as exc:

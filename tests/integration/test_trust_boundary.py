@@ -906,3 +906,49 @@ def test_shutdown_leaves_no_traced_leader_or_tracer_behind() -> None:
         wait_for(lambda: not running(r["pid"]) and not running(held), 10, "both gone")
     finally:
         stop_daemon(d)
+
+
+# -- what a leader inherits ----------------------------------------------------------------
+
+POISON = """
+import os, resource, sys
+for pid in map(int, sys.argv[1:]):
+    resource.prlimit(pid, resource.RLIMIT_FSIZE, (0, 0))  # hard too: never raised again
+    resource.prlimit(pid, resource.RLIMIT_CPU, (5, 5))
+    os.setpriority(os.PRIO_PROCESS, pid, 19)
+print("poisoned", len(sys.argv) - 1)
+"""
+
+
+def test_a_run_cannot_set_the_limits_later_runs_inherit(daemon: Daemon, tmp_path: Path) -> None:
+    """prlimit(2) and setpriority are not held back by PR_SET_DUMPABLE: a program of our
+    uid could lower the fork server's and the spares' limits, and every later run of
+    every principal would inherit them. Nothing later runs with what it set."""
+    wait_for(lambda: len(daemon.titled(P.SPARE_TITLE)) >= 2, 20, "spares at rest")
+    server = daemon.fork_server()
+    assert server is not None
+    targets = [server, *daemon.titled(P.SPARE_TITLE)]
+    poison = run_and_wait(daemon, [PY, "-c", POISON, *map(str, targets)], "poison")
+    assert poison["exit_code"] == 0 and "poisoned" in lines_of(poison)[0], poison
+    out = tmp_path / "written"
+    probe = {
+        "key": "victim",
+        "session": session(daemon),
+        "shell": f"echo data > {out}; echo nice=$(nice); ulimit -t",
+    }
+
+    def started() -> dict[str, Any] | None:
+        try:
+            return daemon.call("run", probe)
+        except VenomxError as err:  # the poisoned fork server's last request, at most
+            assert err.code == "unavailable.spawn", err
+            return None
+
+    wait_for(lambda: started() is not None, 20, "the victim started")
+    rec = wait_run(daemon, daemon.call("run", probe)["run"])
+    assert rec["outcome"] == "succeeded", rec
+    assert out.read_text() == "data\n"
+    assert lines_of(rec)[:2] == ["nice=0", "unlimited"], rec
+    assert daemon.fork_server() not in (None, server)  # replaced: its hard limit was lowered
+    doc = daemon.call("doctor")  # retired spares and a replaced fork server, not escapees
+    assert doc["escapees"]["count"] == 0 and doc["escapees"]["reaped"] == 0, doc["escapees"]
