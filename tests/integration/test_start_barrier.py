@@ -223,3 +223,27 @@ def test_a_plain_removal_counts_a_stalled_start_as_live(daemon: Daemon, tmp_path
     assert err.data["panes"] == [run["pane"]]
     assert daemon.call("run", params)["reused"] is True
     wait_for(lambda: marker_count(marker) == 1, 10, "the program ran")
+
+
+def test_a_start_held_at_shutdown_is_answered_and_runs_nothing(tmp_path: Path) -> None:
+    """Every request is answered before the transport closes (foundation §2): a start
+    still before its barrier rolls back, and a stream still open ends, ``cancelled``."""
+    d = start_daemon()
+    try:
+        marker = tmp_path / "m"
+        s = d.call("session.create")["session"]
+        hold(d, "run.before_barrier")
+        c = d.client()
+        rid = c.start("run", {"key": "k", "session": s, "shell": f"echo x >> {marker}"})
+        reached(d, "run.before_barrier")
+        events = d.client()
+        sub = events.start("events.subscribe", {})
+        d.call("shutdown")
+        for client, request in ((c, rid), (events, sub)):
+            with pytest.raises(VenomxError) as ended:
+                client.response(request)
+            assert ended.value.code == "cancelled", ended.value
+        assert d.proc.wait(20) == 0
+        assert marker_count(marker) == 0
+    finally:
+        stop_daemon(d)

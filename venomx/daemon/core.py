@@ -67,6 +67,7 @@ class Daemon:
         runs.stop = self.stop_pane
         runs.evicted = lambda: self.panes.exited_panes.enforce(self.panes)
         self.lifecycle.stop_work = self.panes.shutdown
+        self.lifecycle.end_requests = self.end_requests
         self.priority = Priority()
         self.reaper = Reaper(self.panes.is_leader, self.panes.on_child_exit)
         self.connections: set[Any] = set()
@@ -138,6 +139,16 @@ class Daemon:
         self.panes.forkserver.stop()
         self.priority.close()
         await self.panes.cgroups.stop()
+
+    def end_requests(self) -> list[asyncio.Task[None]]:
+        """Cancel every request still in flight (a shutdown's last step): each is then
+        answered ``cancelled``, as RFC-0015 §7 has it for waiters at teardown."""
+        ended = []
+        for conn in list(self.connections):
+            for task in list(conn.tasks.values()):
+                task.cancel()
+                ended.append(task)
+        return ended
 
     def end_revoked(self, principals: list[str]) -> None:
         """A revoked token stops working at once (foundation §5): the requests it has in

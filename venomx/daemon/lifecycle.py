@@ -7,18 +7,24 @@ from collections.abc import Awaitable, Callable
 
 from venomx.wire import VenomxError
 
+END_WAIT = 1.0  # seconds the requests still in flight at the end of a shutdown may take
+
 
 class Lifecycle:
     """The daemon's shutdown, as the services see it: a flag, a request, a future.
 
-    ``stop_work`` (wired by the daemon) ends every pane; ``stopped`` is set once it has and
-    the waiters it woke have written their replies.
+    ``stop_work`` (wired by the daemon) ends every pane; ``end_requests`` then cancels
+    what is still in flight (a start held before its barrier, a stream, a wait on a run
+    that did not complete), so that every request is answered, ``cancelled``, before the
+    transport closes. ``stopped`` is set once the waiters it woke and the requests it
+    ended have written their replies.
     """
 
     def __init__(self) -> None:
         self.shutting_down = False
         self.stopped: asyncio.Future[None] = asyncio.get_running_loop().create_future()
         self.stop_work: Callable[[], Awaitable[None]] | None = None
+        self.end_requests: Callable[[], list[asyncio.Task[None]]] | None = None
         self._task: asyncio.Task[None] | None = None
 
     def refuse_new_work(self) -> None:
@@ -38,5 +44,11 @@ class Lifecycle:
         # Let waiters woken by the last completions write their replies.
         for _ in range(3):
             await asyncio.sleep(0)
+        if self.end_requests is not None:
+            ended = self.end_requests()
+            if ended:  # a start rolls back first: nothing of it may outlive us
+                await asyncio.wait(ended, timeout=END_WAIT)
+            for _ in range(3):
+                await asyncio.sleep(0)
         if not self.stopped.done():
             self.stopped.set_result(None)
