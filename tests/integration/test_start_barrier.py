@@ -227,8 +227,7 @@ def test_a_plain_removal_counts_a_stalled_start_as_live(daemon: Daemon, tmp_path
 
 def test_a_start_held_at_shutdown_is_answered_and_runs_nothing(tmp_path: Path) -> None:
     """Every request is answered before the transport closes (foundation §2): a start
-    still before its barrier rolls back, and a stream still open ends, both refused as
-    new work is (``unavailable.shutdown``)."""
+    still before its barrier rolls back, and a stream still open ends, ``cancelled``."""
     d = start_daemon()
     try:
         marker = tmp_path / "m"
@@ -243,7 +242,7 @@ def test_a_start_held_at_shutdown_is_answered_and_runs_nothing(tmp_path: Path) -
         for client, request in ((c, rid), (events, sub)):
             with pytest.raises(VenomxError) as ended:
                 client.response(request)
-            assert ended.value.code == "unavailable.shutdown", ended.value
+            assert ended.value.code == "cancelled", ended.value
         assert d.proc.wait(20) == 0
         assert marker_count(marker) == 0
     finally:

@@ -141,12 +141,10 @@ class Daemon:
         await self.panes.cgroups.stop()
 
     def end_requests(self) -> list[asyncio.Task[None]]:
-        """End every request still in flight (a shutdown's last step): a wait is answered
-        ``cancelled``, as RFC-0015 §7 has it for waiters at teardown, anything else
-        (a start before its barrier, a stream) ``unavailable.shutdown``."""
+        """Cancel every request still in flight (a shutdown's last step): each is then
+        answered ``cancelled``, as RFC-0015 §7 has it for waiters at teardown."""
         ended = []
         for conn in list(self.connections):
-            conn.shut = True
             for task in list(conn.tasks.values()):
                 task.cancel()
                 ended.append(task)

@@ -58,7 +58,6 @@ class Caller(Protocol):
 
     principal: Principal | None
     max_frame: int
-    shut: bool  # a shutdown ended its requests in flight
 
     def send(self, obj: dict[str, Any]) -> None: ...
     def send_frame(self, frame: bytes) -> None: ...
@@ -317,15 +316,6 @@ def answer(ctx: Context, result: dict[str, Any]) -> None:
         ctx.audit.append(ctx.principal.id, ctx.verb.name, "ok", ctx.resource)
 
 
-def cancelled(conn: Caller, verb: str) -> VenomxError:
-    """The answer to a request cancelled in flight: ``unavailable.shutdown`` when a
-    shutdown ended it (``end_requests``), as new work is refused then, but for a wait,
-    which RFC-0015 §7 answers ``cancelled`` at teardown; else ``cancelled``."""
-    if conn.shut and verb != "run.wait":
-        return VenomxError("unavailable.shutdown", "the daemon is shutting down", {})
-    return VenomxError("cancelled", "request cancelled", {})
-
-
 def refuse(ctx: Context, exc: BaseException) -> None:
     """The one error reply, audited when it is a denial or concerns an admin verb."""
     verb, conn = ctx.verb, ctx.conn
@@ -340,7 +330,7 @@ def refuse(ctx: Context, exc: BaseException) -> None:
         if ctx.principal.revoked:
             conn.reply_error(ctx.rid, revoked(ctx.audit, ctx.principal, verb.name, ctx.resource))
         else:
-            conn.reply_error(ctx.rid, cancelled(conn, verb.name))
+            conn.reply_error(ctx.rid, VenomxError("cancelled", "request cancelled", {}))
     else:
         log.error("internal error in verb=%s", verb.name, exc_info=exc)
         conn.reply_error(ctx.rid, VenomxError("internal", "internal error", {}))

@@ -25,7 +25,7 @@ from typing import TYPE_CHECKING, Any
 
 from venomx import PROTOCOL, __version__, unixdiag
 from venomx.daemon import procfs
-from venomx.daemon.dispatch import Context, cancelled, dispatch, result_size, revoked
+from venomx.daemon.dispatch import Context, dispatch, result_size, revoked
 from venomx.daemon.readbuf import ReadsShared
 from venomx.daemon.registry import Principal, token_key
 from venomx.manifest.schema import validate
@@ -227,7 +227,6 @@ class Connection(ReadsShared):
         self.draining = False  # a drain of the buffered frames is scheduled
         self.paused = False  # reading paused while buffered frames wait
         self.deferring = False  # this drain made a task: later requests wait their turn too
-        self.shut = False  # a shutdown ended the requests in flight (``end_requests``)
 
     # -- transport ---------------------------------------------------------------------------
     def connection_made(self, transport: asyncio.BaseTransport) -> None:
@@ -448,7 +447,7 @@ class Connection(ReadsShared):
             if p is not None and p.revoked:
                 self.refuse_frame(rid, revoked(self.services.audit, p, verb, None))
             else:
-                self.refuse_frame(rid, cancelled(self, verb))
+                self.refuse_frame(rid, VenomxError("cancelled", "request cancelled", {}))
 
     # -- hello and cancel -----------------------------------------------------------------------
     def hello(self, rid: int, raw: Any) -> None:
