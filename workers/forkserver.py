@@ -38,8 +38,10 @@ def serve(control: socket.socket, base: inherited.Baseline) -> None:
             )
         except OSError:
             return
-        if not msg or not inherited.restore(base):
-            return  # the daemon starts another, with what it was started with itself
+        if not msg:
+            return
+        if not inherited.restore(base):
+            sys.exit(inherited.CHANGED)  # the daemon starts another, with its own values
         if fds:
             fork_batch(control, fds, spare=msg == b"S")
 

@@ -17,6 +17,10 @@ from __future__ import annotations
 import os
 import resource
 
+# The fork server's exit status when it cannot put its baseline back: the daemon says
+# why in its log and starts another.
+CHANGED = 3
+
 RESOURCES = tuple(
     getattr(resource, name) for name in sorted(dir(resource)) if name.startswith("RLIMIT_")
 )

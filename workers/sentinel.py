@@ -287,7 +287,7 @@ class Sentinel:
                 self.daemon_lost()
             if self.hidden_since is not None:
                 if time.monotonic() - self.hidden_since >= tracer.GRACE:
-                    tracer.end_tracer(self.leader)
+                    tracer.end_tracers(self.leader)
                     self.hidden_since = time.monotonic()
             timeout = self.input_timeout()
             if self.pidfd < 0 or self.hidden_since is not None:
@@ -553,7 +553,7 @@ class Sentinel:
             except ChildProcessError:
                 return
             if self.pidfd < 0 or waiter.poll(1000 * tracer.GRACE):
-                tracer.end_tracer(self.leader)  # exited, yet hidden from our wait
+                tracer.end_tracers(self.leader)  # exited, yet hidden from our wait
                 time.sleep(POLL_WITHOUT_PIDFD)
 
 

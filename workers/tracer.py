@@ -1,11 +1,12 @@
 """A leader held by a tracer: the one way a program can hide its exit from its parent.
 
 Linux shows a traced zombie only to its tracer, until the tracer waits for it, detaches
-or dies. Without Yama any process of our uid may trace a pane's leader (it is dumpable
-after exec), so a program could fork a tracer that never waits and keep its run from
-ever completing, out of reach of a deadline's or a cancel's ``killpg``. A tracer that
-holds an exited leader longer than a debugger needs to see the exit is killed; the
-zombie then passes to its parent with its real wait status.
+or dies; and a traced zombie *thread* of the leader keeps the whole leader from being
+waited for at all. Without Yama any process of our uid may trace a pane's leader or any
+of its threads (it is dumpable after exec), so a program could fork a tracer that never
+waits and keep its run from ever completing, out of reach of a deadline's or a cancel's
+``killpg``. A tracer that holds an exited leader longer than a debugger needs to take
+the exit is killed; the zombie then passes to its parent with its real wait status.
 """
 
 from __future__ import annotations
@@ -18,36 +19,50 @@ import signal
 GRACE = 0.5
 
 
-def tracer_of(pid: int) -> int:
-    """The pid of the process tracing ``pid``, or 0 (none, or unreadable)."""
+def _field(path: str, name: bytes) -> int:
+    """An integer field of a /proc status file, or 0 (absent, or unreadable)."""
     try:
-        with open(f"/proc/{pid}/status", "rb") as f:
+        with open(path, "rb") as f:
             for line in f:
-                if line.startswith(b"TracerPid:"):
+                if line.startswith(name):
                     return int(line.split()[1])
     except (OSError, ValueError, IndexError):
         pass
     return 0
 
 
-def end_tracer(pid: int) -> bool:
-    """SIGKILL the tracer of ``pid``, an unreaped child of ours (so the number is its
-    own), unless we trace it ourselves. True if a tracer was signalled."""
-    tracer = tracer_of(pid)
-    if tracer <= 0 or tracer == os.getpid():
-        return False
+def tracer_of(pid: int, tid: int | None = None) -> int:
+    """The thread ID tracing thread ``tid`` of process ``pid`` (its main thread by
+    default), or 0: none, or unreadable."""
+    return _field(f"/proc/{pid}/task/{tid or pid}/status", b"TracerPid:")
+
+
+def end_tracers(pid: int) -> int:
+    """SIGKILL every process that traces a thread of ``pid``, an unreaped child of ours
+    (so the number is its own), but ourselves. The number of tracers signalled."""
     try:
-        fd = os.pidfd_open(tracer)
-    except OSError:
-        return False
-    try:
-        # Still its tracer once we hold a pidfd: the pidfd names that process, not a
-        # later one given the same number after the tracer let go and exited.
-        if tracer_of(pid) != tracer:
-            return False
-        signal.pidfd_send_signal(fd, signal.SIGKILL)
-        return True
-    except OSError:
-        return False
-    finally:
-        os.close(fd)
+        threads = [int(t) for t in os.listdir(f"/proc/{pid}/task")]
+    except (OSError, ValueError):
+        return 0
+    ended = 0
+    for tid in threads:
+        tracer = tracer_of(pid, tid)
+        # TracerPid names the tracing thread: its process is the one to end
+        tgid = _field(f"/proc/{tracer}/status", b"Tgid:") if tracer > 0 else 0
+        if tgid <= 0 or tgid == os.getpid():
+            continue
+        try:
+            fd = os.pidfd_open(tgid)
+        except OSError:
+            continue
+        try:
+            # Still its tracer once we hold a pidfd: the pidfd names that process, not a
+            # later one given the same number after the tracer let go and exited.
+            if tracer_of(pid, tid) == tracer and _field(f"/proc/{tracer}/status", b"Tgid:") == tgid:
+                signal.pidfd_send_signal(fd, signal.SIGKILL)
+                ended += 1
+        except OSError:
+            pass
+        finally:
+            os.close(fd)
+    return ended

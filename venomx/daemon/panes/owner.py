@@ -45,6 +45,7 @@ from venomx.daemon.runs import RunTable
 from venomx.daemon.seams import Seams
 from venomx.daemon.waitstatus import waitstatus_fields
 from venomx.wire import VenomxError
+from workers import inherited
 from workers import protocol as P
 from workers.rows import EpochConflict, Snapshot, capture, repaint
 
@@ -326,6 +327,12 @@ class Panes:
                 log.debug("fork server exited (status %d)", status)
             elif self.lifecycle.shutting_down:
                 log.error("fork server exited (status %d) during shutdown", status)
+            elif os.waitstatus_to_exitcode(status) == inherited.CHANGED:
+                log.error(
+                    "fork server's limits or scheduling were changed by another process "
+                    "past repair; restarting it"
+                )
+                self.forkserver.restart()
             else:
                 log.error("fork server exited (status %d); restarting it", status)
                 self.forkserver.restart()

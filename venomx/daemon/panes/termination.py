@@ -21,6 +21,7 @@ from venomx.daemon.panes.link import Link, Termination
 from venomx.manifest.verbs import TERMINATE_GRACE_MS, TERMINATE_SIGNAL
 from venomx.wire import VenomxError
 from workers import protocol as P
+from workers import tracer
 
 if TYPE_CHECKING:
     from venomx.daemon.panes.contract import Owner
@@ -68,6 +69,17 @@ def _escalate(owner: Owner, t: Termination) -> None:
     t.killed_at = time.monotonic()
     if not t.killed.done():
         t.killed.set_result(None)
+    t.timer = asyncio.get_running_loop().call_later(tracer.GRACE, _end_tracers, t)
+
+
+def _end_tracers(t: Termination) -> None:
+    """SIGKILL was sent a grace ago and the pane lives on: a tracer of the leader, or of
+    one of its threads (whose zombie keeps the leader from being waited for), is out of
+    every ``killpg``'s reach in a session of its own (``workers.tracer``)."""
+    t.timer = None
+    if t.pane.live:
+        tracer.end_tracers(t.pane.pid)
+        t.timer = asyncio.get_running_loop().call_later(tracer.GRACE, _end_tracers, t)
 
 
 async def wait_terminated(pane: Pane, link: Link) -> None:

@@ -154,6 +154,6 @@ def watch_tracer(pane: Pane, link: Link) -> None:
 def end_tracer(pane: Pane, link: Link) -> None:
     link.watchdog = None
     if pane.live:
-        if tracer.end_tracer(pane.pid):
+        if tracer.end_tracers(pane.pid):
             log.warning("pane %s: killed the tracer holding its exited leader", pane.id)
         watch_tracer(pane, link)
