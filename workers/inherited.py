@@ -41,8 +41,9 @@ def now() -> Baseline:
 
 
 def restore(base: Baseline) -> bool:
-    """Put back whatever differs from ``base``; False if something cannot be (the CPUs
-    are put back where the host still allows them, never refused)."""
+    """Put back whatever differs from ``base``; False if something cannot be. CPUs taken
+    away are given back where the host still allows them, never refused; CPUs added
+    since are kept."""
     limits, nice, policy, cpus = base
     intact = True
     for r, want in zip(RESOURCES, limits, strict=True):
@@ -61,9 +62,10 @@ def restore(base: Baseline) -> bool:
             os.sched_setscheduler(0, policy[0], os.sched_param(policy[1]))
         except OSError:
             intact = False
-    if os.sched_getaffinity(0) != cpus:
+    now = os.sched_getaffinity(0)
+    if not cpus <= now:  # narrowed; CPUs the host added since are kept
         try:
-            os.sched_setaffinity(0, cpus)
+            os.sched_setaffinity(0, cpus | now)
         except OSError:
             pass  # the host's cpuset changed since: its choice, not a program's
     return intact

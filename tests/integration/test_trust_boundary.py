@@ -10,7 +10,6 @@ from __future__ import annotations
 
 import json
 import os
-import resource
 import shutil
 import signal
 import subprocess
@@ -946,8 +945,16 @@ for pid in map(int, sys.argv[1:]):
     resource.prlimit(pid, resource.RLIMIT_FSIZE, (0, 0))  # hard too: never raised again
     resource.prlimit(pid, resource.RLIMIT_CPU, (5, 5))
     os.setpriority(os.PRIO_PROCESS, pid, 19)
+    os.sched_setaffinity(pid, {min(os.sched_getaffinity(0))})
+    os.sched_setscheduler(pid, os.SCHED_IDLE, os.sched_param(0))
 print("poisoned", len(sys.argv) - 1)
 """
+# What a leader runs with: its nice value, CPU time limit, policy and CPUs.
+INHERITED = (
+    "import os, resource; print(os.getpriority(os.PRIO_PROCESS, 0),"
+    " resource.getrlimit(resource.RLIMIT_CPU), os.sched_getscheduler(0),"
+    " sorted(os.sched_getaffinity(0)))"
+)
 
 
 def test_a_run_cannot_set_the_limits_later_runs_inherit(daemon: Daemon, tmp_path: Path) -> None:
@@ -964,7 +971,7 @@ def test_a_run_cannot_set_the_limits_later_runs_inherit(daemon: Daemon, tmp_path
     probe = {
         "key": "victim",
         "session": session(daemon),
-        "shell": f"echo data > {out}; echo nice=$(nice); ulimit -t",
+        "shell": f"echo data > {out}; {PY} -c '{INHERITED}'",
     }
 
     def started() -> dict[str, Any] | None:
@@ -979,9 +986,8 @@ def test_a_run_cannot_set_the_limits_later_runs_inherit(daemon: Daemon, tmp_path
     assert rec["outcome"] == "succeeded", rec
     assert out.read_text() == "data\n"
     # what the daemon was started with: this process's own
-    cpu = resource.getrlimit(resource.RLIMIT_CPU)[0]
-    want = ["unlimited" if cpu == resource.RLIM_INFINITY else str(cpu)]
-    assert lines_of(rec)[:2] == [f"nice={os.getpriority(os.PRIO_PROCESS, 0)}", *want], rec
+    want = subprocess.run([PY, "-c", INHERITED], capture_output=True, text=True).stdout
+    assert lines_of(rec)[0] == want.strip(), rec
     assert daemon.fork_server() not in (None, server)  # replaced: its hard limit was lowered
     assert "were changed by another process past repair" in daemon.log.read_text()
     doc = daemon.call("doctor")  # retired spares and a replaced fork server, not escapees
