@@ -318,11 +318,19 @@ class Sentinel:
 
     def leader_exited(self) -> bool:
         """Whether the leader has exited (it stays an unreaped zombie: WNOWAIT)."""
-        if self.exited is None:
+        for _ in range(8):  # a few stops in a row at most, then the next pass
+            if self.exited is not None:
+                return True
             try:
-                self.exited = os.waitid(os.P_PID, self.leader, os.WEXITED | os.WNOHANG | os.WNOWAIT)
+                info = os.waitid(os.P_PID, self.leader, os.WEXITED | os.WNOHANG | os.WNOWAIT)
             except ChildProcessError:  # pragma: no cover - only we could have reaped it
                 return True
+            if info is None:
+                return False
+            if info.si_code in tracer.ENDED:
+                self.exited = info
+            else:
+                tracer.let_go(self.leader, info)
         return self.exited is not None
 
     def read_pty(self) -> bool:

@@ -19,6 +19,26 @@ import signal
 GRACE = 0.5
 
 
+# What a wait reports for a child that has ended; anything else it reports without
+# WSTOPPED is a stop of a child that made us its tracer (PTRACE_TRACEME).
+ENDED = frozenset({os.CLD_EXITED, os.CLD_KILLED, os.CLD_DUMPED})
+PTRACE_DETACH = 17
+
+
+def let_go(pid: int, info: os.waitid_result) -> None:
+    """``pid`` made us its tracer (PTRACE_TRACEME) and ``info`` is its stop: take that
+    stop and detach, handing back the signal that stopped it (a SIGTRAP is the trace's
+    own, after an exec), so it goes on untraced as it would have. A stop is never an
+    exit: the outcome stays the wait status of its real end."""
+    os.waitid(os.P_PID, pid, os.WSTOPPED | os.WNOHANG)  # only a stop: never the reap
+    import ctypes  # only here, where a program asked for it
+
+    libc = ctypes.CDLL(None, use_errno=True)
+    libc.ptrace.argtypes = [ctypes.c_long, ctypes.c_long, ctypes.c_void_p, ctypes.c_void_p]
+    sig = info.si_status if info.si_status != signal.SIGTRAP else 0
+    libc.ptrace(PTRACE_DETACH, pid, None, ctypes.c_void_p(sig))
+
+
 def _field(path: str, name: bytes) -> int:
     """An integer field of a /proc status file, or 0 (absent, or unreadable)."""
     try:

@@ -992,3 +992,69 @@ def test_a_run_cannot_set_the_limits_later_runs_inherit(daemon: Daemon, tmp_path
     assert "were changed by another process past repair" in daemon.log.read_text()
     doc = daemon.call("doctor")  # retired spares and a replaced fork server, not escapees
     assert doc["escapees"]["count"] == 0 and doc["escapees"]["reaped"] == 0, doc["escapees"]
+
+
+# PTRACE_TRACEME makes the caller's parent its tracer: a signal then stops it, and a
+# tracer's wait reports the stop as if it were an end.
+TRACEME = """
+import ctypes, os, signal, sys
+libc = ctypes.CDLL(None, use_errno=True)
+libc.ptrace.argtypes = [ctypes.c_long, ctypes.c_long, ctypes.c_void_p, ctypes.c_void_p]
+signal.signal(signal.SIGUSR2, lambda *_: print("handled", flush=True))
+assert libc.ptrace(0, 0, None, None) == 0  # PTRACE_TRACEME
+os.kill(os.getpid(), signal.SIGUSR2)
+print("after", flush=True)
+os._exit(7)
+"""
+
+
+def test_a_stop_of_a_leader_that_made_its_sentinel_its_tracer_is_not_its_end(
+    daemon: Daemon,
+) -> None:
+    """The sentinel lets such a leader go at its next wake-up (here, captures)."""
+    r = daemon.call(
+        "run", {"key": "traceme", "session": session(daemon), "argv": [PY, "-c", TRACEME]}
+    )
+
+    def ended() -> bool:
+        try:
+            daemon.call("pane.capture_rows", {"pane": r["pane"]})
+        except VenomxError:
+            pass  # exited meanwhile
+        return bool(daemon.call("run.get", {"run": r["run"]})["state"] == "completed")
+
+    wait_for(ended, 20, "the run to complete")
+    rec = wait_run(daemon, r["run"])
+    assert rec["outcome"] == "failed" and rec["exit_code"] == 7, rec
+    assert lines_of(rec)[:2] == ["handled", "after"], rec
+
+
+# An orphan re-parented to the daemon (a subreaper) makes the daemon its tracer.
+ORPHAN_TRACEME = """
+import ctypes, os, signal, sys, time
+libc = ctypes.CDLL(None, use_errno=True)
+libc.ptrace.argtypes = [ctypes.c_long, ctypes.c_long, ctypes.c_void_p, ctypes.c_void_p]
+marker = sys.argv[1]
+child = os.fork()
+if child == 0:
+    parent = os.getppid()
+    if os.fork() == 0:
+        while os.getppid() == parent:  # until the child below has gone
+            time.sleep(0.01)
+        signal.signal(signal.SIGUSR2, lambda *_: None)
+        assert libc.ptrace(0, 0, None, None) == 0  # PTRACE_TRACEME: the daemon traces us
+        os.kill(os.getpid(), signal.SIGUSR2)
+        open(marker, "w").write("went on")
+        os._exit(0)
+    os._exit(0)
+os.waitpid(child, 0)
+"""
+
+
+def test_an_orphan_that_made_the_daemon_its_tracer_goes_on(daemon: Daemon, tmp_path: Path) -> None:
+    marker = tmp_path / "went-on"
+    rec = run_and_wait(daemon, [PY, "-c", ORPHAN_TRACEME, str(marker)], "orphan-traceme")
+    assert rec["exit_code"] == 0, rec
+    wait_for(marker.exists, 10, "the orphan to go on past its stop")
+    wait_for(lambda: daemon.call("doctor")["escapees"]["count"] == 0, 10, "it is reaped")
+    assert daemon.call("doctor")["escapees"]["reaped"] == 1

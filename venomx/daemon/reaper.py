@@ -16,11 +16,13 @@ import signal
 from collections.abc import Callable
 
 from workers import protocol as P
+from workers import tracer
 
 # pid, wait status, and the reap's usage (workers.protocol.usage)
 OnExit = Callable[[int, int, dict[str, int]], bool]
 
 log = logging.getLogger(__name__)
+STOPS_MAX = 64  # stops of our tracees let go in one pass
 
 
 class Reaper:
@@ -33,6 +35,7 @@ class Reaper:
         self.reaped_escapees = 0
 
     def reap(self) -> None:
+        stops = 0
         while True:
             try:
                 info = os.waitid(os.P_ALL, 0, os.WEXITED | os.WNOHANG | os.WNOWAIT)
@@ -41,6 +44,12 @@ class Reaper:
             if info is None or info.si_pid == 0:
                 return
             pid = info.si_pid
+            if info.si_code not in tracer.ENDED:  # a descendant made us its tracer
+                stops += 1
+                if stops > STOPS_MAX:  # stopping again and again: the next SIGCHLD
+                    return
+                tracer.let_go(pid, info)
+                continue
             if self.is_leader(pid):
                 try:
                     os.killpg(pid, signal.SIGKILL)
