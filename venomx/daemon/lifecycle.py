@@ -22,6 +22,7 @@ class Lifecycle:
 
     def __init__(self) -> None:
         self.shutting_down = False
+        self.closing = False  # the requests in flight have been ended: so is any new one
         self.stopped: asyncio.Future[None] = asyncio.get_running_loop().create_future()
         self.stop_work: Callable[[], Awaitable[None]] | None = None
         self.end_requests: Callable[[], list[asyncio.Task[None]]] | None = None
@@ -45,6 +46,7 @@ class Lifecycle:
         for _ in range(3):
             await asyncio.sleep(0)
         if self.end_requests is not None:
+            self.closing = True
             ended = self.end_requests()
             if ended:  # a start rolls back first: nothing of it may outlive us
                 await asyncio.wait(ended, timeout=END_WAIT)

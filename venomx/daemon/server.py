@@ -437,6 +437,8 @@ class Connection(ReadsShared):
         task = asyncio.get_running_loop().create_task(pending)
         self.tasks[rid] = task
         task.add_done_callback(functools.partial(self.request_done, rid, verb.name))
+        if self.services.lifecycle.closing:  # past end_requests: ended as they were
+            task.cancel()
 
     def request_done(self, rid: int, verb: str, task: asyncio.Task[None]) -> None:
         unanswered = self.tasks.get(rid) is task  # an answer takes it out of the table
