@@ -26,6 +26,14 @@ LEAVE = b"\x1b[?1049l"
 # A keystroke refused because the pane is ending is not the person's failure: the view
 # ends with the pane a moment later.
 ENDING = frozenset({"conflict.pane_exited", "conflict.pane_terminating"})
+FINAL = ENDING | {"transport"}
+
+
+def ends_typing(code: str) -> bool:
+    """Whether no key can arrive after a refusal with ``code``: no right to type, or
+    nothing left to type on or into. Anything else (a sentinel slow to answer) loses
+    the keys of that one send."""
+    return code.startswith("denied.") or code in FINAL
 
 
 def run_attach(pane: str, readonly: bool, sock: str | None, token: str | None) -> int:
@@ -61,8 +69,8 @@ def run_attach(pane: str, readonly: bool, sock: str | None, token: str | None) -
                 try:
                     keys.call("pane.send", {"pane": pane, "data": base64.b64encode(data).decode()})
                 except VenomxError as err:
-                    typing = False
-                    if err.code not in ENDING:
+                    typing = not ends_typing(err.code)  # else these keys only are lost
+                    if err.code not in ENDING and not refused:
                         refused.append(err)
 
     code = 0
@@ -116,9 +124,8 @@ def run_attach(pane: str, readonly: bool, sock: str | None, token: str | None) -
         out.flush()
         if refused and code == 0:  # the view ended well; the keys did not all arrive
             code = refused[0].exit_code
-            said = visible(
-                f"venomx: {refused[0].code}: {refused[0].message} (keys after it were not sent)"
-            )
+            lost = "keys after it were" if ends_typing(refused[0].code) else "those keys were"
+            said = visible(f"venomx: {refused[0].code}: {refused[0].message} ({lost} not sent)")
         if said:  # after the alternate screen is gone, or it would go with it
             sys.stderr.write(for_terminal(said, sys.stderr) + "\n")
         view.close()
