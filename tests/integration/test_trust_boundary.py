@@ -866,7 +866,8 @@ print("traced" if os.read(r, 1) == b"T" else "not-traced", flush=True)
 if mode == "sleep":
     time.sleep(600)
 if mode == "kill-sentinel":
-    signal.pthread_sigmask(signal.SIG_BLOCK, {signal.SIGHUP})  # the hangup would stop us
+    # the hangup (SIGHUP, SIGCONT) would stop a traced process at its delivery
+    signal.pthread_sigmask(signal.SIG_BLOCK, {signal.SIGHUP, signal.SIGCONT})
     os.kill(os.getppid(), 9)
 os._exit(5)
 """
