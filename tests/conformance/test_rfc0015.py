@@ -346,6 +346,11 @@ def test_row16_keys(api: Api, daemon: Daemon, tmp_path: Path) -> None:
     ok(waited(api, first["run"]))
     again = ok(api.call("run", params))
     assert again["run"] == first["run"] and again["reused"] is True
+    # §8: the digest is taken after default insertion: the defaults given are no change
+    defaults = {"cols": 80, "rows": 24, "output_rows": 100, "output_bytes": 65536}
+    grants = [{"right": r, "scope": "self"} for r in ("read", "write", "spawn")]
+    spelled = ok(api.call("run", {**params, **defaults, "grants": grants}))
+    assert spelled["run"] == first["run"] and spelled["reused"] is True
     o = api.call("run", {**params, "shell": 'echo y >> "$F"'})
     assert o.err_code == "conflict.run_key" and o.code == 5
     assert o.error is not None and o.error["data"] == {"run": first["run"]}

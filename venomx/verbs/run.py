@@ -65,7 +65,8 @@ async def run(
         "deadline_ms": deadline_ms,
         "output_rows": output_rows,
         "output_bytes": output_bytes,
-        "grants": ctx.params.get("grants"),
+        # after default insertion (§8): absent grants and the defaults spelled out are one
+        "grants": [g.to_dict() for g in grants],
         "cwd": cwd,
         "env": env,
         "env_unset": env_unset,
