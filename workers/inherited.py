@@ -1,9 +1,9 @@
 """What a leader inherits from its sentinel besides the terminal: resource limits and
-scheduling (nice value, policy, CPUs).
+scheduling (nice value, policy, CPUs, I/O priority).
 
 Any process of our uid may change them on the fork server or a sentinel: ``prlimit(2)``,
-``setpriority``, ``sched_setscheduler`` and ``sched_setaffinity`` are not held back by
-``PR_SET_DUMPABLE``. Every leader forked after would inherit the change, so one run's
+``setpriority``, ``sched_setscheduler``, ``sched_setaffinity`` and ``ioprio_set`` are not
+held back by ``PR_SET_DUMPABLE``. Every leader forked after would inherit the change, so one run's
 program, gone long since, could decide how later runs of every principal end (a CPU
 limit's SIGKILL, SIGXFSZ) or starve them. The fork server takes what it was started
 with as the baseline; it puts it back before each fork, and each sentinel before it
@@ -14,7 +14,9 @@ by the daemon, and the sentinel fails its start with EPERM and exits.
 
 from __future__ import annotations
 
+import ctypes
 import os
+import platform
 import resource
 
 # The fork server's exit status when it cannot put its baseline back: the daemon says
@@ -25,9 +27,43 @@ RESOURCES = tuple(
     getattr(resource, name) for name in sorted(dir(resource)) if name.startswith("RLIMIT_")
 )
 
+# ioprio_get(2) and ioprio_set(2) have no C library wrapper and no Python call: the raw
+# system calls, per architecture (elsewhere the I/O priority is not restored).
+SYS_IOPRIO = {
+    "x86_64": (252, 251),
+    "aarch64": (31, 30),
+    "riscv64": (31, 30),
+    "loongarch64": (31, 30),
+    "ppc64le": (274, 273),
+    "ppc64": (274, 273),
+    "s390x": (283, 282),
+    "i686": (290, 289),
+    "i386": (290, 289),
+    "armv7l": (315, 314),
+}.get(platform.machine())
+IOPRIO_WHO_PROCESS = 1
+# A function object of its own (``CDLL[...]`` is not cached), so that its argument types
+# do not clash with the waitid call's (workers/leader.py).
+_ioprio = ctypes.CDLL(None, use_errno=True)["syscall"]
+_ioprio.restype = ctypes.c_long
+_ioprio.argtypes = (ctypes.c_long, ctypes.c_long, ctypes.c_long, ctypes.c_long)
+
 # limits (one (soft, hard) per RESOURCES), nice value, scheduling policy and its
-# priority, CPUs
-Baseline = tuple[tuple[tuple[int, int], ...], int, tuple[int, int], frozenset[int]]
+# priority, CPUs, I/O priority (-1 where unknown)
+Baseline = tuple[tuple[tuple[int, int], ...], int, tuple[int, int], frozenset[int], int]
+
+
+def ioprio() -> int:
+    """This process's I/O priority as ``ioprio_get`` gives it (class and level in one
+    number), or -1 where the system call is unknown or refused."""
+    if SYS_IOPRIO is None:
+        return -1
+    return int(_ioprio(SYS_IOPRIO[0], IOPRIO_WHO_PROCESS, 0, 0))
+
+
+def set_ioprio(value: int) -> bool:
+    """Set this process's I/O priority; False if refused."""
+    return SYS_IOPRIO is not None and _ioprio(SYS_IOPRIO[1], IOPRIO_WHO_PROCESS, 0, value) == 0
 
 
 def now() -> Baseline:
@@ -37,6 +73,7 @@ def now() -> Baseline:
         os.getpriority(os.PRIO_PROCESS, 0),
         (os.sched_getscheduler(0), os.sched_getparam(0).sched_priority),
         frozenset(os.sched_getaffinity(0)),
+        ioprio(),
     )
 
 
@@ -44,7 +81,7 @@ def restore(base: Baseline) -> bool:
     """Put back whatever differs from ``base``; False if something cannot be. CPUs taken
     away are given back where the host still allows them, never refused; CPUs added
     since are kept."""
-    limits, nice, policy, cpus = base
+    limits, nice, policy, cpus, io = base
     intact = True
     for r, want in zip(RESOURCES, limits, strict=True):
         if resource.getrlimit(r) != want:
@@ -62,6 +99,8 @@ def restore(base: Baseline) -> bool:
             os.sched_setscheduler(0, policy[0], os.sched_param(policy[1]))
         except OSError:
             intact = False
+    if io >= 0 and ioprio() != io and not set_ioprio(io):
+        intact = False
     now = os.sched_getaffinity(0)
     if not cpus <= now:  # narrowed; CPUs the host added since are kept
         try:

@@ -940,9 +940,17 @@ def test_shutdown_leaves_no_traced_leader_or_tracer_behind() -> None:
 
 # -- what a leader inherits ----------------------------------------------------------------
 
-POISON = """
+# ioprio_get and ioprio_set on this machine (workers/inherited.py knows more)
+IOPRIO = (
+    'import ctypes, platform; SYS = {"x86_64": (252, 251), "aarch64": (31, 30)}'
+    "[platform.machine()]; call = ctypes.CDLL(None).syscall"
+)
+POISON = (
+    IOPRIO
+    + """
 import os, resource, sys
 for pid in map(int, sys.argv[1:]):
+    assert call(SYS[1], 1, pid, 3 << 13) == 0  # the idle I/O class
     resource.prlimit(pid, resource.RLIMIT_FSIZE, (0, 0))  # hard too: never raised again
     resource.prlimit(pid, resource.RLIMIT_CPU, (5, 5))
     os.setpriority(os.PRIO_PROCESS, pid, 19)
@@ -950,11 +958,12 @@ for pid in map(int, sys.argv[1:]):
     os.sched_setscheduler(pid, os.SCHED_IDLE, os.sched_param(0))
 print("poisoned", len(sys.argv) - 1)
 """
-# What a leader runs with: its nice value, CPU time limit, policy and CPUs.
-INHERITED = (
-    "import os, resource; print(os.getpriority(os.PRIO_PROCESS, 0),"
+)
+# What a leader runs with: its nice value, CPU time limit, policy, CPUs and I/O priority.
+INHERITED = IOPRIO + (
+    "; import os, resource; print(os.getpriority(os.PRIO_PROCESS, 0),"
     " resource.getrlimit(resource.RLIMIT_CPU), os.sched_getscheduler(0),"
-    " sorted(os.sched_getaffinity(0)))"
+    " sorted(os.sched_getaffinity(0)), call(SYS[0], 1, 0))"
 )
 
 
@@ -993,6 +1002,27 @@ def test_a_run_cannot_set_the_limits_later_runs_inherit(daemon: Daemon, tmp_path
     assert "were changed by another process past repair" in daemon.log.read_text()
     doc = daemon.call("doctor")  # retired spares and a replaced fork server, not escapees
     assert doc["escapees"]["count"] == 0 and doc["escapees"]["reaped"] == 0, doc["escapees"]
+
+
+def test_what_can_be_put_back_is_put_back_without_a_new_fork_server(
+    daemon: Daemon,
+) -> None:
+    """A change the fork server can undo (here the I/O priority, which ``ioprio_set``
+    lets any process of our uid lower to the idle class) is undone before the next
+    fork and in each spare: no start fails and the fork server stays."""
+    wait_for(lambda: len(daemon.titled(P.SPARE_TITLE)) >= 2, 20, "spares at rest")
+    server = daemon.fork_server()
+    targets = [server, *daemon.titled(P.SPARE_TITLE)]
+    idle = (
+        IOPRIO + "\nimport sys\nfor p in sys.argv[1:]: assert call(SYS[1], 1, int(p), 3 << 13) == 0"
+    )
+    assert run_and_wait(daemon, [PY, "-c", idle, *map(str, targets)], "idle")["exit_code"] == 0
+    want = subprocess.run([PY, "-c", INHERITED], capture_output=True, text=True).stdout.strip()
+    for n in range(10):  # past the spares at rest, into forks on demand
+        rec = run_and_wait(daemon, [PY, "-c", INHERITED], f"victim-{n}")
+        assert lines_of(rec)[0] == want, rec
+    assert daemon.fork_server() == server
+    assert "past repair" not in daemon.log.read_text()
 
 
 # PTRACE_TRACEME makes the caller's parent its tracer: a signal then stops it, and a
