@@ -40,3 +40,14 @@ def test_a_process_that_is_gone() -> None:
     assert procfs.state(child.pid) is None
     assert procfs.session_of(child.pid) is None
     assert not procfs.stopped(child.pid)
+
+
+def test_exiting_live_zombie_and_gone() -> None:
+    child = subprocess.Popen(["sleep", "30"])
+    assert not procfs.exiting(child.pid)
+    assert not procfs.exiting(f"{child.pid}/task/{child.pid}")
+    child.kill()
+    wait_for(lambda: procfs.state(child.pid) == "Z", 10, "the zombie")
+    assert procfs.exiting(child.pid)  # exited, not yet reaped
+    child.wait()
+    assert procfs.exiting(child.pid)  # gone

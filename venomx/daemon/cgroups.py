@@ -33,6 +33,7 @@ from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 from typing import Any
 
+from venomx.daemon import procfs
 from venomx.wire import VenomxError
 
 log = logging.getLogger(__name__)
@@ -141,10 +142,23 @@ def members(directory: str) -> list[int]:
 
 
 def dying(pid: int) -> bool:
-    """Whether ``pid`` has SIGKILL pending (the sentinel's sweep reached it): it is ending,
-    not an escapee. A process that is already gone counts as dying."""
+    """Whether every thread of ``pid`` is ending: SIGKILL pending (the sentinel's sweep,
+    or a fatal signal such as a hangup's SIGHUP, which the kernel turns into SIGKILL) or
+    its exit begun with that SIGKILL already taken. Such a process is ending, not an
+    escapee. A process that is already gone counts as dying; one whose main thread
+    alone has exited does not, as its other threads still run."""
     try:
-        status = _read(f"/proc/{pid}/status")
+        tasks = os.listdir(f"/proc/{pid}/task")
+    except OSError:
+        return True
+    return all(_thread_dying(f"{pid}/task/{tid}") for tid in tasks)
+
+
+def _thread_dying(task: str) -> bool:
+    if procfs.exiting(task):
+        return True
+    try:
+        status = _read(f"/proc/{task}/status")
     except OSError:
         return True
     for line in status.splitlines():

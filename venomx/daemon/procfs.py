@@ -8,7 +8,8 @@ process that is gone reads as ``FileNotFoundError`` or ``ProcessLookupError``.
 from __future__ import annotations
 
 # Indices into ``stat_fields``: the fields after the command name.
-STATE, PPID, PGRP, SESSION = 0, 1, 2, 3
+STATE, PPID, PGRP, SESSION, FLAGS = 0, 1, 2, 3, 6
+PF_EXITING = 0x4  # include/linux/sched.h: set as the process starts its exit
 
 
 def stat_fields(pid: int | str) -> list[bytes]:
@@ -38,6 +39,17 @@ def session_of(pid: int) -> int | None:
         return int(stat_fields(pid)[SESSION])
     except (OSError, ValueError):
         return None
+
+
+def exiting(pid: int | str) -> bool:
+    """Whether the process (or the thread, given as ``PID/task/TID``) has begun its exit
+    or is gone: it runs none of its own code again, though its memory and ``/proc``
+    entries may still be there for a while. A process whose main thread alone has
+    exited reads as exiting here while its other threads run."""
+    try:
+        return bool(int(stat_fields(pid)[FLAGS]) & PF_EXITING)
+    except (OSError, ValueError, IndexError):
+        return True
 
 
 def stopped(pid: int) -> bool:
