@@ -40,3 +40,27 @@ def test_live_zombie_and_gone() -> None:
     assert cgroups.dying(child.pid)
     child.wait()
     assert cgroups.dying(child.pid)
+
+
+# Each thread starts its successor and exits at once: at any moment the process runs,
+# yet a look at its threads one by one may find each already gone.
+HOPPING = """
+import ctypes, threading
+def hop():
+    threading.Thread(target=hop).start()
+threading.Thread(target=hop).start()
+print("ready", flush=True)
+ctypes.CDLL(None).pthread_exit(None)
+"""
+
+
+def test_a_process_whose_threads_hop_is_never_dying() -> None:
+    child = subprocess.Popen([sys.executable, "-c", HOPPING], stdout=subprocess.PIPE)
+    try:
+        assert child.stdout is not None and child.stdout.readline() == b"ready\n"
+        wait_for(lambda: procfs.state(child.pid) == "Z", 10, "the main thread's exit")
+        assert not any(cgroups.dying(child.pid) for _ in range(3000))
+        assert child.poll() is None
+    finally:
+        child.kill()
+        child.wait()

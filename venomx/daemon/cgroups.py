@@ -151,7 +151,14 @@ def dying(pid: int) -> bool:
         tasks = os.listdir(f"/proc/{pid}/task")
     except OSError:
         return True
-    return all(_thread_dying(f"{pid}/task/{tid}") for tid in tasks)
+    if not all(_thread_dying(f"{pid}/task/{tid}") for tid in tasks):
+        return False
+    # A thread that starts another and exits while we look would pass for ending with
+    # its successor unseen; an ending process starts no thread, so a new one is proof.
+    try:
+        return set(os.listdir(f"/proc/{pid}/task")) <= set(tasks)
+    except OSError:
+        return True
 
 
 def _thread_dying(task: str) -> bool:
