@@ -17,8 +17,9 @@ from __future__ import annotations
 
 import ctypes
 import os
-import platform
 import resource
+
+from workers import syscalls
 
 # The fork server's exit status when it cannot put its baseline back: the daemon says
 # why in its log and starts another.
@@ -28,20 +29,6 @@ RESOURCES = tuple(
     getattr(resource, name) for name in sorted(dir(resource)) if name.startswith("RLIMIT_")
 )
 
-# ioprio_get(2) and ioprio_set(2) have no C library wrapper and no Python call: the raw
-# system calls, per architecture (elsewhere the I/O priority is not restored).
-SYS_IOPRIO = {
-    "x86_64": (252, 251),
-    "aarch64": (31, 30),
-    "riscv64": (31, 30),
-    "loongarch64": (31, 30),
-    "ppc64le": (274, 273),
-    "ppc64": (274, 273),
-    "s390x": (283, 282),
-    "i686": (290, 289),
-    "i386": (290, 289),
-    "armv7l": (315, 314),
-}.get(platform.machine())
 IOPRIO_WHO_PROCESS = 1
 # A function object of its own (``CDLL[...]`` is not cached), so that its argument types
 # do not clash with the waitid call's (workers/leader.py).
@@ -57,14 +44,15 @@ Baseline = tuple[tuple[tuple[int, int], ...], int, tuple[int, int], frozenset[in
 def ioprio() -> int:
     """This process's I/O priority as ``ioprio_get`` gives it (class and level in one
     number), or -1 where the system call is unknown or refused."""
-    if SYS_IOPRIO is None:
+    if syscalls.IOPRIO_GET is None:
         return -1
-    return int(_ioprio(SYS_IOPRIO[0], IOPRIO_WHO_PROCESS, 0, 0))
+    return int(_ioprio(syscalls.IOPRIO_GET, IOPRIO_WHO_PROCESS, 0, 0))
 
 
 def set_ioprio(value: int) -> bool:
     """Set this process's I/O priority; False if refused."""
-    return SYS_IOPRIO is not None and _ioprio(SYS_IOPRIO[1], IOPRIO_WHO_PROCESS, 0, value) == 0
+    set_ = syscalls.IOPRIO_SET
+    return set_ is not None and _ioprio(set_, IOPRIO_WHO_PROCESS, 0, value) == 0
 
 
 def now() -> Baseline:

@@ -12,13 +12,13 @@ import ctypes
 import errno
 import fcntl
 import os
-import platform
 import signal
 import struct
 import termios
 from typing import Any
 
 from workers import protocol as P
+from workers import syscalls
 
 
 def resolve(argv0: str, env: dict[str, str]) -> list[str]:
@@ -147,19 +147,8 @@ def end_of_file(fd: int) -> None:
 # The raw waitid(2) system call: unlike the C library's wrapper it takes a fifth argument,
 # a struct rusage, which Linux fills from the zombie even with WNOWAIT (kernel/exit.c
 # wait_task_zombie), exactly as the reaping wait4 would. Per architecture; elsewhere no
-# usage is reported.
-SYS_WAITID = {
-    "x86_64": 247,
-    "aarch64": 95,
-    "riscv64": 95,
-    "loongarch64": 95,
-    "ppc64le": 272,
-    "ppc64": 272,
-    "s390x": 281,
-    "i686": 284,
-    "i386": 284,
-    "armv7l": 280,
-}.get(platform.machine())
+# usage is reported (workers/syscalls.py).
+SYS_WAITID = syscalls.WAITID
 _libc = ctypes.CDLL(None, use_errno=True)
 SIGINFO_SIZE = 128
 _Siginfo = ctypes.c_char * SIGINFO_SIZE

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import contextlib
+import os
 import subprocess
 import sys
 
@@ -61,6 +63,76 @@ def test_a_process_whose_threads_hop_is_never_dying() -> None:
         wait_for(lambda: procfs.state(child.pid) == "Z", 10, "the main thread's exit")
         assert not any(cgroups.dying(child.pid) for _ in range(3000))
         assert child.poll() is None
+    finally:
+        child.kill()
+        child.wait()
+
+
+# Over and over, a thread other than the first replaces the program: execve sends
+# SIGKILL to every other thread, then the exec'ing thread takes the first one's ID.
+EXECING = """
+import os, sys, threading
+os.write(1, b"x")
+def again():
+    os.execv(sys.executable, [sys.executable, "-S", "-I", "-c", sys.argv[1], sys.argv[1]])
+threading.Thread(target=again).start()
+"""
+
+
+def test_a_process_that_execs_from_a_thread_is_never_dying() -> None:
+    """Each execve leaves, for a moment, the first thread's ID read with SIGKILL pending
+    and the exec'ing thread's ID gone: one look at each counted the process as ending
+    about once in 450 looks while the new program ran."""
+    argv = [sys.executable, "-S", "-I", "-c", EXECING, EXECING]
+    child = subprocess.Popen(argv, stdout=subprocess.PIPE)
+    assert child.stdout is not None
+    os.set_blocking(child.stdout.fileno(), False)
+    execs = 0
+    ending = 0
+
+    def looked_through_100_execs() -> bool:
+        nonlocal execs, ending
+        for _ in range(200):
+            ending += cgroups.dying(child.pid)
+        with contextlib.suppress(BlockingIOError):
+            execs += len(os.read(child.stdout.fileno(), 4096))  # type: ignore[union-attr]
+        return execs >= 100
+
+    try:
+        wait_for(looked_through_100_execs, 120, "a hundred execs")
+        assert ending == 0
+        assert child.poll() is None
+    finally:
+        child.kill()
+        child.wait()
+
+
+# Uses every descriptor it may have, then looks at a live process.
+NO_DESCRIPTORS = """
+import os, resource, sys
+from venomx.daemon import cgroups
+resource.setrlimit(resource.RLIMIT_NOFILE, (64, 64))
+try:
+    while True:
+        os.dup(0)
+except OSError:
+    pass
+print(cgroups.dying(int(sys.argv[1])))
+"""
+
+
+def test_a_process_proc_will_not_show_is_not_dying() -> None:
+    """Out of descriptors (or with /proc hiding it) nothing about the process can be
+    read: that is no proof it is ending, and counting it so would hide an escapee."""
+    child = subprocess.Popen(["sleep", "30"])
+    try:
+        out = subprocess.run(
+            [sys.executable, "-c", NO_DESCRIPTORS, str(child.pid)],
+            capture_output=True,
+            check=True,
+            timeout=60,
+        )
+        assert out.stdout == b"False\n"
     finally:
         child.kill()
         child.wait()

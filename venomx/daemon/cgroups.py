@@ -146,27 +146,43 @@ def dying(pid: int) -> bool:
     or a fatal signal such as a hangup's SIGHUP, which the kernel turns into SIGKILL) or
     its exit begun with that SIGKILL already taken. Such a process is ending, not an
     escapee. A process that is already gone counts as dying; one whose main thread
-    alone has exited does not, as its other threads still run."""
+    alone has exited does not, as its other threads still run, and one /proc will not
+    show (hidden, or no descriptor left) does not either: that proves nothing."""
     try:
-        tasks = os.listdir(f"/proc/{pid}/task")
+        first = _threads(pid)
+        if first is None:
+            return True
+        if not all(_thread_dying(pid, t) for t in first):
+            return False
+        # Two looks, each at every thread. One is not proof: a thread that starts
+        # another and exits while we look passes for ending with its successor unseen
+        # (an ending process starts no thread, so a new one is proof it is not), and an
+        # execve from a thread other than the first sends SIGKILL to all the others,
+        # then takes the first one's ID: the ID read as ending now runs the new program.
+        again = _threads(pid)
+        if again is None:
+            return True
+        return again <= first and all(_thread_dying(pid, t) for t in again)
     except OSError:
-        return True
-    if not all(_thread_dying(f"{pid}/task/{tid}") for tid in tasks):
         return False
-    # A thread that starts another and exits while we look would pass for ending with
-    # its successor unseen; an ending process starts no thread, so a new one is proof.
-    try:
-        return set(os.listdir(f"/proc/{pid}/task")) <= set(tasks)
-    except OSError:
-        return True
 
 
-def _thread_dying(task: str) -> bool:
-    if procfs.exiting(task):
-        return True
+def _threads(pid: int) -> frozenset[str] | None:
+    """The thread IDs of ``pid``; None once it is gone."""
     try:
+        return frozenset(os.listdir(f"/proc/{pid}/task"))
+    except (FileNotFoundError, ProcessLookupError):
+        return None
+
+
+def _thread_dying(pid: int, tid: str) -> bool:
+    """Whether the thread has begun its exit, has SIGKILL pending, or is gone."""
+    task = f"{pid}/task/{tid}"
+    try:
+        if procfs.exiting(task):
+            return True
         status = _read(f"/proc/{task}/status")
-    except OSError:
+    except (FileNotFoundError, ProcessLookupError):
         return True
     for line in status.splitlines():
         if line.startswith(("SigPnd:", "ShdPnd:")) and int(line.split()[1], 16) & SIGKILL_BIT:

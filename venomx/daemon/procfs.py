@@ -42,14 +42,16 @@ def session_of(pid: int) -> int | None:
 
 
 def exiting(pid: int | str) -> bool:
-    """Whether the process (or the thread, given as ``PID/task/TID``) has begun its exit
-    or is gone: it runs none of its own code again, though its memory and ``/proc``
-    entries may still be there for a while. A process whose main thread alone has
-    exited reads as exiting here while its other threads run."""
+    """Whether the process (or the thread, given as ``PID/task/TID``) has begun its exit:
+    it runs none of its own code again, though its memory and ``/proc`` entries may
+    still be there for a while. A process whose main thread alone has exited reads as
+    exiting here while its other threads run. Raises ``FileNotFoundError`` or
+    ``ProcessLookupError`` once it is gone, and ``OSError`` when /proc will not say:
+    a caller that counted that as exiting would let a hidden process pass for ending."""
     try:
         return bool(int(stat_fields(pid)[FLAGS]) & PF_EXITING)
-    except (OSError, ValueError, IndexError):
-        return True
+    except (ValueError, IndexError):
+        return False
 
 
 def stopped(pid: int) -> bool:
