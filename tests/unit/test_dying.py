@@ -6,6 +6,7 @@ import contextlib
 import os
 import subprocess
 import sys
+from pathlib import Path
 
 from tests.helpers import wait_for
 from venomx.daemon import cgroups, procfs
@@ -136,3 +137,28 @@ def test_a_process_proc_will_not_show_is_not_dying() -> None:
     finally:
         child.kill()
         child.wait()
+
+
+def test_a_cgroup_that_will_not_say_proves_nothing(tmp_path: Path) -> None:
+    """An empty cgroup (or one removed, which only an empty one can be) is verified; one
+    whose process list cannot be read is not, and counts no escapee it did not see."""
+    live = subprocess.Popen(["sleep", "30"])
+    try:
+        (tmp_path / "cgroup.procs").write_text(f"{live.pid}\n")
+        assert cgroups.left_behind(cgroups.census(str(tmp_path))) == {
+            "verified": False,
+            "escapees": 1,
+        }
+    finally:
+        live.kill()
+        live.wait()
+    (tmp_path / "cgroup.procs").write_text(f"{live.pid}\n")  # gone since
+    assert cgroups.left_behind(cgroups.census(str(tmp_path))) == {"verified": True, "escapees": 0}
+    gone = tmp_path / "removed"
+    assert cgroups.census(str(gone)) == []
+    assert cgroups.left_behind([]) == {"verified": True, "escapees": 0}
+    unreadable = tmp_path / "unreadable"
+    (unreadable / "cgroup.procs").mkdir(parents=True)  # EISDIR: neither gone nor empty
+    assert cgroups.census(str(unreadable)) is None
+    assert cgroups.members(str(unreadable)) == []
+    assert cgroups.left_behind(None) == {"verified": False, "escapees": 0}

@@ -134,11 +134,31 @@ def socket_key(socket_path: str) -> str:
 
 
 def members(directory: str) -> list[int]:
-    """The processes in a cgroup now (its own, not its children's); [] once it is gone."""
+    """The processes in a cgroup now (its own, not its children's); [] once it is gone
+    (or when it cannot be read: callers that must not take that for empty use
+    ``census``)."""
+    return census(directory) or []
+
+
+def census(directory: str) -> list[int] | None:
+    """The processes in a cgroup now; [] once it is gone (a cgroup with processes cannot
+    be removed); None when it would not say (no descriptor left, say)."""
     try:
         return [int(x) for x in _read(os.path.join(directory, "cgroup.procs")).split()]
-    except (OSError, ValueError):
+    except (FileNotFoundError, ProcessLookupError):
         return []
+    except (OSError, ValueError):
+        return None
+
+
+def left_behind(procs: list[int] | None) -> dict[str, Any]:
+    """``cleanup`` {verified, escapees} for what a pane's cgroup held at its exit (its
+    ``census``). ``verified`` only when the cgroup proved itself empty of all but ending
+    processes; a cgroup that could not be read proves nothing and counts no escapee."""
+    if procs is None:
+        return {"verified": False, "escapees": 0}
+    alive = [p for p in procs if not dying(p)]
+    return {"verified": not alive, "escapees": len(alive)}
 
 
 def dying(pid: int) -> bool:
@@ -498,12 +518,12 @@ class Cgroups:
         if g is None:
             found = accounted(pane_id, orphans())
             return {"verified": False, "escapees": len(found)}, {}
-        procs = members(g.directory)
-        alive = [p for p in procs if not dying(p)]
+        procs = census(g.directory)
+        cleanup = left_behind(procs)
         usage = read_usage(g.directory, "memory" in self.controllers)
-        if not procs or not members(g.directory):  # the dying may have gone meanwhile
+        if procs == [] or (procs and census(g.directory) == []):  # the dying may have gone
             self.remove(g)
-        return {"verified": not alive, "escapees": len(alive)}, usage
+        return cleanup, usage
 
     def remove(self, g: PaneGroup) -> None:
         """Remove an empty pane cgroup in a thread, then forget it here. An rmdir waits
