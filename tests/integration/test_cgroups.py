@@ -216,6 +216,52 @@ def test_escapee_that_clears_its_environment_is_still_counted(
     finished(pid)
 
 
+def own_cgroup() -> str:
+    """A shell expression: the calling shell's cgroup v2 directory."""
+    return f"{HERE.mount}$(sed -n 's/^0:://p' /proc/self/cgroup)"
+
+
+@needs_cgroups
+def test_an_escapee_in_a_cgroup_below_the_panes_is_found_and_ended(
+    daemon: Daemon, tmp: Path, left: list[int]
+) -> None:
+    """A program may make cgroups below its pane's and move into one (rootless container
+    runtimes do): the pane's own process list is then empty, and its cgroup is not."""
+    path = tmp / "e"
+    inner = (
+        f'd={own_cgroup()}/x; mkdir -p "$d/y"; echo threaded > "$d/y/cgroup.type"; '
+        f'echo $$ > "$d/cgroup.procs"; echo $$ > "$d/y/cgroup.threads"; echo $$ > {path}'
+    )
+    line = f"setsid -f /bin/sh -c '{inner}; exec /bin/sleep 300' </dev/null >/dev/null 2>&1; "
+    run = start_run(daemon, line + settled(path))
+    rec = daemon.wait_exit(run["run"])
+    pid = pid_in(path)
+    left.append(pid)
+    assert cgroup_of(pid).endswith(
+        "." + rec["pane"] + "/x/y"
+    )  # its one thread, in a threaded cgroup
+    assert rec["cleanup"] == {"verified": False, "escapees": 1}
+    assert daemon.call("doctor")["escapees"]["pids"][rec["pane"]] == [pid]
+    out = daemon.call("run.cleanup", {"run": run["run"], "grace_ms": 200})
+    assert out == {"run": run["run"], "pane": rec["pane"], "ended": 1, "remaining": 0}
+    finished(pid)
+    # with its process gone, the pane's cgroup goes, and the cgroups made below it first
+    wait_for(lambda: daemon.call("doctor")["cgroups"]["kept"] == 0, 10, "the cgroups removed")
+    assert not [n for n in os.listdir(subtree(daemon)) if n.endswith("." + rec["pane"])]
+
+
+@needs_cgroups
+def test_cgroups_a_clean_run_made_below_its_own_go_with_it(daemon: Daemon) -> None:
+    here = own_cgroup()
+    rec = completed(
+        daemon, f'mkdir -p "{here}/a/b" "{here}/c" && echo threaded > "{here}/a/b/cgroup.type"'
+    )
+    assert rec["outcome"] == "succeeded", rec
+    assert rec["cleanup"] == {"verified": True, "escapees": 0}
+    wait_for(lambda: daemon.call("doctor")["cgroups"]["kept"] == 0, 10, "the cgroups removed")
+    assert not [n for n in os.listdir(subtree(daemon)) if n.endswith("." + rec["pane"])]
+
+
 @needs_cgroups
 def test_a_clean_run_is_verified_and_its_cgroup_goes(daemon: Daemon) -> None:
     rec = completed(daemon, "/bin/sleep 0.01 & wait")

@@ -139,26 +139,85 @@ def test_a_process_proc_will_not_show_is_not_dying() -> None:
         child.wait()
 
 
+def fake_cgroup(d: Path, pids: list[int], populated: bool = True) -> None:
+    """A directory laid out as a cgroup's: its process list and its events."""
+    d.mkdir(parents=True, exist_ok=True)
+    (d / "cgroup.procs").write_text("".join(f"{p}\n" for p in pids))
+    (d / "cgroup.events").write_text(f"populated {int(populated)}\nfrozen 0\n")
+
+
 def test_a_cgroup_that_will_not_say_proves_nothing(tmp_path: Path) -> None:
     """An empty cgroup (or one removed, which only an empty one can be) is verified; one
     whose process list cannot be read is not, and counts no escapee it did not see."""
     live = subprocess.Popen(["sleep", "30"])
     try:
-        (tmp_path / "cgroup.procs").write_text(f"{live.pid}\n")
-        assert cgroups.left_behind(cgroups.census(str(tmp_path))) == {
-            "verified": False,
-            "escapees": 1,
-        }
+        fake_cgroup(tmp_path, [live.pid])
+        first = cgroups.census(str(tmp_path))
+        assert first == [live.pid]
+        assert cgroups.left_behind(first, first) == {"verified": False, "escapees": 1}
     finally:
         live.kill()
         live.wait()
-    (tmp_path / "cgroup.procs").write_text(f"{live.pid}\n")  # gone since
-    assert cgroups.left_behind(cgroups.census(str(tmp_path))) == {"verified": True, "escapees": 0}
+    fake_cgroup(tmp_path, [live.pid])  # gone since
+    first = cgroups.census(str(tmp_path))
+    assert cgroups.left_behind(first, first) == {"verified": True, "escapees": 0}
     gone = tmp_path / "removed"
     assert cgroups.census(str(gone)) == []
-    assert cgroups.left_behind([]) == {"verified": True, "escapees": 0}
+    assert cgroups.left_behind([], []) == {"verified": True, "escapees": 0}
     unreadable = tmp_path / "unreadable"
-    (unreadable / "cgroup.procs").mkdir(parents=True)  # EISDIR: neither gone nor empty
+    fake_cgroup(unreadable, [])
+    (unreadable / "cgroup.procs").unlink()
+    (unreadable / "cgroup.procs").mkdir()  # EISDIR: neither gone nor empty
     assert cgroups.census(str(unreadable)) is None
     assert cgroups.members(str(unreadable)) == []
-    assert cgroups.left_behind(None) == {"verified": False, "escapees": 0}
+    assert cgroups.left_behind(None, None) == {"verified": False, "escapees": 0}
+    assert cgroups.left_behind([], None) == {"verified": False, "escapees": 0}
+
+
+def test_a_cgroup_counts_the_cgroups_below_it(tmp_path: Path) -> None:
+    """A pane's program may make cgroups below its own and move into them (rootless
+    container runtimes do): its cgroup's own process list is then empty, and the
+    pane is not."""
+    live = subprocess.Popen(["sleep", "30"])
+    try:
+        fake_cgroup(tmp_path, [])
+        fake_cgroup(tmp_path / "a", [])
+        fake_cgroup(tmp_path / "a" / "b", [live.pid])
+        first = cgroups.census(str(tmp_path))
+        assert first == [live.pid]
+        assert cgroups.left_behind(first, first) == {"verified": False, "escapees": 1}
+        # the second look finds one the first missed (it moved between cgroups)
+        assert cgroups.left_behind([], [live.pid]) == {"verified": False, "escapees": 1}
+        # or cannot be read: what the first saw still counts
+        assert cgroups.left_behind([live.pid], None) == {"verified": False, "escapees": 1}
+        # nothing anywhere, says the subtree's own count: no process list is read
+        fake_cgroup(tmp_path, [live.pid], populated=False)
+        assert cgroups.census(str(tmp_path)) == []
+        # populated, yet no process found: they moved while we looked
+        fake_cgroup(tmp_path, [])
+        fake_cgroup(tmp_path / "a" / "b", [])
+        assert cgroups.census(str(tmp_path)) is None
+    finally:
+        live.kill()
+        live.wait()
+
+
+def test_cgroups_nested_past_the_bound_prove_nothing(tmp_path: Path) -> None:
+    """Thousands of nested cgroups are walked without recursion and past BELOW_MAX are
+    not read at all (the walk runs on the reactor): the census says it would not say."""
+    d = tmp_path
+    fake_cgroup(d, [])
+    chain = []
+    try:
+        for _ in range(cgroups.BELOW_MAX + 1):
+            d = d / "n"
+            d.mkdir()
+            chain.append(d)
+        assert len(str(d)) < 4000
+        assert cgroups.census(str(tmp_path)) is None
+        assert cgroups.members(str(tmp_path)) == []
+        assert cgroups._below(str(tmp_path)) is None
+        assert len(cgroups._below(str(tmp_path / "n" / "n")) or []) == cgroups.BELOW_MAX - 1
+    finally:
+        for n in reversed(chain):  # deeper than shutil.rmtree's recursion goes
+            n.rmdir()

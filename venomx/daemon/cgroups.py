@@ -43,6 +43,7 @@ CONTROLLERS = ("memory", "pids")  # what limits and usage need, enabled where av
 DAEMON_LEAF = "daemon"
 PREFIX = "venomx-"
 KILL_WAIT = 1.0  # after SIGKILL, how long ending a cgroup waits for it to empty
+BELOW_MAX = 1024  # cgroups below a pane's that are read; past it, nothing is proven
 POLL = 0.02
 SIGKILL_BIT = 1 << (_signal.SIGKILL - 1)
 
@@ -134,31 +135,86 @@ def socket_key(socket_path: str) -> str:
 
 
 def members(directory: str) -> list[int]:
-    """The processes in a cgroup now (its own, not its children's); [] once it is gone
-    (or when it cannot be read: callers that must not take that for empty use
-    ``census``)."""
+    """The processes in a cgroup and the cgroups below it now; [] once it is gone (or
+    when it cannot be read: callers that must not take that for empty use ``census``)."""
     return census(directory) or []
 
 
 def census(directory: str) -> list[int] | None:
-    """The processes in a cgroup now; [] once it is gone (a cgroup with processes cannot
-    be removed); None when it would not say (no descriptor left, say)."""
+    """The processes in a cgroup and in every cgroup below it, now. A pane's programs may
+    make cgroups below their own (a rootless container runtime does) and move into them,
+    and ``cgroup.procs`` lists only the cgroup's own processes; ``populated`` in
+    ``cgroup.events`` covers the whole subtree at once. [] when nothing lives in it or
+    it is gone (a cgroup with processes cannot be removed); None when it would not say:
+    no descriptor left, more than ``BELOW_MAX`` cgroups below it, or ``populated`` while
+    no process was found (they moved from one cgroup to another as we looked)."""
     try:
-        return [int(x) for x in _read(os.path.join(directory, "cgroup.procs")).split()]
+        if not _populated(directory):
+            return []
+        below = _below(directory)
+        if below is None:
+            return None
+        found = _procs(directory)
+        for d in below:
+            try:
+                found += _procs(d)
+            except (FileNotFoundError, ProcessLookupError):
+                continue  # removed meanwhile, so empty when it went
+            except OSError as exc:
+                if exc.errno != errno.EOPNOTSUPP:
+                    raise
+                # a threaded cgroup: its threads' processes are listed at its thread
+                # root, the nearest domain cgroup above, which is read too
+        if found or not _populated(directory):
+            return found
+        return None
     except (FileNotFoundError, ProcessLookupError):
         return []
     except (OSError, ValueError):
         return None
 
 
-def left_behind(procs: list[int] | None) -> dict[str, Any]:
-    """``cleanup`` {verified, escapees} for what a pane's cgroup held at its exit (its
-    ``census``). ``verified`` only when the cgroup proved itself empty of all but ending
-    processes; a cgroup that could not be read proves nothing and counts no escapee."""
-    if procs is None:
+def _populated(directory: str) -> bool:
+    """Whether any process lives in the cgroup or below it."""
+    for line in _read(os.path.join(directory, "cgroup.events")).splitlines():
+        key, _, value = line.partition(" ")
+        if key == "populated":
+            return value.strip() != "0"
+    raise ValueError(f"no populated in {directory}/cgroup.events")
+
+
+def _procs(directory: str) -> list[int]:
+    return [int(x) for x in _read(os.path.join(directory, "cgroup.procs")).split()]
+
+
+def _below(directory: str) -> list[str] | None:
+    """Every cgroup below ``directory``, parents before their children; None past
+    ``BELOW_MAX``. A loop, not recursion: a program may nest cgroups thousands deep."""
+    found: list[str] = []
+    todo = [directory]
+    while todo:
+        try:
+            with os.scandir(todo.pop()) as entries:
+                subs = [e.path for e in entries if e.is_dir(follow_symlinks=False)]
+        except (FileNotFoundError, NotADirectoryError):
+            continue  # removed meanwhile
+        found += subs
+        todo += subs
+        if len(found) > BELOW_MAX:
+            return None
+    return found
+
+
+def left_behind(first: list[int] | None, again: list[int] | None) -> dict[str, Any]:
+    """``cleanup`` {verified, escapees} from two ``census`` of a pane's cgroup at its exit
+    (the second taken only when the first found processes). ``verified`` only when both
+    found nothing but ending processes and the second none the first had not: a process
+    moving between the cgroups below may be missed by one look. A cgroup that could not
+    be read proves nothing and counts no escapee it did not see."""
+    if first is None:
         return {"verified": False, "escapees": 0}
-    alive = [p for p in procs if not dying(p)]
-    return {"verified": not alive, "escapees": len(alive)}
+    alive = [p for p in sorted(set(first) | set(again or ())) if not dying(p)]
+    return {"verified": again is not None and not alive, "escapees": len(alive)}
 
 
 def dying(pid: int) -> bool:
@@ -519,9 +575,10 @@ class Cgroups:
             found = accounted(pane_id, orphans())
             return {"verified": False, "escapees": len(found)}, {}
         procs = census(g.directory)
-        cleanup = left_behind(procs)
+        again = census(g.directory) if procs else procs  # the dying may have gone since
+        cleanup = left_behind(procs, again)
         usage = read_usage(g.directory, "memory" in self.controllers)
-        if procs == [] or (procs and census(g.directory) == []):  # the dying may have gone
+        if again == []:
             self.remove(g)
         return cleanup, usage
 
@@ -549,11 +606,6 @@ class Cgroups:
 
         removed.add_done_callback(done)
 
-    def pids(self, pane_id: str) -> list[int] | None:
-        """The pane's processes now, from its cgroup; None when it has none (any more)."""
-        g = self.groups.get(pane_id)
-        return None if g is None else members(g.directory)
-
     def tidy(self, busy: Container[str] = ()) -> None:
         """Remove kept cgroups whose processes have all exited since; not those of the
         panes ``busy``: starting ones, empty until their leader joins, and live ones,
@@ -567,29 +619,35 @@ class Cgroups:
     async def end(self, pane_id: str, ours: set[int], sig: int, grace_ms: int) -> tuple[int, int]:
         """End what the pane left: ``sig`` (after SIGCONT) to each process, at most
         ``grace_ms`` for them to go, then SIGKILL (``cgroup.kill``: forks cannot slip
-        through) and at most KILL_WAIT more. Returns (ended, remaining)."""
+        through) and at most KILL_WAIT more. Returns (ended, remaining); a cgroup that
+        will not say what is left counts at least one remaining, never a clean end."""
         g = self.groups.get(pane_id)
 
-        def now() -> list[int]:
+        def now() -> list[int] | None:
             if g is not None:
-                return members(g.directory)
+                return census(g.directory)
             return accounted(pane_id, strangers(ours))
 
-        seen = set(now())
-        if seen:
+        first = now()
+        seen = set(first or ())
+        if first != []:
             for pid in sorted(seen):
                 _signal_pid(pid, _signal.SIGCONT)
                 _signal_pid(pid, sig)
             await _until_empty(now, grace_ms / 1000.0, seen)
             left = now()
-            if left:
+            if left != []:
                 if g is not None:
-                    _kill_group(g.directory, left)
+                    _kill_group(g.directory, left or [])
                 else:
-                    for pid in left:
+                    for pid in left or ():
                         _signal_pid(pid, _signal.SIGKILL)
                 await _until_empty(now, KILL_WAIT, seen)
         remaining = now()
+        if remaining is None:
+            alive = sum(1 for pid in seen if procfs.state(pid) not in (None, "Z"))
+            self.ended += len(seen) - alive
+            return len(seen) - alive, max(1, alive)
         ended = len(seen - set(remaining))
         self.ended += ended
         if g is not None and not remaining and _rmdir(g.directory):
@@ -717,6 +775,28 @@ def _kill_group(directory: str, pids: list[int]) -> None:
 
 
 def _rmdir(directory: str) -> bool:
+    """Remove a cgroup; when it will not go (EBUSY), the cgroups a pane's programs made
+    below it first, deepest first. False while any of them holds a process, or there are
+    too many to walk."""
+    try:
+        os.rmdir(directory)
+        return True
+    except FileNotFoundError:
+        return True
+    except OSError as exc:
+        if exc.errno != errno.EBUSY:
+            return False
+    try:
+        below = _below(directory)
+    except OSError:
+        return False  # out of descriptors, say
+    if not below:
+        return False  # it holds processes itself
+    for d in reversed(below):
+        try:
+            os.rmdir(d)
+        except OSError:
+            pass  # still populated: the last rmdir fails and says so
     try:
         os.rmdir(directory)
         return True
@@ -726,11 +806,12 @@ def _rmdir(directory: str) -> bool:
         return False
 
 
-async def _until_empty(now: Any, seconds: float, seen: set[int]) -> None:
+async def _until_empty(now: Callable[[], list[int] | None], seconds: float, seen: set[int]) -> None:
+    """Until ``now()`` shows nothing left (not merely nothing readable), or ``seconds``."""
     deadline = time.monotonic() + seconds
     while True:
         left = now()
-        seen.update(left)
-        if not left or time.monotonic() >= deadline:
+        seen.update(left or ())
+        if left == [] or time.monotonic() >= deadline:
             return
         await asyncio.sleep(POLL)
