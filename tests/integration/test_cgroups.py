@@ -488,6 +488,38 @@ def test_next_start_on_the_socket_ends_what_a_killed_daemon_left(
 
 
 @needs_cgroups
+def test_a_start_removes_what_gone_daemons_left_empty(tmp: Path) -> None:
+    """A daemon killed with -9 on a socket never used again leaves its subtree, its leaf
+    and its panes' cgroups (some with cgroups their programs made below): with no process
+    anywhere in it, the next daemon to start beside it removes all of it. One with a
+    process in it is a live daemon's, or holds what its next start must end: kept."""
+    assert HERE.directory is not None
+    tag = uuid.uuid4().hex[:8]
+    gone = Path(HERE.directory, f"venomx-test{tag}")
+    for sub in ("daemon", f"{tag}.p0/x/y", f"{tag}.p0/z", f"{tag}.p1"):
+        (gone / sub).mkdir(parents=True)
+    busy = Path(HERE.directory, f"venomx-test{tag}b")
+    (busy / "p0").mkdir(parents=True)
+    sleeper = subprocess.Popen(["sleep", "60"])
+    try:
+        (busy / "p0" / "cgroup.procs").write_text(str(sleeper.pid))
+        d = start_daemon()
+        try:
+            assert d.call("doctor")["cgroups"]["active"]
+            assert not gone.exists()
+            assert (busy / "p0").exists()
+        finally:
+            stop_daemon(d)
+    finally:
+        sleeper.kill()
+        sleeper.wait()
+        wait_for(lambda: not members(str(busy)), 5, "the test cgroup to empty")
+        for top in (busy, gone):
+            for root, _, _ in os.walk(top, topdown=False):  # cgroups: no files to remove
+                os.rmdir(root)
+
+
+@needs_cgroups
 def test_two_daemons_side_by_side_never_touch_each_others(tmp: Path, left: list[int]) -> None:
     a, b = start_daemon(), start_daemon()
     try:

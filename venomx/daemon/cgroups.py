@@ -721,13 +721,11 @@ def sweep_empty(parent: str, ours: str) -> None:
         if d == ours:
             continue
         try:
-            if _read(os.path.join(d, "cgroup.events")).split()[1:2] != ["0"]:
-                continue  # "populated 1": something lives in it
-            subs = [s for s in os.listdir(d) if os.path.isdir(os.path.join(d, s))]
-        except (OSError, IndexError):
+            if _populated(d):
+                continue  # something lives in it
+        except (OSError, ValueError):
             continue
-        if subs == [DAEMON_LEAF] and _rmdir(os.path.join(d, DAEMON_LEAF)):
-            _rmdir(d)
+        _rmdir(d)  # with its leaf and the empty pane cgroups a kill -9 left in it
 
 
 class _Unusable(Exception):
@@ -775,9 +773,9 @@ def _kill_group(directory: str, pids: list[int]) -> None:
 
 
 def _rmdir(directory: str) -> bool:
-    """Remove a cgroup; when it will not go (EBUSY), the cgroups a pane's programs made
-    below it first, deepest first. False while any of them holds a process, or there are
-    too many to walk."""
+    """Remove a cgroup; when it will not go (EBUSY), the cgroups below it first, deepest
+    first (those a pane's programs made, or a gone daemon's). False while any of them
+    holds a process, or there are too many to walk."""
     try:
         os.rmdir(directory)
         return True
