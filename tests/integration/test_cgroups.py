@@ -32,7 +32,7 @@ from tests.helpers import (
     wait_for,
     wait_listening,
 )
-from venomx.daemon.cgroups import DAEMON_LEAF, locate, members, socket_key
+from venomx.daemon.cgroups import BELOW_MAX, DAEMON_LEAF, locate, members, socket_key
 
 HERE = locate()
 WRITABLE = HERE.directory is not None and os.access(HERE.directory, os.W_OK)
@@ -248,6 +248,36 @@ def test_an_escapee_in_a_cgroup_below_the_panes_is_found_and_ended(
     # with its process gone, the pane's cgroup goes, and the cgroups made below it first
     wait_for(lambda: daemon.call("doctor")["cgroups"]["kept"] == 0, 10, "the cgroups removed")
     assert not [n for n in os.listdir(subtree(daemon)) if n.endswith("." + rec["pane"])]
+
+
+@needs_cgroups
+def test_more_cgroups_below_a_pane_than_are_read_prove_nothing(tmp: Path, left: list[int]) -> None:
+    """Past BELOW_MAX cgroups below a pane its exit reads none of them (that read runs on
+    the reactor): the record claims nothing either way, cleanup still ends the whole
+    subtree, and the shutdown, off the reactor, removes it."""
+    d = start_daemon()
+    try:
+        path = tmp / "e"
+        n = BELOW_MAX + 5
+        line = (
+            f'here={own_cgroup()}; i=0; while [ $i -lt {n} ]; do mkdir "$here/c$i"; '
+            "i=$((i+1)); done; setsid -f /bin/sh -c "
+            f"'echo $$ > \"$0/c7/cgroup.procs\"; echo $$ > {path}; exec /bin/sleep 300' "
+            f'"$here" </dev/null >/dev/null 2>&1; {settled(path)}'
+        )
+        run = start_run(d, line)
+        rec = d.wait_exit(run["run"])
+        pid = pid_in(path)
+        left.append(pid)
+        assert cgroup_of(pid).endswith("." + rec["pane"] + "/c7")
+        assert rec["cleanup"] == {"verified": False, "escapees": 0}
+        out = d.call("run.cleanup", {"run": run["run"], "grace_ms": 100})
+        assert out["remaining"] == 0, out
+        finished(pid)
+        assert d.call("doctor")["cgroups"]["kept"] == 1  # too many below to remove now
+    finally:
+        stop_daemon(d)
+    assert not os.path.exists(subtree(d))
 
 
 @needs_cgroups

@@ -187,9 +187,10 @@ def _procs(directory: str) -> list[int]:
     return [int(x) for x in _read(os.path.join(directory, "cgroup.procs")).split()]
 
 
-def _below(directory: str) -> list[str] | None:
+def _below(directory: str, most: int | None = BELOW_MAX) -> list[str] | None:
     """Every cgroup below ``directory``, parents before their children; None past
-    ``BELOW_MAX``. A loop, not recursion: a program may nest cgroups thousands deep."""
+    ``most`` (None: no bound, off the reactor). A loop, not recursion: a program may nest
+    cgroups thousands deep."""
     found: list[str] = []
     todo = [directory]
     while todo:
@@ -200,7 +201,7 @@ def _below(directory: str) -> list[str] | None:
             continue  # removed meanwhile
         found += subs
         todo += subs
-        if len(found) > BELOW_MAX:
+        if most is not None and len(found) > most:
             return None
     return found
 
@@ -475,7 +476,7 @@ class Cgroups:
             left = len(members(d))
             self.recovered["processes"] += len(found) - left
             self.recovered["remaining"] += left
-            if _rmdir(d):
+            if _rmdir(d, None):
                 self.recovered["cgroups"] += 1
         if self.recovered["cgroups"]:
             log.warning(
@@ -507,17 +508,17 @@ class Cgroups:
         # The fork server and the last sentinels are exiting; so may the last processes of
         # a pane's cgroup be, if ``end_all`` stopped waiting for them.
         while True:
-            leaf_gone = _rmdir(self.leaf)
+            leaf_gone = _rmdir(self.leaf, None)
             if (self._remove_groups() and leaf_gone) or time.monotonic() >= deadline:
                 break
             await asyncio.sleep(POLL)
-        if not _rmdir(self.base):
+        if not _rmdir(self.base, None):
             log.debug("cgroup %s left: %s", self.leaf, members(self.leaf))
 
     def _remove_groups(self) -> bool:
-        """Remove every pane cgroup that can be now; True once none is left."""
+        """Remove every pane cgroup that can be now, at shutdown; True once none is left."""
         for g in list(self.groups.values()):
-            if _rmdir(g.directory):
+            if _rmdir(g.directory, None):
                 del self.groups[g.pane]
         return not self.groups
 
@@ -725,7 +726,7 @@ def sweep_empty(parent: str, ours: str) -> None:
                 continue  # something lives in it
         except (OSError, ValueError):
             continue
-        _rmdir(d)  # with its leaf and the empty pane cgroups a kill -9 left in it
+        _rmdir(d, None)  # with its leaf and the empty pane cgroups a kill -9 left in it
 
 
 class _Unusable(Exception):
@@ -772,10 +773,11 @@ def _kill_group(directory: str, pids: list[int]) -> None:
         _signal_pid(pid, _signal.SIGKILL)
 
 
-def _rmdir(directory: str) -> bool:
+def _rmdir(directory: str, most: int | None = BELOW_MAX) -> bool:
     """Remove a cgroup; when it will not go (EBUSY), the cgroups below it first, deepest
     first (those a pane's programs made, or a gone daemon's). False while any of them
-    holds a process, or there are too many to walk."""
+    holds a process, or there are more than ``most`` to walk (None: no bound, for the
+    start and the shutdown, which run before and after the reactor)."""
     try:
         os.rmdir(directory)
         return True
@@ -785,7 +787,7 @@ def _rmdir(directory: str) -> bool:
         if exc.errno != errno.EBUSY:
             return False
     try:
-        below = _below(directory)
+        below = _below(directory, most)
     except OSError:
         return False  # out of descriptors, say
     if not below:
