@@ -208,10 +208,10 @@ def _below(directory: str, most: int | None = BELOW_MAX) -> list[str] | None:
 
 def left_behind(first: list[int] | None, again: list[int] | None) -> dict[str, Any]:
     """``cleanup`` {verified, escapees} from two ``census`` of a pane's cgroup at its exit
-    (the second taken only when the first found processes). ``verified`` only when both
-    found nothing but ending processes and the second none the first had not: a process
-    moving between the cgroups below may be missed by one look. A cgroup that could not
-    be read proves nothing and counts no escapee it did not see."""
+    (the second taken only when the first found processes). ``verified`` only when
+    neither found anything but ending processes: a process moving between the cgroups
+    below may be missed by one look. A cgroup that could not be read proves nothing and
+    counts no escapee it did not see."""
     if first is None:
         return {"verified": False, "escapees": 0}
     alive = [p for p in sorted(set(first) | set(again or ())) if not dying(p)]
