@@ -158,9 +158,10 @@ def test_a_cgroup_that_will_not_say_proves_nothing(tmp_path: Path) -> None:
     finally:
         live.kill()
         live.wait()
-    fake_cgroup(tmp_path, [live.pid])  # gone since
+    fake_cgroup(tmp_path, [live.pid])  # gone since: ending, yet no proof of an empty cgroup
     first = cgroups.census(str(tmp_path))
-    assert cgroups.left_behind(first, first) == {"verified": True, "escapees": 0}
+    assert cgroups.left_behind(first, first) == {"verified": False, "escapees": 0}
+    assert cgroups.left_behind(first, []) == {"verified": True, "escapees": 0}
     gone = tmp_path / "removed"
     assert cgroups.census(str(gone)) == []
     assert cgroups.left_behind([], []) == {"verified": True, "escapees": 0}
@@ -171,7 +172,6 @@ def test_a_cgroup_that_will_not_say_proves_nothing(tmp_path: Path) -> None:
     assert cgroups.census(str(unreadable)) is None
     assert cgroups.members(str(unreadable)) == []
     assert cgroups.left_behind(None, None) == {"verified": False, "escapees": 0}
-    assert cgroups.left_behind([], None) == {"verified": False, "escapees": 0}
 
 
 def test_a_cgroup_counts_the_cgroups_below_it(tmp_path: Path) -> None:
@@ -187,7 +187,8 @@ def test_a_cgroup_counts_the_cgroups_below_it(tmp_path: Path) -> None:
         assert first == [live.pid]
         assert cgroups.left_behind(first, first) == {"verified": False, "escapees": 1}
         # the second look finds one the first missed (it moved between cgroups)
-        assert cgroups.left_behind([], [live.pid]) == {"verified": False, "escapees": 1}
+        gone = 2**22 + 1  # above pid_max: never a live process
+        assert cgroups.left_behind([gone], [live.pid]) == {"verified": False, "escapees": 1}
         # or cannot be read: what the first saw still counts
         assert cgroups.left_behind([live.pid], None) == {"verified": False, "escapees": 1}
         # nothing anywhere, says the subtree's own count: no process list is read

@@ -208,14 +208,16 @@ def _below(directory: str, most: int | None = BELOW_MAX) -> list[str] | None:
 
 def left_behind(first: list[int] | None, again: list[int] | None) -> dict[str, Any]:
     """``cleanup`` {verified, escapees} from two ``census`` of a pane's cgroup at its exit
-    (the second taken only when the first found processes). ``verified`` only when
-    neither found anything but ending processes: a process moving between the cgroups
-    below may be missed by one look. A cgroup that could not be read proves nothing and
-    counts no escapee it did not see."""
+    (the second taken only when the first found processes). ``verified`` only when one
+    of them found the cgroup empty, which the kernel's ``populated`` proves at once for
+    the whole subtree. Processes that are only ending count as no escapee but prove
+    nothing: a process that is stuck in its exit (held by a tracer) can stand beside one
+    that moves from cgroup to cgroup faster than a walk reads them. A cgroup that could
+    not be read proves nothing and counts no escapee it did not see."""
     if first is None:
         return {"verified": False, "escapees": 0}
     alive = [p for p in sorted(set(first) | set(again or ())) if not dying(p)]
-    return {"verified": again is not None and not alive, "escapees": len(alive)}
+    return {"verified": first == [] or again == [], "escapees": len(alive)}
 
 
 def dying(pid: int) -> bool:
