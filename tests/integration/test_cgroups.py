@@ -228,12 +228,26 @@ def test_an_escapee_in_a_cgroup_below_the_panes_is_found_and_ended(
     """A program may make cgroups below its pane's and move into one (rootless container
     runtimes do): the pane's own process list is then empty, and its cgroup is not."""
     path = tmp / "e"
+    script = tmp / "term.py"
+    script.write_text(
+        "import os, signal, sys, time\n"
+        "def term(*_):\n"
+        f"    open({str(path) + '.term'!r}, 'w').close()\n"
+        "    sys.exit(0)\n"
+        "signal.signal(signal.SIGHUP, term)\n"
+        f"open({str(path) + '.tmp'!r}, 'w').write(str(os.getpid()))\n"
+        f"os.rename({str(path) + '.tmp'!r}, {str(path)!r})\n"
+        "time.sleep(300)\n"
+    )
     inner = (
         f'd={own_cgroup()}/x; mkdir -p "$d/y"; echo threaded > "$d/y/cgroup.type"; '
-        f'echo $$ > "$d/cgroup.procs"; echo $$ > "$d/y/cgroup.threads"; echo $$ > {path}'
+        f'echo $$ > "$d/cgroup.procs"; echo $$ > "$d/y/cgroup.threads"'
     )
-    line = f"setsid -f /bin/sh -c '{inner}; exec /bin/sleep 300' </dev/null >/dev/null 2>&1; "
-    run = start_run(daemon, line + settled(path))
+    line = (
+        f"setsid -f /bin/sh -c '{inner}; exec {sys.executable} {script}' "
+        "</dev/null >/dev/null 2>&1; "
+    )
+    run = start_run(daemon, line + f"while [ ! -s {path} ]; do :; done")
     rec = daemon.wait_exit(run["run"])
     pid = pid_in(path)
     left.append(pid)
@@ -242,9 +256,10 @@ def test_an_escapee_in_a_cgroup_below_the_panes_is_found_and_ended(
     )  # its one thread, in a threaded cgroup
     assert rec["cleanup"] == {"verified": False, "escapees": 1}
     assert daemon.call("doctor")["escapees"]["pids"][rec["pane"]] == [pid]
-    out = daemon.call("run.cleanup", {"run": run["run"], "grace_ms": 200})
+    out = daemon.call("run.cleanup", {"run": run["run"], "grace_ms": 5000})
     assert out == {"run": run["run"], "pane": rec["pane"], "ended": 1, "remaining": 0}
     finished(pid)
+    assert Path(str(path) + ".term").exists()  # asked to go first: SIGHUP reached it there
     # with its process gone, the pane's cgroup goes, and the cgroups made below it first
     wait_for(lambda: daemon.call("doctor")["cgroups"]["kept"] == 0, 10, "the cgroups removed")
     assert not [n for n in os.listdir(subtree(daemon)) if n.endswith("." + rec["pane"])]

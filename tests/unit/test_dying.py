@@ -222,3 +222,30 @@ def test_cgroups_nested_past_the_bound_prove_nothing(tmp_path: Path) -> None:
     finally:
         for n in reversed(chain):  # deeper than shutil.rmtree's recursion goes
             n.rmdir()
+
+
+def test_a_cleanup_signals_only_a_process_still_in_the_cgroup() -> None:
+    """A pid from a census may be reaped and handed to another process before it is
+    signalled: a process not in the cgroup the census read is left alone."""
+    live = subprocess.Popen(["sleep", "30"])
+    try:
+        here = cgroups.cgroup_of(live.pid)
+        assert here is not None and here == cgroups.cgroup_of(os.getpid())
+        assert not cgroups._signal_pid(live.pid, 15, within=here.rstrip("/") + "/elsewhere")
+        assert not cgroups._signal_pid(live.pid, 15, within=here.rstrip("/") + "x")
+        assert live.poll() is None
+        above = here.rsplit("/", 1)[0] or "/"
+        assert cgroups._signal_pid(live.pid, 15, within=above)  # a cgroup below counts
+        assert live.wait(timeout=10) == -15
+        assert not cgroups._signal_pid(live.pid, 15, within=here)  # reaped: no pidfd
+    finally:
+        live.kill()
+        live.wait()
+
+
+def test_a_cgroup_directory_maps_to_the_path_proc_shows() -> None:
+    cg = cgroups.Cgroups("auto")
+    cg.parent, cg.parent_path = "/sys/fs/cgroup/user.slice/u", "/user.slice/u"
+    assert cg.path("/sys/fs/cgroup/user.slice/u/venomx-ab/p3") == "/user.slice/u/venomx-ab/p3"
+    cg.parent, cg.parent_path = "/sys/fs/cgroup/", "/"
+    assert cg.path("/sys/fs/cgroup/venomx-ab/p3") == "/venomx-ab/p3"

@@ -88,6 +88,7 @@ class Located:
     mount: str | None
     why: str | None
     v1: set[str] = field(default_factory=set)
+    path: str = ""  # ``directory`` as /proc/<pid>/cgroup names it
 
 
 def locate(
@@ -124,7 +125,7 @@ def locate(
             rel = own[len(root.rstrip("/")) :] if root != "/" else own
             directory = point.rstrip("/") + rel if rel != "/" else point
             if os.path.isdir(directory):
-                return Located(directory, point, None, v1)
+                return Located(directory, point, None, v1, own)
     return Located(None, None, f"our cgroup {own} is not visible under any cgroup2 mount", v1)
 
 
@@ -321,14 +322,35 @@ def accounted(pane_id: str, orphans: list[int]) -> list[int]:
     return sorted(found)
 
 
-def _signal_pid(pid: int, sig: int) -> bool:
-    """Signal through a pidfd where possible (the pid cannot be reused under us)."""
+def cgroup_of(pid: int) -> str | None:
+    """A process's cgroup v2 path, as /proc names it (None once it is gone)."""
+    try:
+        for line in _read(f"/proc/{pid}/cgroup").splitlines():
+            if line.startswith("0::"):
+                return line[3:]
+    except OSError:
+        pass
+    return None
+
+
+def _signal_pid(pid: int, *sigs: int, within: str | None = None) -> bool:
+    """Signal through a pidfd, so a pid reused under us is never hit; with ``within``
+    (a cgroup path), only a process in that cgroup or below it. The pid came from a
+    census of that cgroup, and between the census and the pidfd its process may have
+    been reaped and the pid handed to anyone, of any uid when we are root."""
     try:
         fd = os.pidfd_open(pid)
     except OSError:
         return False
     try:
-        _signal.pidfd_send_signal(fd, sig)
+        if within is not None:
+            # Read while the pidfd holds the process: if the signal below reaches it,
+            # it held the pid all along, so this was its cgroup.
+            path = cgroup_of(pid)
+            if path is None or not (path == within or path.startswith(within.rstrip("/") + "/")):
+                return False
+        for sig in sigs:
+            _signal.pidfd_send_signal(fd, sig)
         return True
     except OSError:
         return False
@@ -358,6 +380,7 @@ class Cgroups:
         self.why: str | None = 'cgroups = "off"' if mode == "off" else None
         self.hierarchy: str | None = None
         self.parent = ""  # the cgroup the daemon started in
+        self.parent_path = ""  # the same, as /proc/<pid>/cgroup names it
         self.base = ""
         self.leaf = ""
         self.tag = ""
@@ -402,6 +425,7 @@ class Cgroups:
     def _take(self, found: Located, socket_path: str, source: str) -> None:
         assert found.directory is not None
         self.hierarchy, self.parent = found.mount, found.directory
+        self.parent_path = found.path
         self.base = os.path.join(found.directory, socket_key(socket_path))
         self.leaf = os.path.join(self.base, DAEMON_LEAF)
         self.tag = source.rsplit("/", 1)[-1]
@@ -416,6 +440,22 @@ class Cgroups:
         self.recover()
         sweep_empty(found.directory, self.base)
         self._enable(found.directory)
+
+    def path(self, directory: str) -> str:
+        """A cgroup directory of our subtree as /proc/<pid>/cgroup names it."""
+        return self.parent_path.rstrip("/") + directory[len(self.parent.rstrip("/")) :]
+
+    def _kill(self, directory: str, pids: list[int]) -> None:
+        """SIGKILL everything in a cgroup: ``cgroup.kill`` (Linux 5.14), else each process
+        of ``pids`` still in it."""
+        try:
+            _write(os.path.join(directory, "cgroup.kill"), "1")
+            return
+        except OSError:
+            pass
+        within = self.path(directory)
+        for pid in pids:
+            _signal_pid(pid, _signal.SIGKILL, within=within)
 
     def _enter(self, parent: str) -> None:
         for d in (self.base, self.leaf):
@@ -471,7 +511,7 @@ class Cgroups:
             if name == DAEMON_LEAF or not os.path.isdir(d):
                 continue
             found = members(d)
-            _kill_group(d, found)
+            self._kill(d, found)
             deadline = time.monotonic() + KILL_WAIT
             while members(d) and time.monotonic() < deadline:
                 time.sleep(POLL)  # at start, before the reactor runs
@@ -505,7 +545,7 @@ class Cgroups:
         # spares and the sentinels of ended panes. Ended now rather than waited for: a
         # spare made at the lowest priority may take a quarter of a second to see its
         # channel close, which every stop soon after a start paid.
-        _kill_group(self.leaf, members(self.leaf))
+        self._kill(self.leaf, members(self.leaf))
         deadline = time.monotonic() + KILL_WAIT
         # The fork server and the last sentinels are exiting; so may the last processes of
         # a pane's cgroup be, if ``end_all`` stopped waiting for them.
@@ -634,14 +674,14 @@ class Cgroups:
         first = now()
         seen = set(first or ())
         if first != []:
+            within = self.path(g.directory) if g is not None else None
             for pid in sorted(seen):
-                _signal_pid(pid, _signal.SIGCONT)
-                _signal_pid(pid, sig)
+                _signal_pid(pid, _signal.SIGCONT, sig, within=within)
             await _until_empty(now, grace_ms / 1000.0, seen)
             left = now()
             if left != []:
                 if g is not None:
-                    _kill_group(g.directory, left or [])
+                    self._kill(g.directory, left or [])
                 else:
                     for pid in left or ():
                         _signal_pid(pid, _signal.SIGKILL)
@@ -660,7 +700,7 @@ class Cgroups:
     async def end_all(self) -> None:
         """Shutdown: SIGKILL every pane cgroup of ours (its panes have been terminated)."""
         for g in list(self.groups.values()):
-            _kill_group(g.directory, members(g.directory))
+            self._kill(g.directory, members(g.directory))
         deadline = time.monotonic() + KILL_WAIT
         while any(members(g.directory) for g in self.groups.values()):
             if time.monotonic() > deadline:
@@ -762,17 +802,6 @@ def read_usage(directory: str, memory: bool = True) -> dict[str, Any]:
     except (OSError, ValueError):
         pass
     return out
-
-
-def _kill_group(directory: str, pids: list[int]) -> None:
-    """SIGKILL everything in a cgroup: ``cgroup.kill`` (Linux 5.14), else each process."""
-    try:
-        _write(os.path.join(directory, "cgroup.kill"), "1")
-        return
-    except OSError:
-        pass
-    for pid in pids:
-        _signal_pid(pid, _signal.SIGKILL)
 
 
 def _rmdir(directory: str, most: int | None = BELOW_MAX) -> bool:
