@@ -22,7 +22,7 @@ import sys
 import types
 
 from venomx import unixdiag
-from venomx.daemon import paths, systemd
+from venomx.daemon import ancestry, paths, systemd
 from venomx.daemon.config import Config, config_path
 from venomx.daemon.core import Daemon
 from venomx.daemon.logs import DaemonLog
@@ -41,6 +41,7 @@ async def serve(
     ready_fd: int | None,
     dlog: DaemonLog,
     notifier: systemd.Notifier,
+    launched_in: frozenset[ancestry.Pane],
 ) -> int:
     import venomx.verbs  # noqa: F401  (register the handlers)
 
@@ -48,7 +49,7 @@ async def serve(
     loop.add_signal_handler(signal.SIGHUP, dlog.reopen)
     dlog.start_flusher(loop)
     try:
-        d = Daemon(place.given, config, test_seams)
+        d = Daemon(place.given, config, test_seams, launched_in)
         d.doctor.socket_ino = place.ino
         d.doctor.squatter = place.squatter
         stop_work = d.lifecycle.stop_work
@@ -179,9 +180,15 @@ def run_daemon(
     ready_fd: int | None = None,
     log_file: str | None = None,
     detached: bool = False,
+    launched_in: frozenset[ancestry.Pane] | None = None,
 ) -> int:
     """Check everything, then serve. ``log_file`` (or ``venomx.log`` beside the socket
-    when ``detached``) receives the log, rotated by ``log.max_bytes``/``log.keep``."""
+    when ``detached``) receives the log, rotated by ``log.max_bytes``/``log.keep``.
+    ``launched_in``: the venomx panes the daemon was started in (``ancestry``), when a
+    detached start has left them; by default read here."""
+    if launched_in is None:
+        launched_in = ancestry.panes_of(os.getpid()) or frozenset()
+    ancestry.name_this_daemon()
     signal.signal(signal.SIGHUP, _ignore_hup)  # a Python handler: exec restores the default
     dlog = DaemonLog(log_level)
     manager = systemd.take_environment()  # before anything copies our environment
@@ -217,4 +224,4 @@ def run_daemon(
     # (it scanned every module, ~30 ms of one reactor turn).
     gc.collect()
     gc.freeze()
-    return asyncio.run(serve(place, config, test_seams, ready_fd, dlog, notifier))
+    return asyncio.run(serve(place, config, test_seams, ready_fd, dlog, notifier, launched_in))

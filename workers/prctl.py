@@ -1,4 +1,4 @@
-"""The two process controls venomx needs from Linux ``prctl``, without a dependency.
+"""The process controls venomx needs from Linux ``prctl``, without a dependency.
 
 Must not import ``venomx``: the fork server and sentinels use it too.
 """
@@ -10,11 +10,12 @@ import ctypes
 PR_SET_DUMPABLE = 4
 PR_GET_DUMPABLE = 3
 PR_SET_CHILD_SUBREAPER = 36
+PR_SET_NAME = 15
 
 _libc: ctypes.CDLL | None = None
 
 
-def _prctl(option: int, arg: int) -> int:
+def _prctl(option: int, arg: int | ctypes.Array[ctypes.c_char]) -> int:
     global _libc
     if _libc is None:
         _libc = ctypes.CDLL(None, use_errno=True)
@@ -48,5 +49,14 @@ def set_child_subreaper() -> bool:
     """Become the reaper of every orphaned descendant (escapees, sentinels, leaders)."""
     try:
         return _prctl(PR_SET_CHILD_SUBREAPER, 1) == 0
+    except (OSError, AttributeError):  # pragma: no cover - not Linux
+        return False
+
+
+def set_name(name: bytes) -> bool:
+    """Set this thread's command name (``/proc/PID/comm``, 15 bytes at most). Only the
+    process itself can change it: no other process of our uid can."""
+    try:
+        return _prctl(PR_SET_NAME, ctypes.create_string_buffer(name[:15])) == 0
     except (OSError, AttributeError):  # pragma: no cover - not Linux
         return False

@@ -617,6 +617,68 @@ def test_a_program_in_a_pane_cannot_claim_owner_or_read_as_anyone(daemon: Daemon
     daemon.call("run.cancel", {"run": victim["run"], "grace_ms": 0})
 
 
+OTHER_DAEMON_PROBE = """
+import os, subprocess, sys
+from venomx.client import Client
+from venomx.wire import VenomxError
+other, own = sys.argv[1:3]
+out = []
+for token in ("@owner", None):
+    try:
+        with Client(other, token) as c:
+            out.append(f"grants={c.call('whoami')['grants']}")
+    except VenomxError as exc:
+        out.append(exc.code)
+if own:  # a daemon this pane starts serves the pane as its owner, detached or not
+    subprocess.run(
+        [sys.executable, "-m", "venomx", "serve", "--socket", own, "--detach"],
+        check=True, stdout=subprocess.DEVNULL, env={**os.environ, "VENOMX_TOKEN": ""},
+    )
+    with Client(own, "@owner") as c:
+        out.append(c.call("whoami")["principal"])
+print(" ".join(out))
+"""
+
+
+def test_a_program_in_a_pane_is_not_the_owner_of_another_daemon(
+    daemon: Daemon, tmp_path: Path
+) -> None:
+    """Two daemons of one uid: a run with no grants asked the other for @owner and, from
+    a run there, this one (an attack pass, session 24). A daemon refuses @owner to the
+    panes of every venomx daemon, except the pane it was itself started from."""
+    other = start_daemon()
+    own = tmp_path / "own"
+    own.mkdir(mode=0o700)
+    own_sock = str(own / "s.sock")
+    try:
+        s = session(daemon)
+
+        def probe(key: str, *args: str) -> list[str]:
+            argv = [PY, "-c", OTHER_DAEMON_PROBE, *args]
+            env = {"PYTHONPATH": str(ROOT)}
+            r = daemon.call(
+                "run",
+                {"key": key, "session": s, "cols": 200, "grants": [], "env": env, "argv": argv},
+            )
+            rec = wait_run(daemon, r["run"])
+            assert rec["outcome"] == "succeeded", lines_of(rec)
+            return lines_of(rec)[0].split()
+
+        assert probe("hop", other.socket, own_sock) == ["denied.owner", "grants=[]", "g0"]
+        # the daemon the first run started refuses every other pane of this daemon
+        assert probe("next", own_sock, "") == ["denied.owner", "grants=[]"]
+        with Client(own_sock, "@owner") as c:  # and serves a caller outside every pane
+            assert c.call("whoami")["principal"] == "g0"
+        assert other.call("whoami")["principal"] == "g0"
+    finally:
+        stop_daemon(other)
+        try:
+            with Client(own_sock, "@owner") as c:
+                c.call("shutdown")
+        except (OSError, VenomxError):
+            pass
+
+
 def test_a_module_planted_in_the_daemons_cwd_never_reaches_a_sentinel(daemon: Daemon) -> None:
     # The daemon's working directory is also panes' default cwd: a pane program may write
     # a msgpack.py there and kill the fork server. Its restart must not import it.

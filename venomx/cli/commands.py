@@ -62,6 +62,9 @@ def serve(
     log_path = os.path.abspath(log_file) if log_file else None
     if not detach:
         sys.exit(run_daemon(path, config_file, test_seams, log_level, log_file=log_path))
+    from venomx.daemon import ancestry
+
+    launched_in = ancestry.panes_of(os.getpid()) or frozenset()  # before we leave them
     r, w = os.pipe2(os.O_CLOEXEC)  # the daemon's children must not hold the ready pipe
     pid = os.fork()
     if pid == 0:
@@ -83,6 +86,7 @@ def serve(
                 ready_fd=w,
                 log_file=log_path,
                 detached=True,
+                launched_in=launched_in,
             )
         finally:
             os._exit(code)

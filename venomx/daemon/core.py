@@ -13,7 +13,7 @@ import resource
 import signal as _signal
 from typing import Any
 
-from venomx.daemon import auth
+from venomx.daemon import ancestry, auth
 from venomx.daemon.auth import AuditLog
 from venomx.daemon.cgroups import Cgroups
 from venomx.daemon.collector import Collector
@@ -52,7 +52,13 @@ def raise_nofile() -> int:
 class Daemon:
     """One daemon start: its services, built and wired here, and their start and stop."""
 
-    def __init__(self, socket_path: str, config: Config, test_seams: bool) -> None:
+    def __init__(
+        self,
+        socket_path: str,
+        config: Config,
+        test_seams: bool,
+        launched_in: frozenset[ancestry.Pane] = frozenset(),
+    ) -> None:
         registry = Registry()
         self.source = registry.source
         self.socket_path = socket_path
@@ -103,6 +109,7 @@ class Daemon:
             owner,
             self.connections,
             self.collector,
+            launched_in,
         )
         config.listeners.append(self.on_config_changed)
         registry.on_revoked = self.end_revoked

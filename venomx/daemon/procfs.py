@@ -8,7 +8,7 @@ process that is gone reads as ``FileNotFoundError`` or ``ProcessLookupError``.
 from __future__ import annotations
 
 # Indices into ``stat_fields``: the fields after the command name.
-STATE, PPID, PGRP, SESSION, FLAGS = 0, 1, 2, 3, 6
+STATE, PPID, PGRP, SESSION, FLAGS, STARTTIME = 0, 1, 2, 3, 6, 19
 PF_EXITING = 0x4  # include/linux/sched.h: set as the process starts its exit
 
 
@@ -16,13 +16,18 @@ def stat_fields(pid: int | str) -> list[bytes]:
     """The fields of /proc/PID/stat after the command name (state, ppid, pgrp,
     session, ...). Raises ``OSError`` if it cannot be read, ``ValueError`` if it is not
     the kernel's layout."""
+    return named_stat(pid)[1]
+
+
+def named_stat(pid: int | str) -> tuple[bytes, list[bytes]]:
+    """The command name (``comm``) and the fields after it, as ``stat_fields``."""
     with open(f"/proc/{pid}/stat", "rb") as f:
         stat = f.read()
     end = stat.rfind(b")")
     fields = stat[end + 2 :].split() if end > 0 else []
     if len(fields) <= SESSION:
         raise ValueError(f"/proc/{pid}/stat: unexpected layout")
-    return fields
+    return stat[stat.find(b"(") + 1 : end], fields
 
 
 def state(pid: int) -> str | None:

@@ -24,7 +24,7 @@ import socket
 from typing import TYPE_CHECKING, Any
 
 from venomx import PROTOCOL, __version__, unixdiag
-from venomx.daemon import procfs
+from venomx.daemon import ancestry
 from venomx.daemon.dispatch import Context, dispatch, result_size, revoked
 from venomx.daemon.readbuf import ReadsShared
 from venomx.daemon.registry import Principal, token_key
@@ -47,7 +47,6 @@ if TYPE_CHECKING:
 
 log = logging.getLogger(__name__)
 FRAMES_PER_TURN = 16  # frames of one connection handled in one reactor turn
-MAX_ANCESTRY = 256  # deeper process trees than this are treated as a pane's
 TOKEN = re.compile(r"[0-9a-f]{64}")
 BACKLOG_MIN = 8 * 1024 * 1024
 # Peers of another uid at once. They reach only the abstract address (the path's
@@ -62,43 +61,29 @@ ACCEPT_BATCH = 100  # connections accepted per wake-up, as asyncio's own server 
 PAUSE_FIRST, PAUSE_MAX = 0.1, 1.0  # seconds without accepting after a failed accept
 # The pending connection stays in the backlog: trying again at once fails the same way.
 TRANSIENT = (BlockingIOError, InterruptedError, ConnectionAbortedError)
-
-
-def from_our_descendant(pid: int) -> bool:
-    """Whether ``pid`` descends from this daemon: a pane's program, or one that escaped
-    its pane (orphans re-parent to the daemon, a subreaper). Unknown counts as ours."""
-    me = os.getpid()
-    for _ in range(MAX_ANCESTRY):
-        if pid == me:
-            return True
-        if pid <= 1:
-            return False
-        try:
-            pid = int(procfs.stat_fields(pid)[procfs.PPID])
-        except (OSError, ValueError):
-            return True  # gone before we could look: refuse rather than guess
-    return True
-
-
 SO_PEERPIDFD = getattr(socket, "SO_PEERPIDFD", 77)  # Linux 6.5; Python 3.11 has no name
 
 
-def connector_in_pane(sock: Any, pid: int) -> bool:
-    """Whether the process that connected is a program started in a pane, or cannot be
-    told from one. ``SO_PEERCRED``'s pid is the connector's as of its connect, and once
+def connector_in_pane(sock: Any, pid: int, launched_in: frozenset[ancestry.Pane]) -> bool:
+    """Whether the process that connected is a program started in a pane (``ancestry``),
+    or cannot be told from one. ``SO_PEERCRED``'s pid is the connector's as of its connect, and once
     that process is gone the number may name another (a program could connect from a
     child that exits, and wait for an outsider to get its pid). The pidfd of
     ``SO_PEERPIDFD`` (Linux 6.5) names the connector itself, so the ancestry walk counts
     only if the connector is still there after it; a connector that has gone counts as
     a pane's. Kernels without it are left with the walk alone."""
+
+    def in_a_pane(pid: int) -> bool:
+        return ancestry.in_a_pane(pid, os.getpid(), launched_in)
+
     try:
         pidfd = sock.getsockopt(socket.SOL_SOCKET, SO_PEERPIDFD)
     except OSError as exc:
         if exc.errno in (errno.ESRCH, errno.EINVAL):
             return True  # the connector has gone
-        return from_our_descendant(pid)  # no SO_PEERPIDFD here, or out of descriptors
+        return in_a_pane(pid)  # no SO_PEERPIDFD here, or out of descriptors
     try:
-        if from_our_descendant(pid):
+        if in_a_pane(pid):
             return True
         signal.pidfd_send_signal(pidfd, 0)
     except ProcessLookupError:
@@ -247,7 +232,8 @@ class Connection(ReadsShared):
 
     def connector_in_pane(self) -> bool:
         assert self.transport is not None
-        return connector_in_pane(self.transport.get_extra_info("socket"), self.peer_pid)
+        sock = self.transport.get_extra_info("socket")
+        return connector_in_pane(sock, self.peer_pid, self.services.launched_in)
 
     @property
     def same_user(self) -> bool:
@@ -496,8 +482,9 @@ class Connection(ReadsShared):
                 # a program in a pane shares our uid; it acts with its pane's token
                 raise VenomxError(
                     "denied.owner",
-                    "@owner is not accepted from a process "
-                    "started in a pane: use the pane's VENOMX_TOKEN",
+                    "@owner is not accepted from a process started in a pane "
+                    "(of this daemon or another venomx daemon): use a token this "
+                    "daemon issued, such as its pane's VENOMX_TOKEN",
                     {},
                 )
             return self.services.owner

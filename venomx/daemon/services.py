@@ -8,6 +8,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from venomx.daemon import auth
+from venomx.daemon.ancestry import Pane
 from venomx.daemon.auth import AuditLog
 from venomx.daemon.collector import Collector
 from venomx.daemon.config import Config
@@ -37,6 +38,8 @@ class Services:
     owner: Principal  # the daemon user's principal (@owner)
     connections: set[Any]
     collector: Collector  # counts requests, to collect garbage once they pause
+    # The venomx panes the daemon was started in: their programs are its owner's.
+    launched_in: frozenset[Pane] = frozenset()
 
     # The two anonymous principals every connection without a token shares, so that a
     # change of ``auth.default_grants`` reaches the connections already open at once.
