@@ -13,6 +13,8 @@ from __future__ import annotations
 
 import os
 import signal
+from collections.abc import Callable
+from typing import Any
 
 # How long a tracer may hold an exited leader before it is killed: a debugger waits for
 # its tracee's exit at once; a program holding its own outcome gains no more than this.
@@ -30,13 +32,30 @@ def let_go(pid: int, info: os.waitid_result) -> None:
     stop and detach, handing back the signal that stopped it (a SIGTRAP is the trace's
     own, after an exec), so it goes on untraced as it would have. A stop is never an
     exit: the outcome stays the wait status of its real end."""
-    os.waitid(os.P_PID, pid, os.WSTOPPED | os.WNOHANG)  # only a stop: never the reap
-    import ctypes  # only here, where a program asked for it
-
-    libc = ctypes.CDLL(None, use_errno=True)
-    libc.ptrace.argtypes = [ctypes.c_long, ctypes.c_long, ctypes.c_void_p, ctypes.c_void_p]
+    hold(pid)
     sig = info.si_status if info.si_status != signal.SIGTRAP else 0
-    libc.ptrace(PTRACE_DETACH, pid, None, ctypes.c_void_p(sig))
+    _detach(pid, sig)
+
+
+def hold(pid: int) -> None:
+    """Take ``pid``'s stop and leave it there: it stays stopped, traced by us, until it is
+    killed or we exit. For a tracee that stops again and again (``let_go`` each time
+    would keep us busy for as long as it liked)."""
+    os.waitid(os.P_PID, pid, os.WSTOPPED | os.WNOHANG)  # only a stop: never the reap
+
+
+_ptrace: Callable[[int, int, Any, Any], int] | None = None
+
+
+def _detach(pid: int, sig: int) -> None:
+    global _ptrace
+    if _ptrace is None:
+        import ctypes  # only here, where a program asked for it
+
+        libc = ctypes.CDLL(None, use_errno=True)
+        libc.ptrace.argtypes = [ctypes.c_long, ctypes.c_long, ctypes.c_void_p, ctypes.c_void_p]
+        _ptrace = libc.ptrace
+    _ptrace(PTRACE_DETACH, pid, None, sig or None)
 
 
 def _field(path: str, name: bytes) -> int:

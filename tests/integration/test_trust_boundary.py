@@ -1160,3 +1160,62 @@ def test_an_orphan_that_made_the_daemon_its_tracer_goes_on(daemon: Daemon, tmp_p
     wait_for(marker.exists, 10, "the orphan to go on past its stop")
     wait_for(lambda: daemon.call("doctor")["escapees"]["count"] == 0, 10, "it is reaped")
     assert daemon.call("doctor")["escapees"]["reaped"] == 1
+
+
+# The same orphan, stopping for the daemon again and again: each stop was let go, and a
+# few threads doing this kept the reactor at it (a start took 24 s, a deadline fired 7 s
+# late), until CPython deadlocked in its signal handler with the wakeup socket full.
+ORPHAN_TRACEME_AGAIN = """
+import ctypes, os, signal, sys, time
+libc = ctypes.CDLL(None, use_errno=True)
+libc.ptrace.argtypes = [ctypes.c_long, ctypes.c_long, ctypes.c_void_p, ctypes.c_void_p]
+marker = sys.argv[1]
+child = os.fork()
+if child == 0:
+    parent = os.getppid()
+    if os.fork() == 0:
+        os.setsid()  # out of reach of the leader's group: an escapee
+        while os.getppid() == parent:
+            time.sleep(0.01)
+        signal.signal(signal.SIGUSR2, lambda *_: None)
+        open(marker + ".pid", "w").write(str(os.getpid()))
+        stops = 0
+        while True:
+            assert libc.ptrace(0, 0, None, None) == 0
+            os.kill(os.getpid(), signal.SIGUSR2)
+            stops += 1
+            open(marker, "w").write(str(stops))
+    os._exit(0)
+os.waitpid(child, 0)
+"""
+
+
+def test_an_orphan_that_makes_the_daemon_its_tracer_again_is_held(
+    daemon: Daemon, tmp_path: Path
+) -> None:
+    marker = tmp_path / "stops"
+    rec = run_and_wait(daemon, [PY, "-c", ORPHAN_TRACEME_AGAIN, str(marker)], "traceme-again")
+    assert rec["exit_code"] == 0, rec
+    pid = int(
+        wait_for(
+            lambda: (tmp_path / "stops.pid").exists() and (tmp_path / "stops.pid").read_text(),
+            10,
+            "its pid",
+        )
+    )
+    try:
+        wait_for(lambda: f"holding pid {pid} stopped" in daemon.log.read_text(), 10, "held")
+
+        def status(name: str) -> str:
+            text = Path(f"/proc/{pid}/status").read_text()
+            return next(
+                ln.split(":", 1)[1].strip() for ln in text.splitlines() if ln.startswith(name + ":")
+            )
+
+        assert status("State").startswith("t") and status("TracerPid") == str(daemon.proc.pid)
+        assert marker.read_text() == "1"  # let go once, then held at its next stop
+        again = run_and_wait(daemon, ["true"], "after-held")
+        assert again["outcome"] == "succeeded"
+    finally:
+        os.kill(pid, signal.SIGKILL)
+    wait_for(lambda: daemon.call("doctor")["escapees"]["count"] == 0, 10, "it is reaped")

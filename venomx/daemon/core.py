@@ -131,7 +131,14 @@ class Daemon:
         self.priority.open()
         prctl.set_undumpable()  # pane programs share our uid: no ptrace, no pidfd_getfd
         loop = asyncio.get_running_loop()
-        loop.add_signal_handler(_signal.SIGCHLD, self.reaper.reap)
+        loop.add_signal_handler(_signal.SIGCHLD, self.reaper.wake)
+        # Past a full wakeup socket CPython 3.11 schedules a warning from inside its signal
+        # handler (_PyEval_AddPendingCall, which takes a lock the thread it interrupted
+        # may hold): a flood of SIGCHLD from a pane's processes hung the daemon for good
+        # (session 24). With the warning off, a signal past a full socket loses its byte,
+        # as asyncio's own bytes ahead of it are read. Every handler is added by now.
+        _signal.set_wakeup_fd(_signal.set_wakeup_fd(-1), warn_on_full_buffer=False)
+        self.reaper.wake()  # one that came while it was being set
         self.priority.apply(self.config["daemon.nice"], loop)
         forkserver = self.panes.forkserver
         forkserver.nofile = raise_nofile()

@@ -1,4 +1,5 @@
-"""The daemon's only reaper: a SIGCHLD handler looping ``waitid``/``wait4`` WNOHANG.
+"""The daemon's only reaper: on SIGCHLD, one pass per reactor turn of ``waitid``/``wait4``
+WNOHANG.
 
 The daemon is a child subreaper, so its children are the fork server, every sentinel,
 and any process that escaped a pane. Exits are dispatched by PID. A pane leader whose
@@ -6,13 +7,21 @@ sentinel was lost is re-parented here: its group is swept while its zombie still
 the group ID, then it is reaped and its pane exits with the real wait status and the
 usage that same reap gave.
 No asyncio child watcher and no blocking wait ever run on the reactor.
+
+A child that made us its tracer (``PTRACE_TRACEME``: any orphan of a pane may) is let
+go at its stop, once; one that stops again soon after is held stopped. Without that, a
+pane's processes looping "trace me, raise a signal" kept the reactor letting go of them
+and nothing else: a start took 24 s, a deadline fired 7 s late (session 24).
 """
 
 from __future__ import annotations
 
+import asyncio
 import logging
 import os
 import signal
+import time
+from collections import OrderedDict
 from collections.abc import Callable
 
 from workers import protocol as P
@@ -22,7 +31,9 @@ from workers import tracer
 OnExit = Callable[[int, int, dict[str, int]], bool]
 
 log = logging.getLogger(__name__)
-STOPS_MAX = 64  # stops of our tracees let go in one pass
+STOPS_MAX = 64  # stops of our tracees taken in one pass; the rest wait for the next turn
+HOLD_AFTER = 10.0  # seconds: a tracee let go that stops for us again within this is held
+REMEMBERED = 4096  # tracees let go whose time is kept (the oldest are forgotten)
 
 
 class Reaper:
@@ -33,8 +44,18 @@ class Reaper:
         self.is_leader = is_leader
         self.on_exit = on_exit
         self.reaped_escapees = 0
+        self.held = 0  # tracees held stopped
+        self.pending = False
+        self.let_go_at: OrderedDict[int, float] = OrderedDict()
+
+    def wake(self) -> None:
+        """SIGCHLD: one pass in the next turn, however many signals came before it."""
+        if not self.pending:
+            self.pending = True
+            asyncio.get_running_loop().call_soon(self.reap)
 
     def reap(self) -> None:
+        self.pending = False
         stops = 0
         while True:
             try:
@@ -46,9 +67,10 @@ class Reaper:
             pid = info.si_pid
             if info.si_code not in tracer.ENDED:  # a descendant made us its tracer
                 stops += 1
-                if stops > STOPS_MAX:  # stopping again and again: the next SIGCHLD
+                if stops > STOPS_MAX:
+                    self.wake()
                     return
-                tracer.let_go(pid, info)
+                self.stopped(pid, info)
                 continue
             if self.is_leader(pid):
                 try:
@@ -65,3 +87,22 @@ class Reaper:
                     self.reaped_escapees += 1
             except Exception:  # the reaper must survive any handler bug
                 log.exception("exit handler failed for pid %d", pid)
+
+    def stopped(self, pid: int, info: os.waitid_result) -> None:
+        """``pid`` made us its tracer and stopped: let it go on untraced, unless it was
+        let go less than HOLD_AFTER ago; then hold it. A held process stays stopped until
+        it is killed (a deadline, cancel or cleanup does) or the daemon exits."""
+        now = time.monotonic()
+        last = self.let_go_at.pop(pid, None)
+        try:
+            if last is not None and now - last < HOLD_AFTER:
+                tracer.hold(pid)
+                self.held += 1
+                log.warning("holding pid %d stopped: it makes the daemon its tracer again", pid)
+                return
+            tracer.let_go(pid, info)
+        except ChildProcessError:
+            return  # killed since
+        self.let_go_at[pid] = now
+        if len(self.let_go_at) > REMEMBERED:
+            self.let_go_at.popitem(last=False)
