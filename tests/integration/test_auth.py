@@ -239,8 +239,17 @@ def test_owner_from_another_uid(daemon: Daemon) -> None:
         cmd = [tool, "--reuid=65534", "--regid=65534", "--clear-groups", PY, "-c", code]
     else:
         cmd = [tool, "-u", "nobody", "--", PY, "-c", code]
-    r = subprocess.run(cmd, capture_output=True, text=True, timeout=20)
-    assert json.loads(r.stdout)["error"]["code"] == "denied.owner", r.stderr
+    ours = daemon.call("audit.list", {"limit": 10000})["records"]  # audit.list: admin, ok
+    for _ in range(3):
+        r = subprocess.run(cmd, capture_output=True, text=True, timeout=20)
+        assert json.loads(r.stdout)["error"]["code"] == "denied.owner", r.stderr
+    # every refusal is a record, kept apart (a tenth of retain_count) so that another
+    # user cannot push ours out
+    daemon.call("config.set", {"path": "audit.retain_count", "value": "20"})
+    records = daemon.call("audit.list", {"limit": 10000})["records"]
+    theirs = [r for r in records if r["verb"] == "hello"]
+    assert [r["code"] for r in theirs] == ["denied.owner"] * 2  # the last two of three
+    assert len(records) - len(theirs) == min(20, len(ours) + 2)  # audit.list, config.set
 
 
 def test_a_start_in_flight_when_its_principal_is_revoked_fails(daemon: Daemon) -> None:

@@ -168,23 +168,42 @@ def test_audit_record_keeps_a_bounded_resource() -> None:
 
 @settings(max_examples=200, deadline=None)
 @given(
-    st.lists(st.tuples(st.integers(0, 15), st.integers(1, 20)), min_size=1, max_size=4),
+    st.lists(
+        st.tuples(st.lists(st.booleans(), max_size=15), st.integers(1, 20)), min_size=1, max_size=4
+    ),
     st.one_of(st.none(), st.integers(-3, 70)),  # after
     st.integers(1, 25),  # limit
 )
 def test_audit_list_pages_as_a_filter_over_the_retained_records_would(
-    rounds: list[tuple[int, int]], after: int | None, limit: int
+    rounds: list[tuple[list[bool], int]], after: int | None, limit: int
 ) -> None:
-    # rounds of appends, each followed by a resize (config set audit.retain_count)
+    # rounds of appends (True: a refusal of another uid's peer), each followed by a
+    # resize (config set audit.retain_count)
     log = AuditLog(rounds[0][1])
-    for appended, retain in rounds:
-        for i in range(appended):
-            log.append("g0", "config.set", "ok", f"config:{i}")
+    for appends, retain in rounds:
+        for i, outsider in enumerate(appends):
+            if outsider:
+                log.append(None, "hello", "denied.owner", None, outsider=True)
+            else:
+                log.append("g0", "config.set", "ok", f"config:{i}")
         log.resize(retain)
-    want = [r.to_dict() for r in log.records if after is None or r.seq > after][:limit]
+        assert len(log.records) <= retain and len(log.outsiders) <= max(1, retain // 10)
+    kept = sorted([*log.records, *log.outsiders], key=lambda r: r.seq)
+    assert len(log) == len(kept)
+    want = [r.to_dict() for r in kept if after is None or r.seq > after][:limit]
     got, nxt = log.list(after, limit)
     assert got == want
     assert nxt == (want[-1]["seq"] if want else (after or 0))
+
+
+def test_refusals_of_other_uids_never_push_out_our_callers_records() -> None:
+    log = AuditLog(100)
+    ours = log.append("g1", "run.get", "denied.read", "run:r0")
+    for _ in range(10_000):
+        log.append(None, "hello", "denied.owner", None, outsider=True)
+    records, _ = log.list(None, 1000)
+    assert records[0] == ours.to_dict() and len(records) == 11
+    assert [r["seq"] for r in records[1:]] == list(range(9992, 10002))
 
 
 def test_revoked_principals_are_forgotten_and_their_resources_still_judge_self() -> None:

@@ -8,11 +8,15 @@ the resource's containment and ownership chain (live, or frozen for removed reso
 
 from __future__ import annotations
 
+import bisect
+import heapq
 import logging
 import re
 from collections import deque
+from collections.abc import Iterator
 from dataclasses import dataclass
 from itertools import islice
+from operator import attrgetter
 from typing import Any
 
 from venomx.daemon.registry import AuthNode, Grant, Principal, Registry, now_iso
@@ -164,25 +168,47 @@ class AuditRecord:
 RESOURCE_MAX = 256  # characters of a resource name kept in an audit record
 
 
+def outsiders_kept(retain: int) -> int:
+    """How many refusals of other uids' peers are kept, besides ``retain`` records."""
+    return max(1, retain // 10)
+
+
 class AuditLog:
-    """Bounded in-memory audit log; records carry no params beyond the resource ID."""
+    """Bounded in-memory audit log; records carry no params beyond the resource ID.
+
+    The refusals of peers of another uid (at ``hello``: they can never get further) are
+    kept apart, at most a tenth of ``retain`` of them: any local user may connect at the
+    abstract address, and 32 refusals a second (the most the listener serves them)
+    pushed every record of our own callers out of 10,000 in five minutes (session 24).
+    ``list`` reads both in ``seq`` order, as one log."""
 
     def __init__(self, retain: int) -> None:
         self.records: deque[AuditRecord] = deque(maxlen=retain)
+        self.outsiders: deque[AuditRecord] = deque(maxlen=outsiders_kept(retain))
         self.seq = 0
 
     def resize(self, retain: int) -> None:
         self.records = deque(self.records, maxlen=retain)
+        self.outsiders = deque(self.outsiders, maxlen=outsiders_kept(retain))
+
+    def __len__(self) -> int:
+        return len(self.records) + len(self.outsiders)
 
     def append(
-        self, principal: str | None, verb: str, code: str, resource: str | None
+        self,
+        principal: str | None,
+        verb: str,
+        code: str,
+        resource: str | None,
+        outsider: bool = False,
     ) -> AuditRecord:
+        """Record a denial or an admin action; ``outsider``: a peer of another uid's."""
         if resource is not None and len(resource) > RESOURCE_MAX:
             # a caller's resource string may be a whole frame long: the record stays small
             resource = resource[:RESOURCE_MAX] + "…"
         self.seq += 1
         rec = AuditRecord(self.seq, now_iso(), principal, verb, code, resource)
-        self.records.append(rec)
+        (self.outsiders if outsider else self.records).append(rec)
         log.info(
             "audit seq=%d principal=%s verb=%s code=%s resource=%s",
             rec.seq,
@@ -194,9 +220,17 @@ class AuditLog:
         return rec
 
     def list(self, after: int | None, limit: int) -> tuple[list[dict[str, Any]], int]:
-        """Up to ``limit`` records after seq ``after``. Seqs are consecutive in the log, so
-        the first is found by arithmetic, and only the records returned are converted."""
-        recs = self.records
-        skip = 0 if after is None or not recs else min(max(0, after - recs[0].seq + 1), len(recs))
-        out = [r.to_dict() for r in islice(recs, skip, skip + limit)]
+        """Up to ``limit`` records after seq ``after``, of both rings in ``seq`` order;
+        only the records returned are converted."""
+        merged = heapq.merge(_after(self.records, after), _after(self.outsiders, after), key=SEQ)
+        out = [r.to_dict() for r in islice(merged, limit)]
         return out, (out[-1]["seq"] if out else (after or 0))
+
+
+SEQ = attrgetter("seq")
+
+
+def _after(ring: deque[AuditRecord], after: int | None) -> Iterator[AuditRecord]:
+    """The records of ``ring`` (in ``seq`` order) past seq ``after``."""
+    skip = 0 if after is None else bisect.bisect_right(ring, after, key=SEQ)
+    return islice(ring, skip, None)

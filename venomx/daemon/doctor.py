@@ -469,7 +469,7 @@ def counters(d: Doctor) -> dict[str, Any]:
         "windows": len(reg.windows),
         "principals": sum(1 for p in reg.principals.values() if not p.revoked),
         "events": len(d.events.events),
-        "audit": len(d.audit.records),
+        "audit": len(d.audit),
         "observations_coalesced": d.events.coalesced,
         "vt_dropped": d.panes.exited_panes.vt_dropped,
         "connections": len(d.connections),

@@ -451,7 +451,8 @@ class Connection(ReadsShared):
             principal = self.identify(params.get("token"))
         except VenomxError as exc:
             if exc.code.startswith("denied."):
-                self.services.audit.append(None, "hello", exc.code, None)
+                outsider = not self.same_user
+                self.services.audit.append(None, "hello", exc.code, None, outsider)
             self.refuse_frame(rid, exc)
             return
         most = self.services.config["protocol.max_frame"]  # foundation §2: the default too
