@@ -198,10 +198,10 @@ def run_daemon(
         listen_fd = manager.listen_fd()
         config = Config(config_path(config_file), explicit=config_file is not None)
         config.values = config.read_file()
-        place = paths.prepare_socket(path, activated=listen_fd is not None)
-        if log_file is not None:
+        if log_file is not None:  # checked before the socket's directory is made
             directory, dir_fd, name = paths.prepare_log(log_file)
-        elif detached:
+        place = paths.prepare_socket(path, activated=listen_fd is not None)
+        if log_file is None and detached:
             directory, dir_fd, name = place.directory, os.dup(place.dir_fd), DETACHED_LOG
         if log_file is not None or detached:
             dlog.to_file(
