@@ -1131,23 +1131,30 @@ def test_a_stop_of_a_leader_that_made_its_sentinel_its_tracer_is_not_its_end(
     assert lines_of(rec)[:2] == ["handled", "after"], rec
 
 
-# An orphan re-parented to the daemon (a subreaper) makes the daemon its tracer.
+# An orphan re-parented to the daemon (a subreaper) makes the daemon its tracer, stops,
+# and (with a second argument) does it again and again, writing how many stops it passed.
 ORPHAN_TRACEME = """
 import ctypes, os, signal, sys, time
 libc = ctypes.CDLL(None, use_errno=True)
 libc.ptrace.argtypes = [ctypes.c_long, ctypes.c_long, ctypes.c_void_p, ctypes.c_void_p]
-marker = sys.argv[1]
+marker, again = sys.argv[1], len(sys.argv) > 2
 child = os.fork()
 if child == 0:
     parent = os.getppid()
     if os.fork() == 0:
+        os.setsid()  # out of reach of the leader's group: an escapee
         while os.getppid() == parent:  # until the child below has gone
             time.sleep(0.01)
         signal.signal(signal.SIGUSR2, lambda *_: None)
-        assert libc.ptrace(0, 0, None, None) == 0  # PTRACE_TRACEME: the daemon traces us
-        os.kill(os.getpid(), signal.SIGUSR2)
-        open(marker, "w").write("went on")
-        os._exit(0)
+        open(marker + ".pid", "w").write(str(os.getpid()))
+        stops = 0
+        while True:
+            assert libc.ptrace(0, 0, None, None) == 0  # PTRACE_TRACEME: the daemon traces us
+            os.kill(os.getpid(), signal.SIGUSR2)
+            stops += 1
+            open(marker, "w").write(str(stops))
+            if not again:
+                os._exit(0)
     os._exit(0)
 os.waitpid(child, 0)
 """
@@ -1162,39 +1169,14 @@ def test_an_orphan_that_made_the_daemon_its_tracer_goes_on(daemon: Daemon, tmp_p
     assert daemon.call("doctor")["escapees"]["reaped"] == 1
 
 
-# The same orphan, stopping for the daemon again and again: each stop was let go, and a
-# few threads doing this kept the reactor at it (a start took 24 s, a deadline fired 7 s
-# late), until CPython deadlocked in its signal handler with the wakeup socket full.
-ORPHAN_TRACEME_AGAIN = """
-import ctypes, os, signal, sys, time
-libc = ctypes.CDLL(None, use_errno=True)
-libc.ptrace.argtypes = [ctypes.c_long, ctypes.c_long, ctypes.c_void_p, ctypes.c_void_p]
-marker = sys.argv[1]
-child = os.fork()
-if child == 0:
-    parent = os.getppid()
-    if os.fork() == 0:
-        os.setsid()  # out of reach of the leader's group: an escapee
-        while os.getppid() == parent:
-            time.sleep(0.01)
-        signal.signal(signal.SIGUSR2, lambda *_: None)
-        open(marker + ".pid", "w").write(str(os.getpid()))
-        stops = 0
-        while True:
-            assert libc.ptrace(0, 0, None, None) == 0
-            os.kill(os.getpid(), signal.SIGUSR2)
-            stops += 1
-            open(marker, "w").write(str(stops))
-    os._exit(0)
-os.waitpid(child, 0)
-"""
-
-
 def test_an_orphan_that_makes_the_daemon_its_tracer_again_is_held(
     daemon: Daemon, tmp_path: Path
 ) -> None:
+    """The same orphan, stopping for the daemon again and again: each stop was let go,
+    and a few threads doing this kept the reactor at it (a start took 24 s, a deadline
+    fired 7 s late) until CPython deadlocked in its signal handler (session 24)."""
     marker = tmp_path / "stops"
-    rec = run_and_wait(daemon, [PY, "-c", ORPHAN_TRACEME_AGAIN, str(marker)], "traceme-again")
+    rec = run_and_wait(daemon, [PY, "-c", ORPHAN_TRACEME, str(marker), "again"], "traceme-again")
     assert rec["exit_code"] == 0, rec
     pid = int(
         wait_for(
