@@ -9,6 +9,7 @@ Must not import ``venomx``.
 from __future__ import annotations
 
 import dataclasses
+import os
 import types
 import typing
 from collections.abc import Callable
@@ -302,6 +303,15 @@ def usage(utime_us: int, stime_us: int, maxrss_kib: int) -> dict[str, int]:
         "cpu_ms": min(USAGE_MAX, max(0, utime_us + stime_us) // 1000),
         "max_rss_kib": min(USAGE_MAX, max(0, maxrss_kib)),
     }
+
+
+def wait_status(info: os.waitid_result | None) -> int:
+    """The wait status a reap gives (``wait4``'s), from a ``waitid`` of the same child."""
+    if info is None:  # pragma: no cover - only called once the child has exited
+        return 0
+    if info.si_code == os.CLD_EXITED:
+        return (info.si_status & 0xFF) << 8
+    return info.si_status | (0x80 if info.si_code == os.CLD_DUMPED else 0)
 
 
 def usage_ok(u: object) -> bool:

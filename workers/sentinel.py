@@ -84,15 +84,6 @@ def set_title(pane: str) -> None:
     title.set_title(P.SENTINEL_TITLE + pane)
 
 
-def wait_status(info: os.waitid_result | None) -> int:
-    """The wait status a reap will give, from a WNOWAIT ``waitid`` of the same child."""
-    if info is None:  # pragma: no cover - only called once the leader has exited
-        return 0
-    if info.si_code == os.CLD_EXITED:
-        return (info.si_status & 0xFF) << 8
-    return info.si_status | (0x80 if info.si_code == os.CLD_DUMPED else 0)
-
-
 class Sentinel:
     """One pane's sentinel: its channel to the daemon, the PTY, the VT and the leader it
     waits for."""
@@ -524,7 +515,7 @@ class Sentinel:
             if req is not None:
                 self.send(P.Wrote(req, written))
         replay = bytes(self.replay[-P.REPLAY_BYTES :])
-        self.send(P.Exit(wait_status(self.exited), self.final_state(), usage, replay))
+        self.send(P.Exit(P.wait_status(self.exited), self.final_state(), usage, replay))
         self.sock.setblocking(True)
         while self.channel_open:
             self.recv()  # requests that crossed EXIT: the daemon answers them itself

@@ -11,7 +11,8 @@ No asyncio child watcher and no blocking wait ever run on the reactor.
 A child that made us its tracer (``PTRACE_TRACEME``: any orphan of a pane may) is let
 go at its stop, once; one that stops again soon after is held stopped. Without that, a
 pane's processes looping "trace me, raise a signal" kept the reactor letting go of them
-and nothing else: a start took 24 s, a deadline fired 7 s late (session 24).
+and nothing else: a start took 24 s, a deadline fired 7 s late (session 24). A pass
+lasts at most PASS_SECONDS, and what is left waits for the next reactor turn.
 """
 
 from __future__ import annotations
@@ -27,11 +28,15 @@ from collections.abc import Callable
 from workers import protocol as P
 from workers import tracer
 
-# pid, wait status, and the reap's usage (workers.protocol.usage)
-OnExit = Callable[[int, int, dict[str, int]], bool]
+# pid, wait status, and the reap's usage (workers.protocol.usage; a leader's only)
+OnExit = Callable[[int, int, dict[str, int] | None], bool]
 
 log = logging.getLogger(__name__)
-STOPS_MAX = 64  # stops of our tracees taken in one pass; the rest wait for the next turn
+# A pass's time; the rest waits for the next turn. Exits count too: a thread that calls
+# PTRACE_TRACEME and returns leaves a zombie only its tracer (us) may reap, at a kernel
+# cost that grew to ~0.36 ms a reap with a backlog, and a pass that took every exit
+# there was kept the reactor for 28 s (session 24).
+PASS_SECONDS = 0.005
 HOLD_AFTER = 10.0  # seconds: a tracee let go that stops for us again within this is held
 REMEMBERED = 4096  # tracees let go whose time is kept (the oldest are forgotten)
 
@@ -56,8 +61,11 @@ class Reaper:
 
     def reap(self) -> None:
         self.pending = False
-        stops = 0
+        end = time.monotonic() + PASS_SECONDS
         while True:
+            if time.monotonic() > end:
+                self.wake()  # requests and timers first
+                return
             try:
                 info = os.waitid(os.P_ALL, 0, os.WEXITED | os.WNOHANG | os.WNOWAIT)
             except ChildProcessError:
@@ -66,22 +74,30 @@ class Reaper:
                 return
             pid = info.si_pid
             if info.si_code not in tracer.ENDED:  # a descendant made us its tracer
-                stops += 1
-                if stops > STOPS_MAX:
-                    self.wake()
-                    return
                 self.stopped(pid, info)
                 continue
+            usage: dict[str, int] | None = None
             if self.is_leader(pid):
                 try:
                     os.killpg(pid, signal.SIGKILL)
                 except OSError:
                     pass
-            try:
-                _, status, ru = os.wait4(pid, os.WNOHANG)
-            except ChildProcessError:
-                continue
-            usage = P.usage(round(ru.ru_utime * 1e6), round(ru.ru_stime * 1e6), ru.ru_maxrss)
+                try:
+                    _, status, ru = os.wait4(pid, os.WNOHANG)
+                except ChildProcessError:
+                    continue
+                usage = P.usage(round(ru.ru_utime * 1e6), round(ru.ru_stime * 1e6), ru.ru_maxrss)
+            else:
+                # Without rusage, which the kernel sums over the child's threads: a traced
+                # thread (PTRACE_TRACEME, then return) of a process with thousands of them
+                # made every reap walk them all, 0.36 ms each, 95% of the daemon's time.
+                try:
+                    done = os.waitid(os.P_PID, pid, os.WEXITED | os.WNOHANG)
+                except ChildProcessError:
+                    continue
+                if done is None:
+                    continue
+                status = P.wait_status(done)
             try:
                 if not self.on_exit(pid, status, usage):
                     self.reaped_escapees += 1
