@@ -187,7 +187,7 @@ def run_daemon(
     ``launched_in``: the venomx panes the daemon was started in (``ancestry``), when a
     detached start has left them; by default read here."""
     if launched_in is None:
-        launched_in = ancestry.panes_of(os.getpid()) or frozenset()
+        launched_in = ancestry.launched_from(os.getpid())
     ancestry.name_this_daemon()
     signal.signal(signal.SIGHUP, _ignore_hup)  # a Python handler: exec restores the default
     dlog = DaemonLog(log_level)

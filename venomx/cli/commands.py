@@ -64,7 +64,7 @@ def serve(
         sys.exit(run_daemon(path, config_file, test_seams, log_level, log_file=log_path))
     from venomx.daemon import ancestry
 
-    launched_in = ancestry.panes_of(os.getpid()) or frozenset()  # before we leave them
+    launched_in = ancestry.launched_from(os.getpid())  # before we leave them
     r, w = os.pipe2(os.O_CLOEXEC)  # the daemon's children must not hold the ready pipe
     pid = os.fork()
     if pid == 0:

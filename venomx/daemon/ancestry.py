@@ -13,6 +13,8 @@ first (found by an attack pass, session 24).
 
 from __future__ import annotations
 
+import os
+
 from venomx.daemon import procfs
 from workers import prctl
 
@@ -49,6 +51,22 @@ def panes_of(pid: int, me: int | None = None) -> frozenset[Pane] | None:
             found.add((pid, start, *below))
         below, pid = (pid, start), parent
     return None
+
+
+def launched_from(pid: int) -> frozenset[Pane]:
+    """The panes the process ``pid``, which starts a daemon, is inside: its own, and
+    those of its session's leader. A pane's shell that starts ``( venomx serve --detach
+    & )`` has its subshell gone before ``serve`` looks, so ``serve`` is already an orphan
+    re-parented to the pane's daemon; the session it shares with the shell still leads
+    back through the pane. A process that left the session (``setsid``) has only its own."""
+    own = panes_of(pid) or frozenset()
+    try:
+        leader = os.getsid(pid)
+    except OSError:
+        return own
+    if leader == pid:
+        return own
+    return own | (panes_of(leader) or frozenset())
 
 
 def in_a_pane(pid: int, me: int, launched_in: frozenset[Pane]) -> bool:
