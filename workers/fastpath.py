@@ -172,12 +172,7 @@ def fast_feed(term: Terminal, data: bytes) -> bool:
                 rows.pop(floor, None)
                 floor += 1
             if r < lines:
-                line: Any = s.buffer[r]
-                if line.grown:
-                    # a chunk that may yet fall back to pyte must not read a long cluster:
-                    # chunk after chunk, that would be quadratic
-                    raise _NotFast
-                t = row_cells(line, cols)
+                t = row_cells(s.buffer[r], cols)
             else:
                 # as far as it is written: a row below the screen costs what is drawn on
                 # it, not the width (a flood of bare LFs on a 65535-column pane)

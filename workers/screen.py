@@ -27,7 +27,10 @@ from pyte.screens import Char, Margins, StaticDefaultDict, wcwidth
 ALT_MODES = {1049 << 5, 1047 << 5, 47 << 5}
 DECCKM = 1 << 5  # application cursor keys, in pyte's shifted form
 _BLANK, _BLANK_REVERSE = Char(" "), Char(" ", reverse=True)  # pyte's default_char
-GROW_AT = 64  # a cell's text longer than this grows in a _Grown holder
+# Code points a cell keeps: its character and the zero-width ones after it (xterm keeps
+# at most 10 marks, tmux 21 bytes); more are dropped and counted. Without a bound a flood
+# of U+E0100 on one cell grew the sentinel by 5 MB/s and the exited pane by 210 MB.
+CELL_MAX = 32
 CSI_MAX_PARAMS = 256  # further parameters of one CSI are ignored (xterm keeps 30)
 STRING_MAX = 4096  # characters of an OSC kept (the title); the rest is parsed, not kept
 SAVEPOINTS_MAX = 1  # DECSC keeps one cursor, as xterm: DECRC restores the last saved
@@ -36,37 +39,8 @@ SAVEPOINTS_MAX = 1  # DECSC keeps one cursor, as xterm: DECRC restores the last 
 G0_UTF8 = ("(0", "(B")
 
 
-class _Grown:
-    """The text of a cell that zero-width code points made long, appended in O(1) amortised.
-
-    A cell's text is a ``str`` while short; rebuilding a long one per code point would
-    make a flood of combining marks quadratic. Read with ``text()``.
-    """
-
-    __slots__ = ("_done", "_tail")
-
-    def __init__(self, text: str) -> None:
-        self._done = [text]
-        self._tail: list[str] = []
-
-    def add(self, s: str) -> None:
-        tail = self._tail
-        tail.append(s)
-        if len(tail) >= GROW_AT:  # one string per GROW_AT appends keeps it compact
-            self._done.append("".join(tail))
-            tail.clear()
-
-    def text(self) -> str:
-        if self._tail or len(self._done) > 1:
-            self._done = ["".join(self._done) + "".join(self._tail)]
-            self._tail.clear()
-        return self._done[0]
-
-
 class _Line(StaticDefaultDict[int, Char]):
-    """One screen line of cells; ``grown`` once a cell's text is a ``_Grown``."""
-
-    grown = False
+    """One screen line of cells."""
 
 
 def fresh_buffer(buffer: Any) -> Any:
@@ -93,8 +67,6 @@ def row_cells(line: Any, cols: int) -> list[str]:
     for x, char in line.items():
         if x < cols:
             cells[x] = char.data
-    if getattr(line, "grown", False):
-        cells = [c if c.__class__ is str else c.text() for c in cells]
     return paired(cells)
 
 
@@ -243,7 +215,7 @@ class Screen(pyte.Screen):
         self._stops: list[int] | None = None
         self._last = ""  # the last character drawn, for REP
         # zero-width code points met at column 0, kept for the next character drawn there
-        self._lead: _Grown | None = None
+        self._lead: str | None = None
         self._lead_y = 0
         super().__init__(cols, rows)
         self.buffer = _Buffer(  # type: ignore[assignment]
@@ -299,7 +271,7 @@ class Screen(pyte.Screen):
                         if cell is None:
                             cell = cells[char] = make(Char, (char, *attrs))
                     else:
-                        cell = make(Char, (self._take_lead(line, char), *attrs))
+                        cell = make(Char, (self._take_lead(char), *attrs))
                     line[x] = cell
                     if width == 2 and x + 1 < columns:
                         line[x + 1] = stub
@@ -340,47 +312,36 @@ class Screen(pyte.Screen):
             x = min(c.x, self.columns) - 1
             if x and line[x].data == "":  # a wide character's second cell: join the character
                 x -= 1
-            self._append(line, x, char)
+            old = line[x]
+            if len(old.data) < CELL_MAX:
+                line[x] = old._replace(data=old.data + char)
+            else:
+                self._term.dropped += 1
             return
         if self._lead is not None and self._lead_y != self._row_number():
             self._term.dropped += 1
             self._lead = None
         if self._lead is None:
-            self._lead = _Grown("")
+            self._lead = ""
             self._lead_y = self._row_number()
-        self._lead.add(char)
+        if len(self._lead) < CELL_MAX - 1:  # the character it waits for is the last
+            self._lead += char
+        else:
+            self._term.dropped += 1
 
     def _row_number(self) -> int:
         """The cursor's row in the pane's row space: a scroll moves the text, and a code
         point waiting at column 0 must not follow the cursor to the next line's text."""
         return self.cursor.y + (0 if self._term.alternate else self._term.scrolled)
 
-    def _take_lead(self, line: Any, char: str) -> str | _Grown:
+    def _take_lead(self, char: str) -> str:
         """The text of a character drawn while code points wait at column 0."""
         lead, self._lead = self._lead, None
         assert lead is not None
         if self.cursor.x != 0 or self._row_number() != self._lead_y:
             self._term.dropped += 1
             return char
-        text = lead.text() + char
-        if len(text) <= GROW_AT:
-            return text
-        line.grown = True
-        return _Grown(text)
-
-    @staticmethod
-    def _append(line: Any, x: int, s: str) -> None:
-        old = line[x]
-        d = old.data
-        if d.__class__ is _Grown:
-            d.add(s)
-            return
-        d += s
-        if len(d) > GROW_AT:
-            line.grown = True
-            line[x] = old._replace(data=_Grown(d))
-        else:
-            line[x] = old._replace(data=d)
+        return lead + char
 
     # -- rows -------------------------------------------------------------------------
     def index(self) -> None:

@@ -313,30 +313,39 @@ def test_a_failing_fast_path_falls_back_to_the_parser() -> None:
 # -- floods keep their content and bounded parser state -----------------------------------
 
 
-def test_a_combining_flood_is_kept_whole() -> None:
+KEPT = screen.CELL_MAX - 1  # zero-width code points a cell keeps after its character
+
+
+def test_a_combining_flood_keeps_a_cells_worth_and_counts_the_rest() -> None:
+    """A cell keeps CELL_MAX code points (xterm keeps 10 marks, tmux 21 bytes): a flood
+    on one cell (U+E0100 grew a sentinel by 5 MB/s, session 24) costs no memory."""
     t = Terminal(10, 2)
-    marks = "\u0301" * 100_000
-    t.feed(b"a" + marks.encode() + b"b")
-    assert t.row(0) == "a" + marks + "b" + " " * 8
+    t.feed(b"a" + "\u0301".encode() * 100_000 + b"b")
+    assert t.row(0) == "a" + "\u0301" * KEPT + "b" + " " * 8
+    assert t.dropped == 100_000 - KEPT
     t.feed("\x1b[1;3H\u0302".encode())  # joins the cell before the cursor: b
-    assert t.row(0) == "a" + marks + "b\u0302" + " " * 8
+    assert t.row(0) == "a" + "\u0301" * KEPT + "b\u0302" + " " * 8
+    t = Terminal(10, 2)
+    t.feed(b"a" + "\U000e0100".encode() * 50_000)
+    assert t.row(0) == "a" + "\U000e0100" * KEPT + " " * 9
 
 
-def test_interleaved_marks_and_controls_are_kept() -> None:
+def test_interleaved_marks_and_controls_are_kept_to_a_cells_worth() -> None:
     t = Terminal(10, 2)
     t.feed(b"a" + "\u0301\x00".encode() * 20_000)
-    assert t.row(0) == "a" + "\u0301" * 20_000 + " " * 9
+    assert t.row(0) == "a" + "\u0301" * KEPT + " " * 9
 
 
 def test_a_zero_width_flood_at_column_0() -> None:
     t = Terminal(5, 2)
     t.feed("\u200b".encode() * 50_000 + b"X")
-    assert t.row(0) == "\u200b" * 50_000 + "X    "
+    assert t.row(0) == "\u200b" * KEPT + "X    "
+    assert t.dropped == 50_000 - KEPT
 
 
-def test_a_grown_cell_moves_scrolls_and_is_overwritten() -> None:
+def test_a_full_cell_moves_scrolls_and_is_overwritten() -> None:
     t = Terminal(6, 2, 1000)
-    marks = "\u0308" * (screen.GROW_AT * 3)
+    marks = "\u0308" * KEPT
     t.feed(("ab" + marks + "cd").encode())
     t.feed(b"\x1b[1;1H\x1b[2@")  # insert two blanks: the cluster moves right
     assert t.row(0) == "  ab" + marks + "cd"
@@ -451,7 +460,7 @@ def test_costs_are_reported_for_every_pattern() -> None:
 
 def test_the_fast_path_scrolls_a_grown_row_out_once() -> None:
     """A row holding a long cluster may leave the screen through the fast path."""
-    data = [b"aa" + "\u0301".encode() * (screen.GROW_AT + 6), b"a" * 40]
+    data = [b"aa" + "\u0301".encode() * (KEPT + 6), b"a" * 40]
     old = fastpath.FAST_MIN
     try:
         fastpath.FAST_MIN = 1 << 30
@@ -464,9 +473,9 @@ def test_the_fast_path_scrolls_a_grown_row_out_once() -> None:
             fast.feed(d)
     finally:
         fastpath.FAST_MIN = old
-    assert fast.fast_bytes == 40 and fast.dropped == 0
+    assert fast.fast_bytes == 40 and fast.dropped == 6
     assert view(fast) == view(ref)
-    assert fast.row(1) == "a" + "\u0301" * (screen.GROW_AT + 6)
+    assert fast.row(1) == "a" + "\u0301" * KEPT
 
 
 def test_the_fast_path_holds_only_rows_history_can_keep() -> None:
@@ -512,18 +521,15 @@ CELL_TEXTS = st.sampled_from(["a", " ", "", "中", "\u0301", "e\u0301", "\u200b"
     st.integers(1, 300),
     st.dictionaries(st.integers(0, 320), CELL_TEXTS, max_size=40),
     st.booleans(),
-    st.booleans(),
 )
 def test_a_sparse_row_reads_as_the_dense_one(
-    cols: int, cells: dict[int, str], reverse: bool, grown: bool
+    cols: int, cells: dict[int, str], reverse: bool
 ) -> None:
     """A row with few cells written is built from those cells and runs of blanks; its
     text is exactly the cell-by-cell one (wide halves, zero-width cells and all)."""
     line = screen._Line(screen._BLANK_REVERSE if reverse else screen._BLANK)
     for x, text in cells.items():
-        data = screen._Grown(text) if grown and text else text
-        line[x] = screen._BLANK._replace(data=data)  # type: ignore[arg-type]
-    line.grown = grown
+        line[x] = screen._BLANK._replace(data=text)
     assert screen.row_text(line, cols) == "".join(screen.row_cells(line, cols))
 
 
