@@ -341,14 +341,36 @@ class Sentinel:
         except OSError:
             data = b""
         if not data:
-            try:
-                self.poll.unregister(self.master)
-            except OSError:
-                pass
-            self.master_eof = True
+            self.closed_terminal()
+        elif self.master_eof:  # the terminal was opened again (``closed_terminal``)
+            self.master_eof = False
+            self.watch_master()
         return data
 
-    master_eof = False
+    def closed_terminal(self) -> None:
+        """Every fd of the terminal's slave side is closed (EIO). The program may open it
+        again (``/dev/tty``) while it lives: a program that closed fds 0-2 for a moment
+        left its pane blind, its later output missing from a record that said
+        ``complete`` (session 24). So the master stays watched, edge-triggered, which
+        wakes us when output comes again instead of on every pass while it is hung up.
+        (Modifying it again would report the hang-up again at once: only the first EIO
+        does.)"""
+        if self.master_eof:
+            return
+        self.master_eof = True
+        try:
+            self.poll.modify(self.master, select.EPOLLIN | select.EPOLLET)
+        except OSError:
+            pass
+
+    def watch_master(self) -> None:
+        events = select.EPOLLIN | (select.EPOLLOUT if self.input else 0)
+        try:
+            self.poll.modify(self.master, events)
+        except OSError:
+            pass
+
+    master_eof = False  # no slave fd is open now (see ``closed_terminal``)
     answering = 0  # bytes of answers queued as input
     application_keys = False  # DECCKM, as last told to the daemon
     frozen = False  # FREEZE: the pane is terminating, nothing more reaches its program
@@ -408,18 +430,14 @@ class Sentinel:
                 except BlockingIOError:
                     break
                 except OSError:
-                    self.master_eof = True
+                    self.closed_terminal()
             self.input.popleft()
             if req is None:
                 self.answering -= len(data)
             else:
                 self.send(P.Wrote(req, written))
         if not self.master_eof:
-            events = select.EPOLLIN | (select.EPOLLOUT if self.input else 0)
-            try:
-                self.poll.modify(self.master, events)
-            except OSError:  # unregistered at EOF
-                pass
+            self.watch_master()
 
     def handle(self, m: P.Message) -> None:
         if isinstance(m, P.Input):

@@ -699,6 +699,29 @@ def test_a_program_in_a_pane_is_not_the_owner_of_another_daemon(
                 pass
 
 
+def test_a_program_that_closes_its_terminal_for_a_moment_is_still_seen(
+    daemon: Daemon,
+) -> None:
+    """Closing fds 0-2 makes the master read EIO; the program may open /dev/tty again.
+    The sentinel took the first EIO for the end of all output: the pane went blind, and a
+    record said ``complete`` without the program's later lines (session 24)."""
+    reopen = "exec 0<&- 1>&- 2>&-; sleep 0.05; exec 0<>/dev/tty 1>&0 2>&0"
+    rec = run_and_wait(
+        daemon, ["sh", "-c", f"echo start; {reopen}; seq 1 5000; echo DONE"], "reopen"
+    )
+    assert rec["outcome"] == "succeeded" and lines_of(rec)[-1] == "DONE", rec
+    # while nothing has the terminal open the sentinel waits, it does not spin on EIO
+    s = session(daemon)
+    closed = "exec 0<&- 1>&- 2>&-; sleep 1; exec 0<>/dev/tty 1>&0 2>&0; echo back; sleep 60"
+    r = daemon.call("run", {"key": "closed", "session": s, "argv": ["sh", "-c", closed]})
+    ready(daemon, r["pane"], "back")
+    sentinel = psutil.Process(daemon.titled(f"venomx-sentinel {r['pane']}")[0])
+    assert sum(sentinel.cpu_times()[:2]) < 0.5
+    sent = daemon.call("pane.send", {"pane": r["pane"], "text": "x"})
+    assert sent["bytes"] == 1  # input reaches it again
+    daemon.call("run.cancel", {"run": r["run"], "grace_ms": 0})
+
+
 def test_a_module_planted_in_the_daemons_cwd_never_reaches_a_sentinel(daemon: Daemon) -> None:
     # The daemon's working directory is also panes' default cwd: a pane program may write
     # a msgpack.py there and kill the fork server. Its restart must not import it.
