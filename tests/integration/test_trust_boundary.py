@@ -24,6 +24,7 @@ import pytest
 
 from tests.helpers import PY, ROOT, Daemon, running, start_daemon, stop_daemon, wait_for
 from venomx.client import Client
+from venomx.daemon.cgroups import locate
 from venomx.wire import VenomxError, dumps
 from workers import protocol as P
 from workers.tracer import tracer_of
@@ -720,6 +721,59 @@ def test_a_program_that_closes_its_terminal_for_a_moment_is_still_seen(
     sent = daemon.call("pane.send", {"pane": r["pane"], "text": "x"})
     assert sent["bytes"] == 1  # input reaches it again
     daemon.call("run.cancel", {"run": r["run"], "grace_ms": 0})
+
+
+_HERE = locate()
+WRITABLE_CGROUPS = _HERE.directory is not None and os.access(_HERE.directory, os.W_OK)
+KILL_SENTINEL_C = r"""
+#include <signal.h>
+#include <unistd.h>
+int main(void) {
+    signal(SIGHUP, SIG_IGN);
+    kill(getppid(), SIGKILL);  /* before the sentinel has said STARTED, now and then */
+    for (;;) pause();
+}
+"""
+
+
+def test_a_start_that_fails_after_its_program_started_leaves_it_not_running(
+    daemon: Daemon, tmp_path: Path
+) -> None:
+    """A static program that kills its sentinel at once wins the race with STARTED about
+    one start in four: the start fails ``unavailable.spawn`` (EIO). It ran on, out of
+    reach of any deadline, cancel or cleanup, and a retry of the key ran it twice
+    (session 24). Now the pane's cgroup is killed with the failed start."""
+    if not WRITABLE_CGROUPS:
+        pytest.skip("needs a writable cgroup v2 hierarchy")
+    source, binary = tmp_path / "k.c", tmp_path / "k"
+    source.write_text(KILL_SENTINEL_C)
+    cc = shutil.which("gcc") or shutil.which("cc")
+    if (
+        cc is None
+        or subprocess.run([cc, "-O2", "-static", "-o", str(binary), str(source)]).returncode
+    ):
+        pytest.skip("needs a C compiler with a static libc (a Python leader is never that fast)")
+    s = session(daemon)
+    failed = 0
+    for i in range(60):
+        try:
+            daemon.call(
+                "run",
+                {"key": f"k{i}", "session": s, "deadline_ms": 1000, "argv": [str(binary)]},
+            )
+        except VenomxError as exc:
+            assert exc.code == "unavailable.spawn", exc
+            failed += 1
+            if failed == 3:
+                break
+    assert failed, "no start lost the race in 60 tries"
+    # the programs of the failed starts are gone; those of the runs end at their deadline
+    wait_for(
+        lambda: not [p for p in psutil.process_iter(["exe"]) if p.info["exe"] == str(binary)],
+        15,
+        "every copy of the program gone",
+    )
+    wait_for(lambda: daemon.call("doctor")["escapees"]["count"] == 0, 10, "no escapee left")
 
 
 def test_a_module_planted_in_the_daemons_cwd_never_reaches_a_sentinel(daemon: Daemon) -> None:

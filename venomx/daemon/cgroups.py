@@ -600,6 +600,13 @@ class Cgroups:
         """Account for the pane's cgroup, made by ``make``."""
         self.groups[pane_id] = PaneGroup(pane_id, directory, run)
 
+    def kill(self, pane_id: str) -> None:
+        """SIGKILL whatever a pane's cgroup holds: a start that fails after its program
+        may have started (its sentinel died before STARTED) leaves nothing running."""
+        g = self.groups.get(pane_id)
+        if g is not None:
+            self._kill(g.directory, members(g.directory))
+
     def discard(self, pane_id: str) -> None:
         """The start rolled back before anything ran: remove its cgroup."""
         g = self.groups.pop(pane_id, None)

@@ -323,7 +323,10 @@ async def _spawn(
         chan.close()
         owner.forkserver.used()
         owner.preparing.discard(pane_id)
-        cgroups.discard(pane_id)  # kept, and accounted for, if the leader did start
+        # The leader may have started (a program can kill its sentinel before STARTED):
+        # the start fails, so it must not run on out of every deadline's reach.
+        cgroups.kill(pane_id)
+        cgroups.discard(pane_id)  # kept, and accounted for, while it ends
         if isinstance(exc, ConnectionError):
             failed = _spawn_failed("EIO")
             raise CancelledAfter(failed) if cancelled_early else failed from None
