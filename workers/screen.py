@@ -134,11 +134,7 @@ def row_text(line: Any, cols: int, pad: bool = True) -> str:
         row = "".join(row_cells(line, cols))
         return row if pad else row.rstrip(" ")
     blank = line.default.data
-    text: dict[int, str] = {}
-    for x, char in line.items():
-        if x < cols:
-            d = char.data
-            text[x] = d if d.__class__ is str else d.text()
+    text = {x: char.data for x, char in line.items() if x < cols}
     pieces: list[str] = []
     end = 0
     for x in sorted(text):

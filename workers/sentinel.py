@@ -423,9 +423,11 @@ class Sentinel:
         while self.input:
             entry = self.input[0]
             req, data, until_ms, written = entry
-            if written < len(data) and now_ms < until_ms and not (self.master_eof or self.frozen):
+            if written < len(data) and now_ms < until_ms and not self.frozen:
+                # tried while no slave is open too: one may be again (``closed_terminal``)
                 try:
                     entry[3] = written + os.write(self.master, data[written : written + 65536])
+                    self.master_eof = False
                     continue
                 except BlockingIOError:
                     break
@@ -490,8 +492,9 @@ class Sentinel:
         exits, read first) are never cut short by a slow parse, only an escaped
         process's endless writing is, and what it wrote past ``DRAIN_KEPT`` is taken in
         for ``DRAIN_PARSE`` at most."""
-        if self.master_eof:
-            return
+        # Read at least once even after an EIO: the program may have opened its terminal
+        # again and written its last output since (``closed_terminal``).
+        self.master_eof = False
         os.set_blocking(self.master, False)
         deadline = time.monotonic() + DRAIN_MAX
         quiet_since = time.monotonic()

@@ -713,9 +713,13 @@ def test_a_program_that_closes_its_terminal_for_a_moment_is_still_seen(
     assert rec["outcome"] == "succeeded" and lines_of(rec)[-1] == "DONE", rec
     # while nothing has the terminal open the sentinel waits, it does not spin on EIO
     s = session(daemon)
-    closed = "exec 0<&- 1>&- 2>&-; sleep 1; exec 0<>/dev/tty 1>&0 2>&0; echo back; sleep 60"
+    # and input typed meanwhile waits for it, as input a program has not read yet does
+    closed = (
+        "exec 0<&- 1>&- 2>&-; sleep 1; exec 0<>/dev/tty 1>&0 2>&0; read x; echo got:$x; sleep 60"
+    )
     r = daemon.call("run", {"key": "closed", "session": s, "argv": ["sh", "-c", closed]})
-    ready(daemon, r["pane"], "back")
+    assert daemon.call("pane.send", {"pane": r["pane"], "text": "hi\r"})["bytes"] == 3
+    ready(daemon, r["pane"], "got:hi")
     sentinel = psutil.Process(daemon.titled(f"venomx-sentinel {r['pane']}")[0])
     assert sum(sentinel.cpu_times()[:2]) < 0.5
     sent = daemon.call("pane.send", {"pane": r["pane"], "text": "x"})
