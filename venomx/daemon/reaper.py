@@ -49,7 +49,6 @@ class Reaper:
         self.is_leader = is_leader
         self.on_exit = on_exit
         self.reaped_escapees = 0
-        self.held = 0  # tracees held stopped
         self.pending = False
         self.let_go_at: OrderedDict[int, float] = OrderedDict()
 
@@ -113,7 +112,6 @@ class Reaper:
         try:
             if last is not None and now - last < HOLD_AFTER:
                 tracer.hold(pid)
-                self.held += 1
                 log.warning("holding pid %d stopped: it makes the daemon its tracer again", pid)
                 return
             tracer.let_go(pid, info)
