@@ -95,11 +95,8 @@ def locate(
     proc_cgroup: str = "/proc/self/cgroup", mountinfo: str = "/proc/self/mountinfo"
 ) -> Located:
     """Our cgroup v2 directory from the ``0::`` line and the cgroup2 mount that shows it."""
-    own: str | None = None
     try:
-        for line in _read(proc_cgroup).splitlines():
-            if line.startswith("0::"):
-                own = line[3:]
+        own = _v2_path(_read(proc_cgroup))
         mounts = _read(mountinfo).splitlines()
     except OSError as exc:
         return Located(None, None, f"cannot read /proc: {_why(exc)}")
@@ -322,15 +319,20 @@ def accounted(pane_id: str, orphans: list[int]) -> list[int]:
     return sorted(found)
 
 
+def _v2_path(proc_cgroup: str) -> str | None:
+    """The cgroup v2 path of a ``/proc/PID/cgroup`` text (its ``0::`` line), if any."""
+    for line in proc_cgroup.splitlines():
+        if line.startswith("0::"):
+            return line[3:]
+    return None
+
+
 def cgroup_of(pid: int) -> str | None:
     """A process's cgroup v2 path, as /proc names it (None once it is gone)."""
     try:
-        for line in _read(f"/proc/{pid}/cgroup").splitlines():
-            if line.startswith("0::"):
-                return line[3:]
+        return _v2_path(_read(f"/proc/{pid}/cgroup"))
     except OSError:
-        pass
-    return None
+        return None
 
 
 def _signal_pid(pid: int, *sigs: int, within: str | None = None) -> bool:
@@ -445,16 +447,16 @@ class Cgroups:
         """A cgroup directory of our subtree as /proc/<pid>/cgroup names it."""
         return self.parent_path.rstrip("/") + directory[len(self.parent.rstrip("/")) :]
 
-    def _kill(self, directory: str, pids: list[int]) -> None:
+    def _kill(self, directory: str, pids: list[int] | None = None) -> None:
         """SIGKILL everything in a cgroup: ``cgroup.kill`` (Linux 5.14), else each process
-        of ``pids`` still in it."""
+        still in it of ``pids`` (by default its members, read only then)."""
         try:
             _write(os.path.join(directory, "cgroup.kill"), "1")
             return
         except OSError:
             pass
         within = self.path(directory)
-        for pid in pids:
+        for pid in members(directory) if pids is None else pids:
             _signal_pid(pid, _signal.SIGKILL, within=within)
 
     def _enter(self, parent: str) -> None:
@@ -545,7 +547,7 @@ class Cgroups:
         # spares and the sentinels of ended panes. Ended now rather than waited for: a
         # spare made at the lowest priority may take a quarter of a second to see its
         # channel close, which every stop soon after a start paid.
-        self._kill(self.leaf, members(self.leaf))
+        self._kill(self.leaf)
         deadline = time.monotonic() + KILL_WAIT
         # The fork server and the last sentinels are exiting; so may the last processes of
         # a pane's cgroup be, if ``end_all`` stopped waiting for them.
@@ -605,7 +607,7 @@ class Cgroups:
         may have started (its sentinel died before STARTED) leaves nothing running."""
         g = self.groups.get(pane_id)
         if g is not None:
-            self._kill(g.directory, members(g.directory))
+            self._kill(g.directory)
 
     def discard(self, pane_id: str) -> None:
         """The start rolled back before anything ran: remove its cgroup."""
@@ -707,7 +709,7 @@ class Cgroups:
     async def end_all(self) -> None:
         """Shutdown: SIGKILL every pane cgroup of ours (its panes have been terminated)."""
         for g in list(self.groups.values()):
-            self._kill(g.directory, members(g.directory))
+            self._kill(g.directory)
         deadline = time.monotonic() + KILL_WAIT
         while any(members(g.directory) for g in self.groups.values()):
             if time.monotonic() > deadline:
