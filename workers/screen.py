@@ -39,10 +39,6 @@ SAVEPOINTS_MAX = 1  # DECSC keeps one cursor, as xterm: DECRC restores the last 
 G0_UTF8 = ("(0", "(B")
 
 
-class _Line(StaticDefaultDict[int, Char]):
-    """One screen line of cells."""
-
-
 def fresh_buffer(buffer: Any) -> Any:
     """An empty screen buffer of the same kind (pyte's is a defaultdict of lines)."""
     return type(buffer)(buffer.default_factory)
@@ -215,7 +211,7 @@ class Screen(pyte.Screen):
         self._lead_y = 0
         super().__init__(cols, rows)
         self.buffer = _Buffer(  # type: ignore[assignment]
-            lambda: _Line(_BLANK_REVERSE if mo.DECSCNM in self.mode else _BLANK)
+            lambda: StaticDefaultDict(_BLANK_REVERSE if mo.DECSCNM in self.mode else _BLANK)
         )
         self._ready = True
 
@@ -591,7 +587,7 @@ class Screen(pyte.Screen):
         self.dirty.update(range(self.lines))
         e = Char("E")
         for y in range(self.lines):
-            self.buffer[y] = _Line(e)
+            self.buffer[y] = StaticDefaultDict(e)
 
     def _solid(self, line: Any) -> None:
         """Write out a DECALN line's E's, so cells moved or added past them are blank."""
@@ -800,6 +796,9 @@ class Screen(pyte.Screen):
         m = self.margins
         if m is not None and not 0 <= m.top < m.bottom < self.lines:
             self.margins = None
+
+
+_Line = StaticDefaultDict[int, Char]  # one screen line (a type: lines are made plainly)
 
 
 class _Buffer(dict[int, _Line]):

@@ -15,6 +15,7 @@ from typing import Any
 
 from hypothesis import given, settings
 from hypothesis import strategies as st
+from pyte.screens import Char, StaticDefaultDict
 
 from workers import fastpath, screen, vtcost
 from workers.rows import Snapshot, capture, repaint, tail
@@ -527,7 +528,9 @@ def test_a_sparse_row_reads_as_the_dense_one(
 ) -> None:
     """A row with few cells written is built from those cells and runs of blanks; its
     text is exactly the cell-by-cell one (wide halves, zero-width cells and all)."""
-    line = screen._Line(screen._BLANK_REVERSE if reverse else screen._BLANK)
+    line: StaticDefaultDict[int, Char] = StaticDefaultDict(
+        screen._BLANK_REVERSE if reverse else screen._BLANK
+    )
     for x, text in cells.items():
         line[x] = screen._BLANK._replace(data=text)
     assert screen.row_text(line, cols) == "".join(screen.row_cells(line, cols))
@@ -657,7 +660,9 @@ def test_insert_and_delete_in_a_very_wide_pane_touch_only_written_cells() -> Non
 def test_a_row_entering_history_is_its_text_without_trailing_blanks(
     cols: int, cells: dict[int, str], decaln: bool
 ) -> None:
-    line = screen._Line(screen._BLANK._replace(data="E") if decaln else screen._BLANK)
+    line: StaticDefaultDict[int, Char] = StaticDefaultDict(
+        screen._BLANK._replace(data="E") if decaln else screen._BLANK
+    )
     for x, text in cells.items():
         line[x] = screen._BLANK._replace(data=text)
     assert screen.row_text(line, cols, pad=False) == screen.row_text(line, cols).rstrip(" ")
