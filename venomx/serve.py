@@ -20,6 +20,7 @@ import os
 import signal
 import sys
 import types
+from collections.abc import Callable
 
 from venomx import unixdiag
 from venomx.daemon import ancestry, paths, systemd
@@ -46,7 +47,7 @@ async def serve(
     import venomx.verbs  # noqa: F401  (register the handlers)
 
     loop = asyncio.get_running_loop()
-    loop.add_signal_handler(signal.SIGHUP, dlog.reopen)
+    on_signal(loop, signal.SIGHUP, dlog.reopen)
     dlog.start_flusher(loop)
     try:
         d = Daemon(place.given, config, test_seams, launched_in)
@@ -61,7 +62,7 @@ async def serve(
 
         d.lifecycle.stop_work = stopping
         for sig in (signal.SIGTERM, signal.SIGINT):
-            loop.add_signal_handler(sig, d.lifecycle.begin_shutdown)
+            on_signal(loop, sig, d.lifecycle.begin_shutdown)
         config.listeners.append(
             lambda changed: dlog.configure(config["log.max_bytes"], config["log.keep"])
         )
@@ -114,9 +115,10 @@ async def serve(
         dlog.stop_flusher()
         # asyncio closes its wakeup pipe before it removes its signal handlers: a late
         # SIGCHLD in between prints a traceback to the log. Remove them first.
-        for sig in (signal.SIGTERM, signal.SIGINT, signal.SIGHUP, signal.SIGCHLD):
-            loop.remove_signal_handler(sig)
+        loop.remove_signal_handler(signal.SIGCHLD)
         signal.signal(signal.SIGHUP, _ignore_hup)
+        signal.signal(signal.SIGTERM, signal.SIG_DFL)
+        signal.signal(signal.SIGINT, signal.default_int_handler)
     return 0
 
 
@@ -166,6 +168,24 @@ async def reclaim(place: paths.SocketPlace, d: Daemon, servers: list[Listener]) 
                 )
             else:
                 log.warning("uid %d holds this socket's abstract address now", holder)
+
+
+def on_signal(loop: asyncio.AbstractEventLoop, sig: int, callback: Callable[[], object]) -> None:
+    """Call ``callback`` in the loop's thread when ``sig`` arrives.
+
+    Not ``loop.add_signal_handler``: asyncio learns of a signal from a byte in its wakeup
+    socket, and a flood of SIGCHLD from a pane's orphans can fill that socket, so that a
+    SIGTERM arriving then was lost and a service manager's stop ended in SIGKILL. The
+    interpreter's own flag for the signal is never lost, and runs this handler once the
+    loop wakes, which a full socket or the interrupted wait makes it do.
+    """
+
+    def handler(signum: int, frame: types.FrameType | None) -> None:
+        if not loop.is_closed():  # a refused start returns before the handlers go
+            loop.call_soon_threadsafe(callback)
+
+    signal.signal(sig, handler)
+    signal.siginterrupt(sig, False)
 
 
 def _ignore_hup(signum: int, frame: types.FrameType | None) -> None:
