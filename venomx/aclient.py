@@ -7,11 +7,14 @@ import asyncio
 import itertools
 import json
 import socket
+from collections import OrderedDict
 from typing import Any
 
 from venomx import PROTOCOL, __version__
-from venomx.client import check_server, connect, default_socket, transport_error
+from venomx.client import Pin, check_server, connect, default_socket, peer_process, transport_error
 from venomx.wire import DEFAULT_MAX_FRAME, MAX_MAX_FRAME, VenomxError, dumps
+
+STARTED_KEPT = 4096  # runs started through one client that it remembers the daemon of
 
 
 class AsyncClient:
@@ -26,6 +29,9 @@ class AsyncClient:
         self.waiting: dict[int, asyncio.Future[dict[str, Any]]] = {}
         self.pump: asyncio.Task[None] | None = None
         self.max_frame = DEFAULT_MAX_FRAME  # as agreed at hello
+        self.pin = Pin(follow=True)
+        # run ID -> the source of the daemon that started it through us, newest last
+        self.started: OrderedDict[str, str] = OrderedDict()
 
     @property
     def connected(self) -> bool:
@@ -61,6 +67,9 @@ class AsyncClient:
             params["token"] = self.token
         try:
             hello = await self.call("hello", params)
+            self.pin.check(
+                self.path, peer_process(self.writer.get_extra_info("socket")), str(hello["source"])
+            )
         except BaseException:
             # the daemon keeps a connection whose hello it refused: without a new one every
             # later call would be answered "hello must be the first request"
@@ -94,6 +103,7 @@ class AsyncClient:
         if not self.connected and verb != "hello":
             await self.connect()
         assert self.writer is not None
+        self.check_run(params)
         rid = next(self.ids)
         request = dumps({"id": rid, "verb": verb, "params": params or {}})
         if len(request) > self.max_frame:
@@ -123,7 +133,27 @@ class AsyncClient:
         if "error" in frame:
             raise VenomxError.from_dict(frame["error"])
         result: dict[str, Any] = frame["ok"]
+        if verb == "run":
+            self.started[str(result["run"])] = str(result["source"])
+            self.started.move_to_end(str(result["run"]))
+            if len(self.started) > STARTED_KEPT:
+                self.started.popitem(last=False)
         return result
+
+    def check_run(self, params: dict[str, Any] | None) -> None:
+        """A run started through us on a daemon that has since restarted is not asked
+        about: the daemon there now numbers its own runs from r0, so the same ID would name
+        another command's run (or a record made up by whatever answers in the daemon's
+        place). ``conflict.source``, as RFC-0015 has a restarted daemon answer a retry."""
+        run = (params or {}).get("run")
+        source = self.started.get(run) if isinstance(run, str) else None
+        if source is not None and source != self.pin.source:
+            raise VenomxError(
+                "conflict.source",
+                f"run {run} was started on the daemon {source}; the daemon at {self.path} is "
+                f"now {self.pin.source}, and the run's fate is unknown",
+                {"source": self.pin.source},
+            )
 
     async def close(self) -> None:
         if self.writer is not None:

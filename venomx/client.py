@@ -44,7 +44,7 @@ def reconnecting(
         except VenomxError as err:
             now = time.monotonic()
             lost_at = lost_at or now
-            if err.code != "transport" or now - lost_at >= bound:
+            if err.code != "transport" or isinstance(err, NotTheDaemon) or now - lost_at >= bound:
                 raise
             time.sleep(pause)  # a CLI waiting for its daemon to come back
 
@@ -72,6 +72,64 @@ class Unreachable(VenomxError):
 def server_uid(sock: Any) -> int:
     creds = sock.getsockopt(_socket.SOL_SOCKET, _socket.SO_PEERCRED, 12)
     return int.from_bytes(creds[4:8], sys.byteorder, signed=True)  # ucred: pid, uid, gid
+
+
+def peer_process(sock: Any) -> tuple[int, int | None]:
+    """The process whose socket we reached (``SO_PEERCRED``: the one that made it listen)
+    and its start time in clock ticks since boot, since a pid alone may be reused; None
+    where ``/proc`` hides it."""
+    creds = sock.getsockopt(_socket.SOL_SOCKET, _socket.SO_PEERCRED, 12)
+    pid = int.from_bytes(creds[0:4], sys.byteorder, signed=True)
+    try:
+        with open(f"/proc/{pid}/stat", "rb") as f:
+            stat = f.read()
+        start: int | None = int(stat[stat.rindex(b")") + 2 :].split()[19])  # field 22
+    except (OSError, ValueError, IndexError):
+        start = None
+    return pid, start
+
+
+class NotTheDaemon(VenomxError):
+    """``transport``, and final: the server claims the source of the daemon a client began
+    with, but is another process. A daemon's source is new at each start, so this is a
+    program of our uid that killed the daemon and listens in its place, answering with
+    whatever it likes; connecting again reaches it again."""
+
+    def __init__(self, path: str, pid: int, first: int) -> None:
+        super().__init__(
+            "transport",
+            f"refusing the server at {path}: it claims the source of the daemon this client "
+            f"began with (pid {first}), but it is pid {pid}, not that daemon",
+            {"socket": path, "server_pid": pid},
+        )
+
+
+class Pin:
+    """The daemon a client that connects more than once began with: ``venomx exec`` and
+    ``run log --follow`` (``follow`` False: their run lives on that daemon only) and the MCP
+    adapter (``follow`` True: it goes on with a restarted daemon, whose source is new).
+    Another process with the same source is never taken for it."""
+
+    def __init__(self, follow: bool) -> None:
+        self.follow = follow
+        self.source: str | None = None
+        self.process: tuple[int, int | None] | None = None
+
+    def check(self, path: str, process: tuple[int, int | None], source: str) -> None:
+        """Raise unless this hello comes from the daemon we began with (or, following, from
+        one that restarted since)."""
+        if self.source is None or (self.follow and source != self.source):
+            self.source, self.process = source, process
+        elif source != self.source:
+            raise VenomxError(
+                "conflict.source",
+                f"the daemon at {path} is not the one this began with ({self.source}): it "
+                "restarted, and the fate of what was started there is unknown",
+                {"source": source},
+            )
+        elif process != self.process:
+            assert self.process is not None
+            raise NotTheDaemon(path, process[0], self.process[0])
 
 
 def check_server(sock: Any, path: str) -> None:
@@ -179,6 +237,7 @@ class Client:
         max_frame: int | None = None,
         client: str = f"venomx-cli/{__version__}",
         pipelined: bool = False,
+        pin: Pin | None = None,
     ) -> None:
         self.path = path or default_socket()
         # The C socket: socket.py's wrapper imports selectors and builds its enums, a
@@ -208,6 +267,12 @@ class Client:
             self.unsent = dumps({"id": 0, "verb": "hello", "params": params}) + b"\n"
         else:
             self.answered = self.call("hello", params, rid=0)
+        if pin is not None:
+            try:
+                pin.check(self.path, peer_process(self.sock), str(self.greeted()["source"]))
+            except (VenomxError, OSError):
+                self.sock.close()
+                raise
 
     @property
     def hello(self) -> dict[str, Any]:

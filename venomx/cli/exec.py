@@ -27,7 +27,7 @@ from venomx.cli.runlog import RowLog
 from venomx.cli.termguard import TermGuard
 from venomx.cli.textlog import TextLines
 from venomx.cli.values import cli_int
-from venomx.client import Client, reconnecting
+from venomx.client import Client, NotTheDaemon, Pin, reconnecting
 from venomx.visible import for_terminal, json_line
 from venomx.wire import VenomxError
 
@@ -171,6 +171,7 @@ class Exec:
         )
         self.put_back_done = False
         self.seen = 0  # output offset streamed so far
+        self.pin = Pin(follow=False)  # the run lives on the daemon that started it
 
     # -- helpers -----------------------------------------------------------------------------
     def note(self, text: str) -> None:
@@ -178,7 +179,7 @@ class Exec:
         self.err.flush()
 
     def client(self) -> Client:
-        return Client(self.opts.socket, self.token, client="venomx-exec")
+        return Client(self.opts.socket, self.token, client="venomx-exec", pin=self.pin)
 
     def fail(self, err: VenomxError) -> int:
         if self.opts.as_json:  # stdout has the record, or as for any verb, the error
@@ -284,7 +285,8 @@ class Exec:
                         c = self.client()
                         break
                     except VenomxError as err:
-                        if err.code != "transport" or time.monotonic() > deadline:
+                        final = err.code != "transport" or isinstance(err, NotTheDaemon)
+                        if final or time.monotonic() > deadline:
                             raise
         finally:
             c.close()

@@ -13,7 +13,7 @@ from collections.abc import Callable
 from typing import Any
 
 from venomx.cli.errors import Asked, human
-from venomx.client import Client, reconnecting
+from venomx.client import Client, Pin, reconnecting
 from venomx.visible import for_terminal
 from venomx.wire import VenomxError
 
@@ -100,8 +100,9 @@ def print_log(run: str, follow: bool, sock: str | None, token: str | None) -> in
         while not log.once(c, follow):
             pass
 
+    pin = Pin(follow=False)  # the run's rows live on the daemon we first reached
     try:
-        reconnecting(lambda: Client(sock, token), work, RECONNECT if follow else 0, 0.5)
+        reconnecting(lambda: Client(sock, token, pin=pin), work, RECONNECT if follow else 0, 0.5)
     except VenomxError as err:
         print(human(err, Asked(sock, token)), file=sys.stderr)
         return err.exit_code

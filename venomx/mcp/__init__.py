@@ -4,7 +4,8 @@ One tool per non-streaming verb (``.`` -> ``_d``), built on the official SDK's l
 server so the tool list is data, not hand-written functions. Success: structuredContent
 plus the same JSON as text. Error: isError with ``{"error": …}`` as text and no
 structuredContent. A cancelled tool call cancels its request on the daemon. An
-unreachable daemon is a tool error; the next call reconnects.
+unreachable daemon is a tool error; the next call reconnects, to a restarted daemon too,
+never to another process claiming the first one's source (``AsyncClient``).
 
 For agents: the server's ``instructions`` are the skill's core rules; tools carry titles
 and annotations; ``tools/list`` shows only what the configured principal can ever call
