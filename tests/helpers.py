@@ -193,6 +193,20 @@ def start_daemon(
     return Daemon(sock, proc, log)
 
 
+def restart_at(sock: str, log: Path) -> Daemon:
+    """A new daemon serving ``sock``, where another one was (a restart), logging to ``log``."""
+    with open(log, "wb") as logf:
+        proc = subprocess.Popen(
+            [PY, "-m", "venomx", "serve", "--socket", sock, "--test-seams"],
+            stdout=subprocess.DEVNULL,
+            stderr=logf,
+            start_new_session=True,
+            env={k: v for k, v in os.environ.items() if not k.startswith("VENOMX_")},
+        )
+    wait_listening(proc, sock, log)
+    return Daemon(sock, proc, log)
+
+
 def wait_listening(proc: subprocess.Popen[bytes], sock: str, log: Path) -> None:
     """Until the daemon answers hello on ``sock``; fail with its log if it exits first."""
 

@@ -16,7 +16,7 @@ from typing import Any
 
 import pytest
 
-from tests.helpers import PY, ROOT, Daemon, start_daemon, stop_daemon, wait_for, wait_listening
+from tests.helpers import PY, ROOT, Daemon, restart_at, start_daemon, stop_daemon, wait_for
 from venomx.wire import exit_code_for
 
 
@@ -405,17 +405,7 @@ def test_a_restarted_daemon_refuses_the_retry(tmp: Path) -> None:
         first.call("seam.wait", {"name": "run.before_barrier", "timeout_ms": 20000})
         os.killpg(first.proc.pid, signal.SIGKILL)
         first.proc.wait(10)
-        log = tmp / "second.log"
-        with open(log, "wb") as logf:
-            proc2 = subprocess.Popen(
-                [PY, "-m", "venomx", "serve", "--socket", first.socket, "--test-seams"],
-                stdout=subprocess.DEVNULL,
-                stderr=logf,
-                start_new_session=True,
-                env=exec_env(first),
-            )
-        wait_listening(proc2, first.socket, log)
-        second = Daemon(first.socket, proc2, log)
+        second = restart_at(first.socket, tmp / "second.log")
         try:
             _, err = proc.communicate(timeout=60)
             assert proc.returncode == exit_code_for("conflict.source"), err

@@ -13,14 +13,11 @@ import json
 import os
 import signal
 import subprocess
-from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
-import pytest
-
 from tests.adapters import McpApi, Outcome
-from tests.helpers import PY, Daemon, start_daemon, stop_daemon, wait_for, wait_listening
+from tests.helpers import PY, Daemon, restart_at, start_daemon, stop_daemon, wait_for
 from venomx.wire import exit_code_for
 
 # The leader prints "up" and sleeps; its child, in a session of its own, waits for the
@@ -76,16 +73,6 @@ serve(listeners[0])
 """
 
 
-@pytest.fixture
-def doomed() -> Iterator[Daemon]:
-    """A daemon of this test only (it gets killed), and whatever impostor it had, ended."""
-    d = start_daemon()
-    try:
-        yield d
-    finally:
-        stop_daemon(d)
-
-
 def ok(o: Outcome) -> dict[str, Any]:
     assert o.ok is not None, o
     return o.ok
@@ -119,13 +106,13 @@ def take_over(d: Daemon, go: Path) -> None:
 
 
 def test_exec_refuses_a_program_that_answers_in_its_daemons_place(
-    doomed: Daemon, tmp_path: Path
+    daemon: Daemon, tmp_path: Path
 ) -> None:
     go = tmp_path / "go"
     env = {k: v for k, v in os.environ.items() if not k.startswith("VENOMX_")}
-    env["VENOMX_SOCKET"] = doomed.socket
+    env["VENOMX_SOCKET"] = daemon.socket
     proc = subprocess.Popen(
-        [PY, "-m", "venomx", "exec", "--", *impostor_argv(doomed, go)],
+        [PY, "-m", "venomx", "exec", "--", *impostor_argv(daemon, go)],
         stdout=subprocess.PIPE,
         stderr=subprocess.PIPE,
         stdin=subprocess.DEVNULL,
@@ -133,7 +120,7 @@ def test_exec_refuses_a_program_that_answers_in_its_daemons_place(
     )
     try:
         assert proc.stdout is not None and proc.stdout.readline() == b"up\n"
-        take_over(doomed, go)
+        take_over(daemon, go)
         _, err = proc.communicate(timeout=60)
         assert proc.returncode == exit_code_for("transport"), err
         assert b"not that daemon" in err and b"succeeded" not in err, err
@@ -144,14 +131,14 @@ def test_exec_refuses_a_program_that_answers_in_its_daemons_place(
 
 
 def test_the_mcp_adapter_refuses_a_program_that_answers_in_its_daemons_place(
-    doomed: Daemon, tmp_path: Path
+    daemon: Daemon, tmp_path: Path
 ) -> None:
     go = tmp_path / "go"
-    api = McpApi(doomed)
+    api = McpApi(daemon)
     try:
-        s = doomed.call("session.create", {})["session"]
-        started = ok(api.call("run", {"key": "k", "session": s, "argv": impostor_argv(doomed, go)}))
-        take_over(doomed, go)
+        s = daemon.call("session.create", {})["session"]
+        started = ok(api.call("run", {"key": "k", "session": s, "argv": impostor_argv(daemon, go)}))
+        take_over(daemon, go)
         waited = api.call("run.wait", {"run": started["run"], "timeout_ms": 5000})
         assert waited.ok is None and waited.error is not None, waited
         assert waited.error["code"] == "transport"
@@ -174,17 +161,7 @@ def test_the_mcp_adapter_does_not_ask_a_restarted_daemon_about_an_earlier_run(
         assert ok(api.call("run", {"key": "k", "session": s, "argv": ["true"]}))["run"] == "r0"
         assert ok(api.call("run.wait", {"run": "r0"}))["outcome"] == "succeeded"
         stop_daemon(first)
-        log = tmp_path / "second.log"
-        with open(log, "wb") as logf:
-            proc = subprocess.Popen(
-                [PY, "-m", "venomx", "serve", "--socket", first.socket, "--test-seams"],
-                stdout=subprocess.DEVNULL,
-                stderr=logf,
-                start_new_session=True,
-                env={k: v for k, v in os.environ.items() if not k.startswith("VENOMX_")},
-            )
-        wait_listening(proc, first.socket, log)
-        second = Daemon(first.socket, proc, log)
+        second = restart_at(first.socket, tmp_path / "second.log")
         s2 = second.call("session.create", {})["session"]
         other = second.call("run", {"key": "other", "session": s2, "argv": ["false"]})
         assert other["run"] == "r0"  # the same ID names another command's run now
