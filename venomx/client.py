@@ -74,32 +74,44 @@ def server_uid(sock: Any) -> int:
     return int.from_bytes(creds[4:8], sys.byteorder, signed=True)  # ucred: pid, uid, gid
 
 
-def peer_process(sock: Any) -> tuple[int, int | None]:
-    """The process whose socket we reached (``SO_PEERCRED``: the one that made it listen)
-    and its start time in clock ticks since boot, since a pid alone may be reused; None
-    where ``/proc`` hides it."""
+def peer_pid(sock: Any) -> int:
+    """The pid ``SO_PEERCRED`` gives for the server: of the process that made its socket
+    listen (the daemon; systemd under socket activation); 0 in a pid namespace we cannot
+    see."""
     creds = sock.getsockopt(_socket.SOL_SOCKET, _socket.SO_PEERCRED, 12)
-    pid = int.from_bytes(creds[0:4], sys.byteorder, signed=True)
+    return int.from_bytes(creds[0:4], sys.byteorder, signed=True)
+
+
+def _pidfd(pid: int) -> int:
+    """A pidfd for ``pid`` (close-on-exec), or -1 where there is none to open."""
     try:
-        with open(f"/proc/{pid}/stat", "rb") as f:
-            stat = f.read()
-        start: int | None = int(stat[stat.rindex(b")") + 2 :].split()[19])  # field 22
-    except (OSError, ValueError, IndexError):
-        start = None
-    return pid, start
+        return os.pidfd_open(pid) if pid > 0 else -1
+    except OSError:
+        return -1
+
+
+def _exited(pidfd: int) -> bool:
+    """Whether the process has exited (a pidfd turns readable then). -1 counts as exited:
+    nothing proves such a process is still the one we saw."""
+    if pidfd < 0:
+        return True
+    import select  # only for the clients that reconnect
+
+    return bool(select.select([pidfd], [], [], 0)[0])
 
 
 class NotTheDaemon(VenomxError):
     """``transport``, and final: the server claims the source of the daemon a client began
-    with, but is another process. A daemon's source is new at each start, so this is a
-    program of our uid that killed the daemon and listens in its place, answering with
-    whatever it likes; connecting again reaches it again."""
+    with, but is another process, and the daemon's has exited. A daemon's source is new
+    at each start, so this is a program of our uid that killed the daemon and listens in
+    its place, answering with whatever it likes; connecting again reaches it again."""
 
-    def __init__(self, path: str, pid: int, first: int) -> None:
+    def __init__(self, path: str, pid: int, gone: list[int]) -> None:
         super().__init__(
             "transport",
             f"refusing the server at {path}: it claims the source of the daemon this client "
-            f"began with (pid {first}), but it is pid {pid}, not that daemon",
+            f"began with, but it is pid {pid}, and the daemon's process (pid {gone[0]}) has "
+            "exited: not that daemon",
             {"socket": path, "server_pid": pid},
         )
 
@@ -108,18 +120,25 @@ class Pin:
     """The daemon a client that connects more than once began with: ``venomx exec`` and
     ``run log --follow`` (``follow`` False: their run lives on that daemon only) and the MCP
     adapter (``follow`` True: it goes on with a restarted daemon, whose source is new).
-    Another process with the same source is never taken for it."""
+
+    Held as the source and a pidfd of each process seen serving it: the daemon, and
+    systemd first under socket activation (its socket, then the daemon's own abstract
+    address). A process not seen before is taken for that source only while every one
+    seen is still alive: a program of our uid that killed the daemon can copy its source,
+    which anyone may read, not keep it alive; a pidfd also tells a reused pid apart.
+    """
 
     def __init__(self, follow: bool) -> None:
         self.follow = follow
         self.source: str | None = None
-        self.process: tuple[int, int | None] | None = None
+        self.seen: dict[int, int] = {}  # pid -> its pidfd, -1 where none could be opened
 
-    def check(self, path: str, process: tuple[int, int | None], source: str) -> None:
+    def check(self, path: str, pid: int, source: str) -> None:
         """Raise unless this hello comes from the daemon we began with (or, following, from
         one that restarted since)."""
         if self.source is None or (self.follow and source != self.source):
-            self.source, self.process = source, process
+            self.close()
+            self.source = source
         elif source != self.source:
             raise VenomxError(
                 "conflict.source",
@@ -127,9 +146,22 @@ class Pin:
                 "restarted, and the fate of what was started there is unknown",
                 {"source": source},
             )
-        elif process != self.process:
-            assert self.process is not None
-            raise NotTheDaemon(path, process[0], self.process[0])
+        else:
+            known = self.seen.get(pid)
+            if known is None:  # new: only while every process seen for it lives on
+                gone = [p for p, fd in self.seen.items() if _exited(fd)]
+            else:  # seen: unless it has exited since (its pid reused); -1 proves nothing
+                gone = [pid] if known >= 0 and _exited(known) else []
+            if gone:
+                raise NotTheDaemon(path, pid, gone)
+        if pid not in self.seen:
+            self.seen[pid] = _pidfd(pid)
+
+    def close(self) -> None:
+        for fd in self.seen.values():
+            if fd >= 0:
+                os.close(fd)
+        self.seen.clear()
 
 
 def check_server(sock: Any, path: str) -> None:
@@ -269,7 +301,7 @@ class Client:
             self.answered = self.call("hello", params, rid=0)
         if pin is not None:
             try:
-                pin.check(self.path, peer_process(self.sock), str(self.greeted()["source"]))
+                pin.check(self.path, peer_pid(self.sock), str(self.greeted()["source"]))
             except (VenomxError, OSError):
                 self.sock.close()
                 raise

@@ -80,10 +80,12 @@ async def serve(
             reclaiming = asyncio.ensure_future(reclaim(place, d, servers))
     except VenomxError as exc:  # cgroups = "required" on a host without them
         paths.unlink_ours(place)
+        default_signals(loop)
         refuse(exc, dlog, notifier, ready_fd)
         return exc.exit_code
     except BaseException:
         paths.unlink_ours(place)
+        default_signals(loop)
         raise
     log.info(
         "listening socket=%s source=%s pid=%d%s",
@@ -113,13 +115,19 @@ async def serve(
         await d.stop()
         log.info("stopped source=%s", d.source)
         dlog.stop_flusher()
-        # asyncio closes its wakeup pipe before it removes its signal handlers: a late
-        # SIGCHLD in between prints a traceback to the log. Remove them first.
-        loop.remove_signal_handler(signal.SIGCHLD)
-        signal.signal(signal.SIGHUP, _ignore_hup)
-        signal.signal(signal.SIGTERM, signal.SIG_DFL)
-        signal.signal(signal.SIGINT, signal.default_int_handler)
+        default_signals(loop)
     return 0
+
+
+def default_signals(loop: asyncio.AbstractEventLoop) -> None:
+    """Before the loop closes: the signals' handlers as they were before ``serve``, SIGHUP
+    ignored. asyncio closes its wakeup pipe before it removes its own handlers, and a late
+    SIGCHLD in between printed a traceback to the log; ours would do nothing once the loop
+    is closed, leaving SIGTERM ignored."""
+    loop.remove_signal_handler(signal.SIGCHLD)
+    signal.signal(signal.SIGHUP, _ignore_hup)
+    signal.signal(signal.SIGTERM, signal.SIG_DFL)
+    signal.signal(signal.SIGINT, signal.default_int_handler)
 
 
 def refuse(

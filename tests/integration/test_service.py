@@ -8,6 +8,7 @@ from __future__ import annotations
 import fcntl
 import json
 import os
+import select
 import shutil
 import signal
 import socket
@@ -297,6 +298,35 @@ def test_activated_daemon_serves_the_passed_socket(
     finally:
         early.close()
         stop_daemon(d)
+        passed.close()
+
+
+def test_exec_that_woke_an_activated_daemon_follows_it_to_its_own_address(tmp: Path) -> None:
+    # exec's first connection waits in the socket unit's queue (SO_PEERCRED: the manager,
+    # here this test); the daemon then binds its abstract address, where exec's later
+    # connections go (SO_PEERCRED: the daemon). Both serve one source: neither is an
+    # impostor while the other lives.
+    path, log = tmp / "s.sock", tmp / "daemon.log"
+    passed = listening(path)
+    proc = subprocess.Popen(
+        [PY, "-m", "venomx", "exec", "--", "sh", "-c", "echo hi; exit 3"],
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        stdin=subprocess.DEVNULL,
+        env=clean_env(VENOMX_SOCKET=str(path)),
+    )
+    d: Daemon | None = None
+    try:
+        wait_for(lambda: select.select([passed], [], [], 0)[0], 30, "exec to queue")
+        daemon = activate(passed.fileno(), path, log)
+        d = Daemon(str(path), daemon, log)
+        out, err = proc.communicate(timeout=60)
+        assert (proc.returncode, out) == (3, b"hi\n"), err
+    finally:
+        proc.kill()
+        proc.wait()
+        if d is not None:
+            stop_daemon(d)
         passed.close()
 
 

@@ -1,50 +1,92 @@
-"""``Pin``: which later hellos a reconnecting client takes for the daemon it began with."""
+"""``Pin``: which later hellos a reconnecting client takes for the daemon it began with.
+Real processes stand for the servers: this one (alive), children that have exited."""
 
 from __future__ import annotations
+
+import os
+import subprocess
+from collections.abc import Iterator
 
 import pytest
 
 from venomx.client import NotTheDaemon, Pin
 from venomx.wire import VenomxError
 
-DAEMON = (4242, 1000)  # (pid, start time) of the process serving the socket
+ALIVE = os.getpid()
+
+
+@pytest.fixture
+def ended() -> Iterator[int]:
+    """The pid of a child that has exited (a zombie: its pid is not reused meanwhile)."""
+    proc = subprocess.Popen(["true"])
+    os.waitid(os.P_PID, proc.pid, os.WEXITED | os.WNOWAIT)
+    yield proc.pid
+    proc.wait()
+
+
+@pytest.fixture
+def living() -> Iterator[int]:
+    proc = subprocess.Popen(["sleep", "60"])
+    yield proc.pid
+    proc.kill()
+    proc.wait()
 
 
 @pytest.mark.parametrize("follow", [False, True])
 def test_the_same_daemon_again_is_taken(follow: bool) -> None:
     pin = Pin(follow)
-    pin.check("s", DAEMON, "venomx/a")
-    pin.check("s", DAEMON, "venomx/a")
-    assert (pin.source, pin.process) == ("venomx/a", DAEMON)
+    pin.check("s", ALIVE, "venomx/a")
+    pin.check("s", ALIVE, "venomx/a")
+    assert pin.source == "venomx/a" and list(pin.seen) == [ALIVE]
+    pin.close()
 
 
 @pytest.mark.parametrize("follow", [False, True])
-@pytest.mark.parametrize("other", [(4243, 1000), (4242, 1001), (4242, None)])
-def test_another_process_with_its_source_is_never_taken(
-    follow: bool, other: tuple[int, int | None]
+def test_another_process_with_its_source_is_refused_once_the_daemon_exited(
+    follow: bool, ended: int
 ) -> None:
     pin = Pin(follow)
-    pin.check("s", DAEMON, "venomx/a")
+    pin.check("s", ended, "venomx/a")  # the daemon, since killed
     with pytest.raises(NotTheDaemon) as caught:
-        pin.check("s", other, "venomx/a")
+        pin.check("s", ALIVE, "venomx/a")
     assert caught.value.code == "transport"
-    assert caught.value.data == {"socket": "s", "server_pid": other[0]}
-    assert (pin.source, pin.process) == ("venomx/a", DAEMON)
+    assert caught.value.data == {"socket": "s", "server_pid": ALIVE}
+    assert list(pin.seen) == [ended]
+    with pytest.raises(NotTheDaemon):  # the daemon's own pid, after its exit
+        pin.check("s", ended, "venomx/a")
+    pin.close()
 
 
-def test_a_restarted_daemon_is_a_conflict_for_a_client_of_one_run() -> None:
+def test_a_second_process_is_taken_while_the_first_lives(living: int) -> None:
+    # socket activation: systemd's socket first, then the daemon's own abstract address
     pin = Pin(follow=False)
-    pin.check("s", DAEMON, "venomx/a")
+    pin.check("s", ALIVE, "venomx/a")
+    pin.check("s", living, "venomx/a")
+    assert list(pin.seen) == [ALIVE, living]
+    pin.close()
+
+
+def test_a_pid_from_another_namespace_proves_nothing_but_itself() -> None:
+    pin = Pin(follow=False)
+    pin.check("s", 0, "venomx/a")
+    pin.check("s", 0, "venomx/a")
+    with pytest.raises(NotTheDaemon):
+        pin.check("s", ALIVE, "venomx/a")
+
+
+def test_a_restarted_daemon_is_a_conflict_for_a_client_of_one_run(living: int) -> None:
+    pin = Pin(follow=False)
+    pin.check("s", ALIVE, "venomx/a")
     with pytest.raises(VenomxError) as caught:
-        pin.check("s", (5000, 2000), "venomx/b")
+        pin.check("s", living, "venomx/b")
     assert caught.value.code == "conflict.source"
     assert caught.value.data == {"source": "venomx/b"}
+    pin.close()
 
 
-def test_a_following_client_goes_on_with_a_restarted_daemon() -> None:
+def test_a_following_client_goes_on_with_a_restarted_daemon(ended: int, living: int) -> None:
     pin = Pin(follow=True)
-    pin.check("s", DAEMON, "venomx/a")
-    pin.check("s", (5000, 2000), "venomx/b")
-    assert (pin.source, pin.process) == ("venomx/b", (5000, 2000))
-    with pytest.raises(NotTheDaemon):
-        pin.check("s", DAEMON, "venomx/b")
+    pin.check("s", ended, "venomx/a")
+    pin.check("s", living, "venomx/b")
+    assert pin.source == "venomx/b" and list(pin.seen) == [living]
+    pin.close()
