@@ -257,3 +257,40 @@ def test_panes_that_start_or_end_while_doctor_looks_are_not_faults(
     assert report["sentinels"]["unresponsive"] == [wedged["pane"]]  # it did wait
     assert report["escapees"]["count"] == 0, report["escapees"]
     assert report["sentinels"]["missing"] == 0, report["sentinels"]
+
+
+def test_doctor_names_only_the_panes_and_runs_its_caller_may_read(
+    daemon: Daemon, tmp_path: Path
+) -> None:
+    s = daemon.call("session.create")["session"]
+    grants = [
+        {"right": "spawn", "scope": f"session:{s}"},
+        {"right": "read", "scope": "self"},
+        {"right": "write", "scope": "self"},
+    ]
+    a, b = (daemon.call("principal.create", {"grants": grants})["token"] for _ in "ab")
+    pidfile = tmp_path / "p"
+    shell = (
+        f"setsid sh -c 'echo $$ > {pidfile}; exec sleep 300' & "
+        f"while [ ! -s {pidfile} ]; do sleep 0.01; done"
+    )
+    run = daemon.call("run", {"key": "esc", "session": s, "shell": shell}, token=a)
+    wait_for(lambda: daemon.call("run.wait", {"run": run["run"]})["state"] == "completed", 10, "")
+    pid = int(pidfile.read_text())
+    try:
+        owners = wait_for(
+            lambda: (d := daemon.call("doctor"))["escapees"]["count"] == 1 and d, 10, "count"
+        )
+        pane = run["pane"]
+        assert owners["escapees"]["pids"] == {pane: [pid]}
+        assert owners["escapees"]["runs"] == {pane: run["run"]}
+        assert pane in owners["exited_panes"]["largest"]
+        for token, sees in ((a, True), (b, False)):
+            doc = daemon.call("doctor", token=token)
+            assert doc["escapees"]["count"] == 1 and doc["exited_panes"]["count"] >= 1
+            assert (pane in doc["escapees"]["pids"]) is sees, doc["escapees"]
+            assert (pane in doc["escapees"]["panes"]) is sees
+            assert (pane in doc["escapees"]["runs"]) is sees
+            assert (pane in doc["exited_panes"]["largest"]) is sees
+    finally:
+        os.kill(pid, signal.SIGKILL)

@@ -13,6 +13,7 @@ import errno
 import os
 import resource
 import time
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -529,3 +530,28 @@ async def report(d: Doctor) -> dict[str, Any]:
         "priority": d.priority.report(),
         "collector": d.collector.report(),
     }
+
+
+def seen_by(report: dict[str, Any], readable: Callable[[str], bool]) -> dict[str, Any]:
+    """The report as a caller sees it: every count, but a pane or run named (with what is
+    listed under it) only where ``readable("pane:<id>")`` or ``readable("run:<id>")`` holds.
+    Doctor needs no right on any resource, and foundation §5 promises that a caller cannot
+    tell another principal's resources from absent ones; the owner's view is unchanged."""
+    if readable("*"):
+        return report
+
+    def panes(ids: list[str]) -> list[str]:
+        return [p for p in ids if readable(f"pane:{p}")]
+
+    def by_pane(m: dict[str, Any]) -> dict[str, Any]:
+        return {p: v for p, v in m.items() if readable(f"pane:{p}")}
+
+    s, e = dict(report["sentinels"]), dict(report["escapees"])
+    for key in ("missing_panes", "stopped", "unresponsive"):
+        s[key] = panes(s[key])
+    s["lost"] = dict(s["lost"], recent=[x for x in s["lost"]["recent"] if panes([x["pane"]])])
+    for key in ("panes", "pids", "runs"):
+        e[key] = by_pane(e[key])
+    x = dict(report["exited_panes"], largest=by_pane(report["exited_panes"]["largest"]))
+    run = dict(report["run"], stuck=[r for r in report["run"]["stuck"] if readable(f"run:{r}")])
+    return dict(report, sentinels=s, escapees=e, exited_panes=x, run=run)

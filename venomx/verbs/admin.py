@@ -7,6 +7,7 @@ from typing import Any
 
 from venomx.daemon.config import bad as config_error
 from venomx.daemon.dispatch import Context, handler
+from venomx.daemon.doctor import seen_by
 from venomx.daemon.registry import Grant, Principal
 from venomx.wire import VALUE_MAX_DEPTH, JsonError, VenomxError, loads
 
@@ -65,7 +66,10 @@ def audit_list(ctx: Context, limit: int, after: int | None = None) -> dict[str, 
 
 @handler("doctor")
 async def doctor(ctx: Context) -> dict[str, Any]:
-    return await ctx.doctor.report()
+    report = await ctx.doctor.report()
+    return seen_by(
+        report, lambda r: ctx.can("read", r, None if r == "*" else ctx.registry.node_of(r))
+    )
 
 
 @handler("shutdown")
