@@ -91,13 +91,16 @@ def _pidfd(pid: int) -> int:
 
 
 def _exited(pidfd: int) -> bool:
-    """Whether the process has exited (a pidfd turns readable then). -1 counts as exited:
-    nothing proves such a process is still the one we saw."""
+    """Whether the process has exited (a pidfd turns readable then). -1, a process we could
+    not open one for, proves nothing either way: it is not counted as exited, and such a
+    client pins the source alone, as it did before pidfds (venomx's daemon needs them)."""
     if pidfd < 0:
-        return True
+        return False
     import select  # only for the clients that reconnect
 
-    return bool(select.select([pidfd], [], [], 0)[0])
+    poll = select.poll()  # not select(): a pidfd may be numbered past 1023
+    poll.register(pidfd, select.POLLIN)
+    return bool(poll.poll(0))
 
 
 class NotTheDaemon(VenomxError):
@@ -129,13 +132,20 @@ class Pin:
     """
 
     def __init__(self, follow: bool) -> None:
+        import _thread  # exec's input threads connect too
+
         self.follow = follow
         self.source: str | None = None
         self.seen: dict[int, int] = {}  # pid -> its pidfd, -1 where none could be opened
+        self.lock = _thread.allocate_lock()
 
     def check(self, path: str, pid: int, source: str) -> None:
         """Raise unless this hello comes from the daemon we began with (or, following, from
         one that restarted since)."""
+        with self.lock:
+            self._check(path, pid, source)
+
+    def _check(self, path: str, pid: int, source: str) -> None:
         if self.source is None or (self.follow and source != self.source):
             self.close()
             self.source = source
@@ -150,8 +160,8 @@ class Pin:
             known = self.seen.get(pid)
             if known is None:  # new: only while every process seen for it lives on
                 gone = [p for p, fd in self.seen.items() if _exited(fd)]
-            else:  # seen: unless it has exited since (its pid reused); -1 proves nothing
-                gone = [pid] if known >= 0 and _exited(known) else []
+            else:  # seen: unless it has exited since (its pid reused)
+                gone = [pid] if _exited(known) else []
             if gone:
                 raise NotTheDaemon(path, pid, gone)
         if pid not in self.seen:

@@ -112,10 +112,12 @@ async def serve(
             if conn.transport is not None:
                 conn.transport.close()
         paths.unlink_ours(place)
-        await d.stop()
-        log.info("stopped source=%s", d.source)
-        dlog.stop_flusher()
-        default_signals(loop)
+        try:
+            await d.stop()
+            log.info("stopped source=%s", d.source)
+            dlog.stop_flusher()
+        finally:
+            default_signals(loop)
     return 0
 
 

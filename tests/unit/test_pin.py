@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import os
 import subprocess
+import threading
 from collections.abc import Iterator
 
 import pytest
@@ -66,12 +67,38 @@ def test_a_second_process_is_taken_while_the_first_lives(living: int) -> None:
     pin.close()
 
 
-def test_a_pid_from_another_namespace_proves_nothing_but_itself() -> None:
+def test_a_process_without_a_pidfd_pins_the_source_alone(living: int) -> None:
+    # pid 0: a daemon in a pid namespace we cannot see; nothing tells its processes apart
     pin = Pin(follow=False)
     pin.check("s", 0, "venomx/a")
     pin.check("s", 0, "venomx/a")
-    with pytest.raises(NotTheDaemon):
+    pin.check("s", living, "venomx/a")
+    assert pin.seen[0] == -1
+    pin.close()
+
+
+def test_threads_checking_at_once_see_one_pin(living: int) -> None:
+    # exec's input threads connect while its main thread does
+    for _ in range(200):
+        pin = Pin(follow=False)
         pin.check("s", ALIVE, "venomx/a")
+        errors: list[BaseException] = []
+        together = threading.Barrier(4)
+
+        def check(pin: Pin = pin, errors: list[BaseException] = errors) -> None:
+            together.wait()
+            try:
+                pin.check("s", living, "venomx/a")
+            except BaseException as exc:
+                errors.append(exc)
+
+        threads = [threading.Thread(target=check) for _ in range(together.parties)]
+        for t in threads:
+            t.start()
+        for t in threads:
+            t.join()
+        assert errors == [] and list(pin.seen) == [ALIVE, living]
+        pin.close()
 
 
 def test_a_restarted_daemon_is_a_conflict_for_a_client_of_one_run(living: int) -> None:
