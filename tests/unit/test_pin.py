@@ -77,27 +77,33 @@ def test_a_process_without_a_pidfd_pins_the_source_alone(living: int) -> None:
     pin.close()
 
 
+def checked_at_once(pin: Pin, pid: int, threads: int) -> list[BaseException]:
+    """``pin.check`` of ``pid`` from ``threads`` threads let go together; what they raised."""
+    errors: list[BaseException] = []
+    together = threading.Barrier(threads)
+
+    def check() -> None:
+        together.wait()
+        try:
+            pin.check("s", pid, "venomx/a")
+        except BaseException as exc:
+            errors.append(exc)
+
+    started = [threading.Thread(target=check) for _ in range(threads)]
+    for t in started:
+        t.start()
+    for t in started:
+        t.join()
+    return errors
+
+
 def test_threads_checking_at_once_see_one_pin(living: int) -> None:
     # exec's input threads connect while its main thread does
     for _ in range(200):
         pin = Pin(follow=False)
         pin.check("s", ALIVE, "venomx/a")
-        errors: list[BaseException] = []
-        together = threading.Barrier(4)
-
-        def check(pin: Pin = pin, errors: list[BaseException] = errors) -> None:
-            together.wait()
-            try:
-                pin.check("s", living, "venomx/a")
-            except BaseException as exc:
-                errors.append(exc)
-
-        threads = [threading.Thread(target=check) for _ in range(together.parties)]
-        for t in threads:
-            t.start()
-        for t in threads:
-            t.join()
-        assert errors == [] and list(pin.seen) == [ALIVE, living]
+        assert checked_at_once(pin, living, 4) == []
+        assert list(pin.seen) == [ALIVE, living]
         pin.close()
 
 
