@@ -11,7 +11,15 @@ from collections import OrderedDict
 from typing import Any
 
 from venomx import PROTOCOL, __version__
-from venomx.client import Pin, check_server, connect, default_socket, peer_pid, transport_error
+from venomx.client import (
+    Pin,
+    at_abstract,
+    check_server,
+    connect,
+    default_socket,
+    peer_pid,
+    transport_error,
+)
 from venomx.wire import DEFAULT_MAX_FRAME, MAX_MAX_FRAME, VenomxError, dumps
 
 STARTED_KEPT = 4096  # runs started through one client that it remembers the daemon of
@@ -67,9 +75,8 @@ class AsyncClient:
             params["token"] = self.token
         try:
             hello = await self.call("hello", params)
-            self.pin.check(
-                self.path, peer_pid(self.writer.get_extra_info("socket")), str(hello["source"])
-            )
+            sock = self.writer.get_extra_info("socket")
+            self.pin.check(self.path, peer_pid(sock), str(hello["source"]), at_abstract(sock))
         except BaseException:
             # the daemon keeps a connection whose hello it refused: without a new one every
             # later call would be answered "hello must be the first request"

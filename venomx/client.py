@@ -82,6 +82,12 @@ def peer_pid(sock: Any) -> int:
     return int.from_bytes(creds[0:4], sys.byteorder, signed=True)
 
 
+def at_abstract(sock: Any) -> bool:
+    """Whether ``sock`` reached the daemon at its abstract address (not at the path)."""
+    name = sock.getpeername()
+    return isinstance(name, bytes) and name[:1] == b"\0"
+
+
 def _pidfd(pid: int) -> int:
     """A pidfd for ``pid`` (close-on-exec), or -1 where there is none to open."""
     try:
@@ -105,16 +111,16 @@ def _exited(pidfd: int) -> bool:
 
 class NotTheDaemon(VenomxError):
     """``transport``, and final: the server claims the source of the daemon a client began
-    with, but is another process, and the daemon's has exited. A daemon's source is new
-    at each start, so this is a program of our uid that killed the daemon and listens in
-    its place, answering with whatever it likes; connecting again reaches it again."""
+    with, but is another process, and not the one way a daemon's second process comes
+    (see ``Pin``). A daemon's source is new at each start, so this is a program of our uid
+    that killed or stopped the daemon and listens in its place, answering with whatever it
+    likes; connecting again reaches it again."""
 
-    def __init__(self, path: str, pid: int, gone: list[int]) -> None:
+    def __init__(self, path: str, pid: int, first: int) -> None:
         super().__init__(
             "transport",
             f"refusing the server at {path}: it claims the source of the daemon this client "
-            f"began with, but it is pid {pid}, and the daemon's process (pid {gone[0]}) has "
-            "exited: not that daemon",
+            f"began with (pid {first}), but it is pid {pid}: not that daemon",
             {"socket": path, "server_pid": pid},
         )
 
@@ -124,11 +130,13 @@ class Pin:
     ``run log --follow`` (``follow`` False: their run lives on that daemon only) and the MCP
     adapter (``follow`` True: it goes on with a restarted daemon, whose source is new).
 
-    Held as the source and a pidfd of each process seen serving it: the daemon, and
-    systemd first under socket activation (its socket, then the daemon's own abstract
-    address). A process not seen before is taken for that source only while every one
-    seen is still alive: a program of our uid that killed the daemon can copy its source,
-    which anyone may read, not keep it alive; a pidfd also tells a reused pid apart.
+    Held as the source and, for each process seen serving it, a pidfd and whether it was
+    reached at the abstract address. A program of our uid that killed the daemon, or
+    stopped it once its shutdown let the address go, can copy the source, which anyone may
+    read, not the process. One process more is taken for a source only in the one way a
+    daemon has two: under socket activation the manager's socket at the path first, then
+    the daemon's own abstract address, while every process seen lives on. A pidfd also
+    tells a reused pid apart.
     """
 
     def __init__(self, follow: bool) -> None:
@@ -136,16 +144,17 @@ class Pin:
 
         self.follow = follow
         self.source: str | None = None
-        self.seen: dict[int, int] = {}  # pid -> its pidfd, -1 where none could be opened
+        # pid -> (its pidfd, -1 where none could be opened; reached at the abstract address)
+        self.seen: dict[int, tuple[int, bool]] = {}
         self.lock = _thread.allocate_lock()
 
-    def check(self, path: str, pid: int, source: str) -> None:
+    def check(self, path: str, pid: int, source: str, abstract: bool) -> None:
         """Raise unless this hello comes from the daemon we began with (or, following, from
         one that restarted since)."""
         with self.lock:
-            self._check(path, pid, source)
+            self._check(path, pid, source, abstract)
 
-    def _check(self, path: str, pid: int, source: str) -> None:
+    def _check(self, path: str, pid: int, source: str, abstract: bool) -> None:
         if self.source is None or (self.follow and source != self.source):
             self.close()
             self.source = source
@@ -158,17 +167,23 @@ class Pin:
             )
         else:
             known = self.seen.get(pid)
-            if known is None:  # new: only while every process seen for it lives on
-                gone = [p for p, fd in self.seen.items() if _exited(fd)]
-            else:  # seen: unless it has exited since (its pid reused)
-                gone = [pid] if _exited(known) else []
-            if gone:
-                raise NotTheDaemon(path, pid, gone)
+            if known is not None:  # seen: unless it has exited since (its pid reused)
+                taken = not _exited(known[0])
+            else:  # the daemon, at its address, after the manager's socket
+                at_first = any(at for _, at in self.seen.values())
+                taken = abstract and not at_first and not any(map(_exited, self.fds()))
+            if not taken:
+                raise NotTheDaemon(path, pid, next(iter(self.seen)))
         if pid not in self.seen:
-            self.seen[pid] = _pidfd(pid)
+            self.seen[pid] = (_pidfd(pid), abstract)
+        elif abstract:
+            self.seen[pid] = (self.seen[pid][0], True)
+
+    def fds(self) -> list[int]:
+        return [fd for fd, _ in self.seen.values()]
 
     def close(self) -> None:
-        for fd in self.seen.values():
+        for fd, _ in self.seen.values():
             if fd >= 0:
                 os.close(fd)
         self.seen.clear()
@@ -311,7 +326,8 @@ class Client:
             self.answered = self.call("hello", params, rid=0)
         if pin is not None:
             try:
-                pin.check(self.path, peer_pid(self.sock), str(self.greeted()["source"]))
+                source = str(self.greeted()["source"])
+                pin.check(self.path, peer_pid(self.sock), source, at_abstract(self.sock))
             except (VenomxError, OSError):
                 self.sock.close()
                 raise

@@ -14,6 +14,7 @@ from venomx.client import NotTheDaemon, Pin
 from venomx.wire import VenomxError
 
 ALIVE = os.getpid()
+ABSTRACT, PATH = True, False  # where a connection reached its server
 
 
 @pytest.fixture
@@ -36,8 +37,9 @@ def living() -> Iterator[int]:
 @pytest.mark.parametrize("follow", [False, True])
 def test_the_same_daemon_again_is_taken(follow: bool) -> None:
     pin = Pin(follow)
-    pin.check("s", ALIVE, "venomx/a")
-    pin.check("s", ALIVE, "venomx/a")
+    pin.check("s", ALIVE, "venomx/a", ABSTRACT)
+    pin.check("s", ALIVE, "venomx/a", ABSTRACT)
+    pin.check("s", ALIVE, "venomx/a", PATH)  # the same process at its path
     assert pin.source == "venomx/a" and list(pin.seen) == [ALIVE]
     pin.close()
 
@@ -47,33 +49,49 @@ def test_another_process_with_its_source_is_refused_once_the_daemon_exited(
     follow: bool, ended: int
 ) -> None:
     pin = Pin(follow)
-    pin.check("s", ended, "venomx/a")  # the daemon, since killed
+    pin.check("s", ended, "venomx/a", ABSTRACT)  # the daemon, since killed
     with pytest.raises(NotTheDaemon) as caught:
-        pin.check("s", ALIVE, "venomx/a")
+        pin.check("s", ALIVE, "venomx/a", ABSTRACT)
     assert caught.value.code == "transport"
     assert caught.value.data == {"socket": "s", "server_pid": ALIVE}
     assert list(pin.seen) == [ended]
     with pytest.raises(NotTheDaemon):  # the daemon's own pid, after its exit
-        pin.check("s", ended, "venomx/a")
+        pin.check("s", ended, "venomx/a", ABSTRACT)
     pin.close()
 
 
-def test_a_second_process_is_taken_while_the_first_lives(living: int) -> None:
-    # socket activation: systemd's socket first, then the daemon's own abstract address
+@pytest.mark.parametrize("at", [ABSTRACT, PATH])
+def test_another_process_is_refused_while_the_daemon_lives_stopped(at: bool, living: int) -> None:
+    # a program stopped the daemon once its shutdown let the address go, and took it
     pin = Pin(follow=False)
-    pin.check("s", ALIVE, "venomx/a")
-    pin.check("s", living, "venomx/a")
+    pin.check("s", living, "venomx/a", ABSTRACT)
+    with pytest.raises(NotTheDaemon):
+        pin.check("s", ALIVE, "venomx/a", at)
+    pin.close()
+
+
+def test_the_daemon_after_its_managers_socket_is_taken_once(living: int, ended: int) -> None:
+    # socket activation: the manager's socket at the path first, then the daemon's own
+    # abstract address; a third process is not a way any daemon comes
+    pin = Pin(follow=False)
+    pin.check("s", ALIVE, "venomx/a", PATH)
+    with pytest.raises(NotTheDaemon):  # not at the path
+        pin.check("s", living, "venomx/a", PATH)
+    pin.check("s", living, "venomx/a", ABSTRACT)
     assert list(pin.seen) == [ALIVE, living]
+    with pytest.raises(NotTheDaemon):
+        pin.check("s", ended, "venomx/a", ABSTRACT)
     pin.close()
 
 
-def test_a_process_without_a_pidfd_pins_the_source_alone(living: int) -> None:
-    # pid 0: a daemon in a pid namespace we cannot see; nothing tells its processes apart
+def test_a_process_without_a_pidfd_is_taken_for_itself(living: int) -> None:
+    # pid 0: a daemon in a pid namespace we cannot see; its processes all read as 0
     pin = Pin(follow=False)
-    pin.check("s", 0, "venomx/a")
-    pin.check("s", 0, "venomx/a")
-    pin.check("s", living, "venomx/a")
-    assert pin.seen[0] == -1
+    pin.check("s", 0, "venomx/a", PATH)
+    pin.check("s", 0, "venomx/a", ABSTRACT)
+    assert pin.seen[0] == (-1, True)
+    with pytest.raises(NotTheDaemon):
+        pin.check("s", living, "venomx/a", ABSTRACT)
     pin.close()
 
 
@@ -85,7 +103,7 @@ def checked_at_once(pin: Pin, pid: int, threads: int) -> list[BaseException]:
     def check() -> None:
         together.wait()
         try:
-            pin.check("s", pid, "venomx/a")
+            pin.check("s", pid, "venomx/a", ABSTRACT)
         except BaseException as exc:
             errors.append(exc)
 
@@ -101,7 +119,7 @@ def test_threads_checking_at_once_see_one_pin(living: int) -> None:
     # exec's input threads connect while its main thread does
     for _ in range(200):
         pin = Pin(follow=False)
-        pin.check("s", ALIVE, "venomx/a")
+        pin.check("s", ALIVE, "venomx/a", PATH)
         assert checked_at_once(pin, living, 4) == []
         assert list(pin.seen) == [ALIVE, living]
         pin.close()
@@ -109,9 +127,9 @@ def test_threads_checking_at_once_see_one_pin(living: int) -> None:
 
 def test_a_restarted_daemon_is_a_conflict_for_a_client_of_one_run(living: int) -> None:
     pin = Pin(follow=False)
-    pin.check("s", ALIVE, "venomx/a")
+    pin.check("s", ALIVE, "venomx/a", ABSTRACT)
     with pytest.raises(VenomxError) as caught:
-        pin.check("s", living, "venomx/b")
+        pin.check("s", living, "venomx/b", ABSTRACT)
     assert caught.value.code == "conflict.source"
     assert caught.value.data == {"source": "venomx/b"}
     pin.close()
@@ -119,7 +137,7 @@ def test_a_restarted_daemon_is_a_conflict_for_a_client_of_one_run(living: int) -
 
 def test_a_following_client_goes_on_with_a_restarted_daemon(ended: int, living: int) -> None:
     pin = Pin(follow=True)
-    pin.check("s", ended, "venomx/a")
-    pin.check("s", living, "venomx/b")
+    pin.check("s", ended, "venomx/a", ABSTRACT)
+    pin.check("s", living, "venomx/b", ABSTRACT)
     assert pin.source == "venomx/b" and list(pin.seen) == [living]
     pin.close()
