@@ -44,9 +44,15 @@ def reconnecting(
         except VenomxError as err:
             now = time.monotonic()
             lost_at = lost_at or now
-            if err.code != "transport" or isinstance(err, NotTheDaemon) or now - lost_at >= bound:
+            if not retryable(err) or now - lost_at >= bound:
                 raise
             time.sleep(pause)  # a CLI waiting for its daemon to come back
+
+
+def retryable(err: VenomxError) -> bool:
+    """Whether connecting again may help: a lost or unreachable daemon, not a server that
+    is not our daemon at all."""
+    return err.code == "transport" and not isinstance(err, NotTheDaemon)
 
 
 def default_socket() -> str:
@@ -98,8 +104,8 @@ def _pidfd(pid: int) -> int:
 
 def _exited(pidfd: int) -> bool:
     """Whether the process has exited (a pidfd turns readable then). -1, a process we could
-    not open one for, proves nothing either way: it is not counted as exited, and such a
-    client pins the source alone, as it did before pidfds (venomx's daemon needs them)."""
+    not open one for (pid 0 from a pid namespace we cannot see), proves nothing either
+    way: it is not counted as exited, so it is taken for itself again."""
     if pidfd < 0:
         return False
     import select  # only for the clients that reconnect

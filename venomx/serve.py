@@ -191,7 +191,7 @@ def on_signal(loop: asyncio.AbstractEventLoop, sig: int, callback: Callable[[], 
     """
 
     def handler(signum: int, frame: types.FrameType | None) -> None:
-        if not loop.is_closed():  # a refused start returns before the handlers go
+        if not loop.is_closed():  # between a failure before serve's try and the loop's end
             loop.call_soon_threadsafe(callback)
 
     signal.signal(sig, handler)

@@ -27,7 +27,7 @@ from venomx.cli.runlog import RowLog
 from venomx.cli.termguard import TermGuard
 from venomx.cli.textlog import TextLines
 from venomx.cli.values import cli_int
-from venomx.client import Client, NotTheDaemon, Pin, reconnecting
+from venomx.client import Client, Pin, reconnecting, retryable
 from venomx.visible import for_terminal, json_line
 from venomx.wire import VenomxError
 
@@ -275,7 +275,7 @@ class Exec:
                 try:
                     return c.call("run", params)
                 except VenomxError as err:
-                    if err.code != "transport" or time.monotonic() > deadline:
+                    if not retryable(err) or time.monotonic() > deadline:
                         raise
                 c.close()
                 while True:
@@ -285,8 +285,7 @@ class Exec:
                         c = self.client()
                         break
                     except VenomxError as err:
-                        final = err.code != "transport" or isinstance(err, NotTheDaemon)
-                        if final or time.monotonic() > deadline:
+                        if not retryable(err) or time.monotonic() > deadline:
                             raise
         finally:
             c.close()

@@ -95,6 +95,10 @@ class Context:
     def can(self, right: str, resource: str, node: AuthNode | None) -> bool:
         return auth.check(self.registry, self.principal, right, resource, node)
 
+    def can_named(self, right: str, resource: str) -> bool:
+        """``can``, for a resource known by its name only (an absent one: by ID scopes)."""
+        return self.can(right, resource, self.registry.node_of(resource))
+
     def item(self, obj: dict[str, Any]) -> None:
         """Send one stream item; one that would exceed max_frame fails the request."""
         frame = dumps({"id": self.rid, "item": obj})
@@ -161,7 +165,7 @@ def resource_check(ctx: Context, params: dict[str, Any]) -> str | None:
     checked = None
     for name in present:
         resource = f"{name}:{params[name]}"
-        if not ctx.can(c.right, resource, ctx.registry.node_of(resource)):
+        if not ctx.can_named(c.right, resource):
             raise denied(c.right, resource)
         checked = resource
     return checked

@@ -67,9 +67,7 @@ def audit_list(ctx: Context, limit: int, after: int | None = None) -> dict[str, 
 @handler("doctor")
 async def doctor(ctx: Context) -> dict[str, Any]:
     report = await ctx.doctor.report()
-    return seen_by(
-        report, lambda r: ctx.can("read", r, None if r == "*" else ctx.registry.node_of(r))
-    )
+    return seen_by(report, lambda r: ctx.can_named("read", r))
 
 
 @handler("shutdown")
