@@ -5,7 +5,6 @@ from __future__ import annotations
 
 import asyncio
 import itertools
-import json
 import socket
 from collections import OrderedDict
 from typing import Any
@@ -20,7 +19,15 @@ from venomx.client import (
     peer_pid,
     transport_error,
 )
-from venomx.wire import DEFAULT_MAX_FRAME, MAX_MAX_FRAME, VenomxError, dumps
+from venomx.wire import (
+    DEFAULT_MAX_FRAME,
+    MAX_MAX_FRAME,
+    Malformed,
+    VenomxError,
+    dumps,
+    greeting,
+    reply_frame,
+)
 
 STARTED_KEPT = 4096  # runs started through one client that it remembers the daemon of
 
@@ -74,36 +81,47 @@ class AsyncClient:
         if self.token:
             params["token"] = self.token
         try:
-            hello = await self.call("hello", params)
+            hello = greeting(await self.call("hello", params))
             sock = self.writer.get_extra_info("socket")
-            self.pin.check(self.path, peer_pid(sock), str(hello["source"]), at_abstract(sock))
+            self.pin.check(self.path, peer_pid(sock), hello["source"], at_abstract(sock))
         except BaseException:
             # the daemon keeps a connection whose hello it refused: without a new one every
             # later call would be answered "hello must be the first request"
             await self.close()
             raise
-        self.max_frame = int(hello.get("max_frame", DEFAULT_MAX_FRAME))
+        self.max_frame = hello["max_frame"]
 
     async def _pump(self) -> None:
         assert self.reader is not None
+        lost: VenomxError = transport_error("connection to the daemon lost")
         try:
             while True:
-                line = await self.reader.readline()
-                if not line:
+                try:
+                    line = await self.reader.readline()
+                    if not line:
+                        break
+                    frame = reply_frame(line)
+                except ValueError:  # asyncio's word for a line past its limit
+                    lost = Malformed("a frame longer than any max_frame")
                     break
-                frame = json.loads(line)
+                except Malformed as err:
+                    lost = err
+                    break
                 if frame.get("id") is None and "error" in frame:
                     for waiter in self.waiting.values():  # unreadable frame: fail them all
                         if not waiter.done():
                             waiter.set_result(frame)
                     continue
-                fut = self.waiting.get(frame.get("id"))
+                rid = frame.get("id")
+                fut = self.waiting.get(rid) if isinstance(rid, int) else None
                 if fut is not None and "item" not in frame and not fut.done():
                     fut.set_result(frame)
         finally:
+            if isinstance(lost, Malformed) and self.writer is not None:
+                self.writer.close()  # whatever speaks there is not read from again
             for fut in self.waiting.values():
                 if not fut.done():
-                    fut.set_exception(transport_error("connection to the daemon lost"))
+                    fut.set_exception(lost)
 
     async def call(self, verb: str, params: dict[str, Any] | None = None) -> dict[str, Any]:
         """Cancellation: sends ``cancel`` for the request to the daemon, then re-raises."""

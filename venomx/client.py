@@ -13,7 +13,6 @@ from __future__ import annotations
 import _socket
 import errno
 import itertools
-import json
 import os
 import sys
 import time
@@ -22,7 +21,7 @@ from typing import Any, TypeVar
 
 from venomx import PROTOCOL, __version__
 from venomx.paths import abstract_address, socket_path
-from venomx.wire import VenomxError, dumps
+from venomx.wire import Malformed, VenomxError, dumps, greeting, reply_frame
 
 QUEUE_WAIT = 5.0  # seconds a full queue whose holder the kernel cannot name is tried
 
@@ -51,8 +50,8 @@ def reconnecting(
 
 def retryable(err: VenomxError) -> bool:
     """Whether connecting again may help: a lost or unreachable daemon, not a server that
-    is not our daemon at all."""
-    return err.code == "transport" and not isinstance(err, NotTheDaemon)
+    is not our daemon at all, nor a reply that cannot be read."""
+    return err.code == "transport" and not isinstance(err, (NotTheDaemon, Malformed))
 
 
 def default_socket() -> str:
@@ -329,10 +328,10 @@ class Client:
         if pipelined:
             self.unsent = dumps({"id": 0, "verb": "hello", "params": params}) + b"\n"
         else:
-            self.answered = self.call("hello", params, rid=0)
+            self.answered = greeting(self.call("hello", params, rid=0))
         if pin is not None:
             try:
-                source = str(self.greeted()["source"])
+                source = self.greeted()["source"]
                 pin.check(self.path, peer_pid(self.sock), source, at_abstract(self.sock))
             except (VenomxError, OSError):
                 self.sock.close()
@@ -347,7 +346,7 @@ class Client:
         if self.answered is None:
             if self.unsent:
                 self.send_bytes(b"")
-            self.answered = self.response(0)
+            self.answered = greeting(self.response(0))
         return self.answered
 
     def close(self) -> None:
@@ -387,8 +386,7 @@ class Client:
             buf += chunk
         line = bytes(buf[self.pos : end + 1])
         self.pos = end + 1
-        frame: dict[str, Any] = json.loads(line)
-        return frame
+        return reply_frame(line)
 
     def start(self, verb: str, params: dict[str, Any] | None = None, rid: int | None = None) -> int:
         rid = next(self.ids) if rid is None else rid

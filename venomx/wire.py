@@ -208,6 +208,70 @@ def loads(data: bytes | str, max_depth: int = MAX_DEPTH) -> Any:
     return value
 
 
+class Malformed(VenomxError):
+    """``transport``: the daemon's reply is not what foundation §2 says a reply is, or
+    not what its verb returns. Not our daemon's speech (or a bug of ours), so connecting
+    again does not help, and it is said as an error, never as a traceback."""
+
+    def __init__(self, what: str) -> None:
+        super().__init__("transport", f"a reply venomx cannot read: {what}", {})
+
+
+# What reading a reply's fields raises when the reply has another shape than its verb's.
+SHAPE_ERRORS = (KeyError, TypeError, ValueError, AttributeError, IndexError)
+
+
+def reply_frame(line: bytes) -> dict[str, Any]:
+    """One frame from the daemon, checked for the shape every reader of it relies on: an
+    object whose ``id`` is an integer or null, with an object ``ok`` or ``item``, or an
+    ``error`` object whose code and message are strings and whose data is an object."""
+    try:
+        frame = loads(line)
+    except JsonError as exc:
+        raise Malformed(str(exc)) from None
+    if not isinstance(frame, dict):
+        raise Malformed("a frame that is not an object")
+    rid = frame.get("id")
+    if rid is not None and (type(rid) is not int):
+        raise Malformed("an id that is not an integer")
+    if "error" in frame:
+        err = frame["error"]
+        if not (
+            isinstance(err, dict)
+            and isinstance(err.get("code"), str)
+            and isinstance(err.get("message", ""), str)
+            and isinstance(err.get("data", {}), dict)
+        ):
+            raise Malformed("an error that is not a code, a message and a data object")
+    elif "item" in frame:
+        if not isinstance(frame["item"], dict):
+            raise Malformed("a stream item that is not an object")
+    elif not isinstance(frame.get("ok"), dict):
+        raise Malformed("a result that is not an object")
+    return frame
+
+
+def greeting(result: dict[str, Any]) -> dict[str, Any]:
+    """hello's result, checked for what a client takes from it: the daemon's source (which
+    a pinned client compares) and the agreed max_frame."""
+    agreed = result.get("max_frame")
+    if not (
+        isinstance(result.get("source"), str)
+        and type(agreed) is int
+        and MIN_MAX_FRAME <= agreed <= MAX_MAX_FRAME
+    ):
+        raise Malformed("a hello result without a source and a max_frame")
+    return result
+
+
+def exit_status(value: Any) -> int:
+    """A result's status as the CLI exits with it: 0–255 (RFC-0015 §4); anything else is
+    a reply that is not our daemon's."""
+    if type(value) is not int or not 0 <= value <= 255:
+        raise Malformed(f"an exit status that is not an integer 0-255 ({type(value).__name__})")
+    return value
+
+
 def _too_deep(max_depth: int) -> JsonError:
     return JsonError("depth", f"nested deeper than {max_depth} arrays and objects")
 

@@ -15,7 +15,7 @@ from venomx.cli.errors import Asked, emit_error, program_of
 from venomx.cli.out import echo
 from venomx.cli.values import params_of
 from venomx.visible import json_line
-from venomx.wire import VenomxError
+from venomx.wire import SHAPE_ERRORS, Malformed, VenomxError, exit_status
 
 if TYPE_CHECKING:
     from venomx.cli.facts import CliVerb
@@ -113,24 +113,37 @@ def call_verb(
                 sys.exit(0)
             with Clock(verb.clock and not as_json and sys.stderr.isatty(), params):
                 result = client.call(verb.name, params)
-            if as_json:
-                text = json_line(result).decode()
-            else:
-                from venomx.visible import for_terminal, visible
-
-                text = for_terminal(
-                    visible(readable(verb, result, pane_lookup(client))), sys.stdout
-                )
+            text, status = shown(verb, result, as_json, client)
     except VenomxError as err:
         emit_error(err, as_json, asked)
     except KeyboardInterrupt:
         emit_error(VenomxError("cancelled", "interrupted", {}), as_json, asked)
     echo(text)
+    sys.exit(status)
+
+
+def shown(verb: CliVerb, result: dict[str, Any], as_json: bool, client: Client) -> tuple[str, int]:
+    """The result as printed and the exit status it gives. A result of another shape than
+    its verb's (not our daemon's, or a bug) is a transport error, never a traceback whose
+    exit 1 a script would take for the run's status."""
+    try:
+        if as_json:
+            text = json_line(result).decode()
+        else:
+            from venomx.visible import for_terminal, visible
+
+            text = for_terminal(visible(readable(verb, result, pane_lookup(client))), sys.stdout)
+        return text, exit_of(verb, result)
+    except SHAPE_ERRORS as exc:
+        raise Malformed(f"{verb.name}'s result: {type(exc).__name__}: {str(exc)[:200]}") from None
+
+
+def exit_of(verb: CliVerb, result: dict[str, Any]) -> int:
     if verb.exit_field is not None:
-        sys.exit(int(result.get(verb.exit_field, 0)))
+        return exit_status(result[verb.exit_field])
     if verb.fail_field is not None and result.get(verb.fail_field) == "fail":
-        sys.exit(1)
-    sys.exit(0)
+        return 1
+    return 0
 
 
 __all__ = ["call_verb", "dispatch", "readable"]

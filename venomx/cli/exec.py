@@ -29,7 +29,7 @@ from venomx.cli.textlog import TextLines
 from venomx.cli.values import cli_int
 from venomx.client import Client, Pin, reconnecting, retryable
 from venomx.visible import for_terminal, json_line
-from venomx.wire import VenomxError
+from venomx.wire import SHAPE_ERRORS, Malformed, VenomxError, exit_status
 
 DEFAULT_SESSION = "default"
 # Variables that describe the caller's shell or service manager, not the command's
@@ -528,11 +528,12 @@ class Exec:
 
     def finish(self, record: dict[str, Any]) -> int:
         self.put_back()
+        status = exit_status(record.get("status"))
         if self.opts.as_json:
             self.out.write(json_line(record) + b"\n")
             self.out.flush()
         self.note(summary(record))
-        return int(record.get("status", 1))
+        return status
 
 
 class Detached(BaseException):
@@ -578,7 +579,13 @@ def run_int(name: str, text: str | None) -> int | None:
 
 
 def run_exec(opts: ExecOptions) -> int:
-    return Exec(opts, sys.stdout.buffer, sys.stderr.buffer).run()
+    ex = Exec(opts, sys.stdout.buffer, sys.stderr.buffer)
+    try:
+        return ex.run()
+    except Malformed as err:
+        return ex.fail(err)
+    except SHAPE_ERRORS as exc:  # a reply of another shape than its verb's, as in call.shown
+        return ex.fail(Malformed(f"{type(exc).__name__}: {str(exc)[:200]}"))
 
 
 def exec_main(
