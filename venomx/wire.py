@@ -216,6 +216,12 @@ class Malformed(VenomxError):
     def __init__(self, what: str) -> None:
         super().__init__("transport", f"a reply venomx cannot read: {what}", {})
 
+    @classmethod
+    def reading(cls, exc: Exception, what: str = "") -> Malformed:
+        """What reading a result's fields raised (one of ``SHAPE_ERRORS``), said briefly:
+        its text may quote the reply."""
+        return cls(f"{what}{type(exc).__name__}: {str(exc)[:200]}")
+
 
 # What reading a reply's fields raises when the reply has another shape than its verb's.
 SHAPE_ERRORS = (KeyError, TypeError, ValueError, AttributeError, IndexError)

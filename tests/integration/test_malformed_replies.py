@@ -35,7 +35,8 @@ GREETING = {
 
 class FakeDaemon:
     """A server at a path that answers each verb with the bytes it is given (hello gets a
-    well-formed greeting unless told otherwise); everything else waits unanswered."""
+    well-formed greeting unless told otherwise; ``*`` any other verb); everything else
+    waits unanswered."""
 
     def __init__(self, path: str, replies: dict[str, bytes]) -> None:
         self.path = path
@@ -63,6 +64,8 @@ class FakeDaemon:
                     reply = self.replies[verb].replace(b"ID", str(req["id"]).encode())
                 elif verb == "hello":
                     reply = json.dumps({"id": req["id"], "ok": GREETING}).encode() + b"\n"
+                elif "*" in self.replies:
+                    reply = self.replies["*"].replace(b"ID", str(req["id"]).encode())
                 else:
                     continue
                 try:
@@ -227,3 +230,13 @@ def test_the_mcp_client_refuses_a_greeting_without_a_source(fake: Any) -> None:
 
     err = asyncio.run(asyncio.wait_for(connect(), 20))
     assert err.code == "transport"
+
+
+@pytest.mark.timeout(60)
+@pytest.mark.parametrize("follow", [False, True])
+def test_run_log_of_records_it_cannot_read(fake: Any, follow: bool) -> None:
+    sock = fake({"*": ok({"rows": 5})})
+    shown = cli(sock, "run", "log", "--run", "r0", *(["--follow"] if follow else []))
+    assert shown.returncode == 9, shown
+    assert shown.stderr.startswith("venomx: transport: a reply venomx cannot read"), shown
+    assert "Traceback" not in shown.stderr

@@ -135,7 +135,7 @@ def shown(verb: CliVerb, result: dict[str, Any], as_json: bool, client: Client) 
             text = for_terminal(visible(readable(verb, result, pane_lookup(client))), sys.stdout)
         return text, exit_of(verb, result)
     except SHAPE_ERRORS as exc:
-        raise Malformed(f"{verb.name}'s result: {type(exc).__name__}: {str(exc)[:200]}") from None
+        raise Malformed.reading(exc, f"{verb.name}'s result: ") from None
 
 
 def exit_of(verb: CliVerb, result: dict[str, Any]) -> int:

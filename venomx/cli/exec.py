@@ -585,7 +585,7 @@ def run_exec(opts: ExecOptions) -> int:
     except Malformed as err:
         return ex.fail(err)
     except SHAPE_ERRORS as exc:  # a reply of another shape than its verb's, as in call.shown
-        return ex.fail(Malformed(f"{type(exc).__name__}: {str(exc)[:200]}"))
+        return ex.fail(Malformed.reading(exc))
 
 
 def exec_main(
