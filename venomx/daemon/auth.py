@@ -58,31 +58,86 @@ def kind_of(resource: str) -> str:
     return resource.split(":", 1)[0]
 
 
-def scope_covers(
-    reg: Registry, holder: Principal, scope: str, resource: str, node: AuthNode | None
-) -> bool:
-    if scope == "*":
-        return True
-    if resource in ("*", "session:*"):
-        return resource == "session:*" and scope == "session:*"
-    chain = node.chain() if node is not None else []
-    if scope == "self":
-        for n in chain:
-            if n.lineage is not None and n.lineage.descends_from(holder.id):
+class Held:
+    """One right's grants of a principal, indexed by scope form, so that a check costs the
+    resource's chain, not the number of grants (a principal may hold tens of thousands:
+    a request's ``grants`` array is bounded only by max_frame)."""
+
+    __slots__ = ("concrete", "kinds", "self", "star")
+
+    def __init__(self) -> None:
+        self.star = False
+        self.self = False
+        self.kinds: set[str] = set()  # ``kind:*``
+        self.concrete: set[str] = set()  # ``kind:<id>``
+
+    def add(self, scope: str) -> None:
+        if scope == "*":
+            self.star = True
+        elif scope == "self":
+            self.self = True
+        elif scope.endswith(":*"):
+            self.kinds.add(scope[:-2])
+        else:
+            self.concrete.add(scope)
+
+    def covers(self, holder: Principal, resource: str, node: AuthNode | None) -> bool:
+        """Whether any of these scopes covers ``resource`` (with this chain, or absent)."""
+        if self.star:
+            return True
+        if resource in ("*", "session:*"):
+            return resource == "session:*" and "session" in self.kinds
+        chain = node.chain() if node is not None else []
+        if self.self and owned_by(holder, chain):
+            return True
+        if self.kinds:
+            kind = kind_of(resource)
+            if kind == "run" or node is None:  # a kind wildcard covers runs only as run:*
+                if kind in self.kinds:
+                    return True
+            elif any(n.kind in self.kinds for n in chain):
                 return True
-            if holder.pane is not None and n.resource == f"pane:{holder.pane}":
-                return True
-        return False
-    kind, _, rid = scope.partition(":")
-    if rid == "*":
-        if kind_of(resource) == "run":
-            return kind == "run"
-        if node is None:
-            return kind_of(resource) == kind
-        return any(n.kind == kind for n in chain)
-    if resource == scope:
-        return True
-    return any(n.resource == scope for n in chain)
+        return bool(self.concrete) and (
+            resource in self.concrete or any(n.resource in self.concrete for n in chain)
+        )
+
+    def contains(self, reg: Registry, inner: str) -> bool:
+        """Delegation containment: ``*`` ⊇ all; ``kind:*`` ⊇ ``kind:*``/``kind:<id>``;
+        a concrete scope ⊇ concrete resources inside it; ``self`` ⊇ ``self``."""
+        if self.star:
+            return True
+        if inner in ("*", "self"):
+            return inner == "self" and self.self
+        kind, _, rid = inner.partition(":")
+        if kind in self.kinds:
+            return True
+        if rid == "*" or not self.concrete:
+            return False
+        if inner in self.concrete:
+            return True
+        node = reg.node_of(inner)
+        return node is not None and any(n.resource in self.concrete for n in node.chain())
+
+
+def owned_by(holder: Principal, chain: list[AuthNode]) -> bool:
+    """``self``: the holder's own pane, or a resource the holder or a descendant owns."""
+    for n in chain:
+        if n.lineage is not None and n.lineage.descends_from(holder.id):
+            return True
+        if holder.pane is not None and n.resource == f"pane:{holder.pane}":
+            return True
+    return False
+
+
+def held(p: Principal) -> dict[str, Held]:
+    """``p``'s grants by right, indexed once per grants list (the anonymous caller's is
+    replaced, never changed, when ``auth.default_grants`` changes)."""
+    if p.held is None or p.held[0] is not p.grants:
+        by_right: dict[str, Held] = {}
+        for g in p.grants:
+            by_right.setdefault(g.right, Held()).add(g.scope)
+        p.held = (p.grants, by_right)
+    return p.held[1]
 
 
 def check(reg: Registry, p: Principal, right: str, resource: str, node: AuthNode | None) -> bool:
@@ -91,40 +146,22 @@ def check(reg: Registry, p: Principal, right: str, resource: str, node: AuthNode
         return False
     if p.anonymous and right != "read":
         return False
-    return any(g.right == right and scope_covers(reg, p, g.scope, resource, node) for g in p.grants)
+    h = held(p).get(right)
+    return h is not None and h.covers(p, resource, node)
 
 
 def has_right(p: Principal, right: str) -> bool:
     if p.anonymous and right != "read":
         return False
-    return any(g.right == right for g in p.grants)
-
-
-def scope_contains(reg: Registry, outer: str, inner: str) -> bool:
-    """Delegation containment: ``*`` ⊇ all; ``kind:*`` ⊇ ``kind:*``/``kind:<id>``;
-    a concrete scope ⊇ concrete resources inside it; ``self`` ⊇ ``self``."""
-    if outer == "*":
-        return True
-    if outer == "self" or inner in ("*", "self"):
-        return outer == inner
-    okind, _, oid = outer.partition(":")
-    ikind, _, iid = inner.partition(":")
-    if oid == "*":
-        return okind == ikind
-    if iid == "*":
-        return False
-    if outer == inner:
-        return True
-    node = reg.node_of(inner)
-    return node is not None and any(n.resource == outer for n in node.chain())
+    return right in held(p)
 
 
 def uncovered(reg: Registry, p: Principal, wanted: list[Grant]) -> Grant | None:
     """The first grant in ``wanted`` that ``p`` cannot delegate, or None."""
+    rights = held(p)
     for g in wanted:
-        if p.anonymous or not any(
-            h.right == g.right and scope_contains(reg, h.scope, g.scope) for h in p.grants
-        ):
+        h = rights.get(g.right)
+        if p.anonymous or h is None or not h.contains(reg, g.scope):
             return g
     return None
 

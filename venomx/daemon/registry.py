@@ -117,6 +117,8 @@ class Principal:
     revoked: bool = False
     anonymous: bool = False
     lineage: Lineage | None = None  # set when the registry adds it
+    # ``auth.held``'s index of ``grants`` by right, with the list it was built from
+    held: tuple[list[Grant], dict[str, Any]] | None = field(default=None, repr=False, compare=False)
 
     def node(self, resource: str, parent: AuthNode | None = None) -> AuthNode:
         """The frozen authorization data of a resource this principal creates."""
