@@ -194,41 +194,33 @@ def test_a_well_formed_outcome_is_still_taken(fake: Any) -> None:
     assert json.loads(shown.stdout)["status"] == 3
 
 
-@pytest.mark.timeout(60)
-@pytest.mark.parametrize("what", ["not json", "a string result", "an error that is a string"])
-def test_the_mcp_client_fails_its_calls_with_transport(fake: Any, what: str) -> None:
-    sock = fake({"whoami": HOSTILE_FRAMES[what]})
+def mcp_error(sock: str, verb: str) -> VenomxError:
+    """The error the MCP adapter's client gets for one call (``hello``: connecting)."""
 
     async def call() -> VenomxError:
         client = AsyncClient(sock)
         try:
-            await client.call("whoami", {})
+            await (client.connect() if verb == "hello" else client.call(verb, {}))
         except VenomxError as err:
             return err
         finally:
             await client.close()
-        raise AssertionError("a malformed reply was taken")
+        raise AssertionError(f"a malformed reply to {verb} was taken")
 
-    err = asyncio.run(asyncio.wait_for(call(), 20))
+    return asyncio.run(asyncio.wait_for(call(), 20))
+
+
+@pytest.mark.timeout(60)
+@pytest.mark.parametrize("what", ["not json", "a string result", "an error that is a string"])
+def test_the_mcp_client_fails_its_calls_with_transport(fake: Any, what: str) -> None:
+    err = mcp_error(fake({"whoami": HOSTILE_FRAMES[what]}), "whoami")
     assert err.code == "transport"
     assert "a reply venomx cannot read" in err.message
 
 
 @pytest.mark.timeout(60)
 def test_the_mcp_client_refuses_a_greeting_without_a_source(fake: Any) -> None:
-    sock = fake({"hello": ok(GREETINGS["no source"])})
-
-    async def connect() -> VenomxError:
-        client = AsyncClient(sock)
-        try:
-            await client.connect()
-        except VenomxError as err:
-            return err
-        finally:
-            await client.close()
-        raise AssertionError("a greeting without a source was taken")
-
-    err = asyncio.run(asyncio.wait_for(connect(), 20))
+    err = mcp_error(fake({"hello": ok(GREETINGS["no source"])}), "hello")
     assert err.code == "transport"
 
 
