@@ -159,8 +159,11 @@ class AsyncClient:
             raise VenomxError.from_dict(frame["error"])
         result: dict[str, Any] = frame["ok"]
         if verb == "run":
-            self.started[str(result["run"])] = str(result["source"])
-            self.started.move_to_end(str(result["run"]))
+            run, source = result.get("run"), result.get("source")
+            if not isinstance(run, str) or not isinstance(source, str):
+                raise Malformed("a run result without its run and source")
+            self.started[run] = source
+            self.started.move_to_end(run)
             if len(self.started) > STARTED_KEPT:
                 self.started.popitem(last=False)
         return result

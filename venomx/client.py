@@ -21,7 +21,7 @@ from typing import Any, TypeVar
 
 from venomx import PROTOCOL, __version__
 from venomx.paths import abstract_address, socket_path
-from venomx.wire import Malformed, VenomxError, dumps, greeting, reply_frame
+from venomx.wire import MAX_MAX_FRAME, Malformed, VenomxError, dumps, greeting, reply_frame
 
 QUEUE_WAIT = 5.0  # seconds a full queue whose holder the kernel cannot name is tried
 
@@ -307,6 +307,7 @@ class Client:
         self.sock = _socket.socket(_socket.AF_UNIX, _socket.SOCK_STREAM)
         self.buf = bytearray()  # bytes read and not yet returned, from ``pos``
         self.pos = 0
+        self.limit = MAX_MAX_FRAME  # the longest frame we read: max_frame, once agreed
         try:
             self.sock = connect(self.sock, self.path)
         except OSError as exc:
@@ -328,7 +329,7 @@ class Client:
         if pipelined:
             self.unsent = dumps({"id": 0, "verb": "hello", "params": params}) + b"\n"
         else:
-            self.answered = greeting(self.call("hello", params, rid=0))
+            self.answered = self.take_greeting(self.call("hello", params, rid=0))
         if pin is not None:
             try:
                 source = self.greeted()["source"]
@@ -346,8 +347,13 @@ class Client:
         if self.answered is None:
             if self.unsent:
                 self.send_bytes(b"")
-            self.answered = greeting(self.response(0))
+            self.answered = self.take_greeting(self.response(0))
         return self.answered
+
+    def take_greeting(self, result: dict[str, Any]) -> dict[str, Any]:
+        """hello's result, checked; from now on no frame may be longer than it agreed."""
+        self.limit = greeting(result)["max_frame"]
+        return result
 
     def close(self) -> None:
         try:
@@ -373,10 +379,14 @@ class Client:
 
     def read(self) -> dict[str, Any]:
         buf = self.buf
-        while (end := buf.find(b"\n", self.pos)) < 0:
+        scan = self.pos  # where a newline may still be
+        while (end := buf.find(b"\n", scan)) < 0:
             if self.pos:  # keep only the unread part before reading more
                 del buf[: self.pos]
                 self.pos = 0
+            scan = len(buf)
+            if scan > self.limit:  # no frame is longer: whatever sends it is not our daemon
+                raise Malformed(f"a frame longer than max_frame {self.limit}")
             try:
                 chunk = self.sock.recv(1 << 16)
             except OSError as exc:

@@ -14,6 +14,7 @@ DEFAULT_MAX_FRAME = 1048576
 MIN_MAX_FRAME = 4096
 MAX_MAX_FRAME = 16777216
 HUGE = 10**100
+INFINITY = float("inf")
 
 EXIT_CODES = {
     "internal": 1,
@@ -163,6 +164,13 @@ def _reject_constant(name: str) -> Any:
     raise ValueError(f"{name} is not JSON")
 
 
+def _finite_float(text: str) -> float:
+    value = float(text)
+    if abs(value) == INFINITY:
+        raise ValueError(f"{text[:20]} is beyond a float")
+    return value
+
+
 def too_deep(value: Any) -> bool:
     """Whether a param's value nests deeper than a request can carry it (the CLI says
     ``invalid_params.type`` of the param for such a value, as its JSON text fails)."""
@@ -181,19 +189,25 @@ def _deeper_than(value: Any, limit: int) -> bool:
     return False
 
 
-def loads(data: bytes | str, max_depth: int = MAX_DEPTH) -> Any:
+def loads(data: bytes | str, max_depth: int = MAX_DEPTH, finite: bool = False) -> Any:
     """Parse one frame or value; raises ``JsonError`` for anything that is not strict UTF-8
     JSON (no NaN or Infinity) nested at most ``max_depth`` arrays and objects deep.
 
     Integers past 300 digits become out of any declared range instead of failing; numbers
-    too large for a float (``1e999``) are infinite floats, which no integer param takes.
+    too large for a float (``1e999``) are infinite floats, which no integer param takes,
+    or with ``finite`` a ``JsonError`` (the daemon never sends one).
     """
     try:
         text = data.decode("utf-8") if isinstance(data, bytes) else data
     except UnicodeDecodeError:
         raise JsonError("utf8", "not UTF-8") from None
     try:
-        value = json.loads(text, parse_int=parse_int, parse_constant=_reject_constant)
+        value = json.loads(
+            text,
+            parse_int=parse_int,
+            parse_constant=_reject_constant,
+            parse_float=_finite_float if finite else None,
+        )
     except RecursionError:
         raise _too_deep(max_depth) from None
     except ValueError as exc:
@@ -224,7 +238,22 @@ class Malformed(VenomxError):
 
 
 # What reading a reply's fields raises when the reply has another shape than its verb's.
-SHAPE_ERRORS = (KeyError, TypeError, ValueError, AttributeError, IndexError)
+SHAPE_ERRORS = (KeyError, TypeError, ValueError, AttributeError, IndexError, OverflowError)
+
+
+class Reading:
+    """A block that reads a reply's fields: what its shape makes them raise
+    (``SHAPE_ERRORS``) leaves it as ``Malformed``, a transport error, never a traceback."""
+
+    def __init__(self, what: str = "") -> None:
+        self.what = what
+
+    def __enter__(self) -> Reading:
+        return self
+
+    def __exit__(self, kind: object, exc: BaseException | None, tb: object) -> None:
+        if isinstance(exc, SHAPE_ERRORS):
+            raise Malformed.reading(exc, self.what) from None
 
 
 def reply_frame(line: bytes) -> dict[str, Any]:
@@ -232,7 +261,7 @@ def reply_frame(line: bytes) -> dict[str, Any]:
     object whose ``id`` is an integer or null, with an object ``ok`` or ``item``, or an
     ``error`` object whose code and message are strings and whose data is an object."""
     try:
-        frame = loads(line)
+        frame = loads(line, finite=True)
     except JsonError as exc:
         raise Malformed(str(exc)) from None
     if not isinstance(frame, dict):
@@ -245,10 +274,11 @@ def reply_frame(line: bytes) -> dict[str, Any]:
         if not (
             isinstance(err, dict)
             and isinstance(err.get("code"), str)
+            and err["code"].split(".", 1)[0] in EXIT_CODES
             and isinstance(err.get("message", ""), str)
             and isinstance(err.get("data", {}), dict)
         ):
-            raise Malformed("an error that is not a code, a message and a data object")
+            raise Malformed("an error that is not a code of §3, a message and a data object")
     elif "item" in frame:
         if not isinstance(frame["item"], dict):
             raise Malformed("a stream item that is not an object")

@@ -97,6 +97,7 @@ def cli(sock: str, *args: str) -> subprocess.CompletedProcess[str]:
     return subprocess.run(
         [sys.executable, "-m", "venomx", *args, "--socket", sock],
         capture_output=True,
+        stdin=subprocess.DEVNULL,
         text=True,
         timeout=30,
         env=env,
@@ -117,6 +118,9 @@ HOSTILE_FRAMES = {
     "an error whose data is a list": b'{"id":ID,"error":{"code":"denied.read","data":[]}}\n',
     "neither ok nor error": b'{"id":ID}\n',
     "nested past any bound": b'{"id":ID,"ok":{"a":' + b"[" * 5000 + b"]" * 5000 + b"}}\n",
+    "a number beyond a float": b'{"id":ID,"ok":{"principal":"g0","n":1e999}}\n',
+    "an error of no class in foundation 3": b'{"id":ID,"error":{"code":"bogus","data":{}}}\n',
+    "a frame past max_frame": b'{"id":ID,"ok":{"a":"' + b"x" * (2 << 20),
 }
 
 
@@ -177,6 +181,17 @@ def test_run_wait_exits_with_no_status_that_is_not_one(fake: Any, what: str, as_
 
 
 @pytest.mark.timeout(60)
+def test_run_wait_of_a_success_with_an_infinite_count(fake: Any) -> None:
+    """``int()`` of the float ``1e999`` raised OverflowError in the renderer: exit 1."""
+    record = b'{"run":"r0","outcome":"succeeded","status":0,"cleanup":{"escapees":1e999}}'
+    shown = cli(
+        fake({"run.wait": b'{"id":ID,"ok":' + record + b"}\n"}), "run", "wait", "--run", "r0"
+    )
+    assert shown.returncode == 9, shown
+    assert "Traceback" not in shown.stderr
+
+
+@pytest.mark.timeout(60)
 def test_run_wait_without_a_status(fake: Any) -> None:
     sock = fake({"run.wait": ok({"run": "r0", "outcome": "succeeded"})})
     shown = cli(sock, "run", "wait", "--run", "r0")
@@ -219,6 +234,14 @@ def test_the_mcp_client_fails_its_calls_with_transport(fake: Any, what: str) -> 
 
 
 @pytest.mark.timeout(60)
+@pytest.mark.parametrize("result", [{"pane": "p0"}, {"run": 0, "source": "venomx/fake"}])
+def test_the_mcp_client_takes_no_run_without_its_run_and_source(fake: Any, result: Any) -> None:
+    err = mcp_error(fake({"run": ok(result)}), "run")
+    assert err.code == "transport"
+    assert "a run result without its run and source" in err.message
+
+
+@pytest.mark.timeout(60)
 def test_the_mcp_client_refuses_a_greeting_without_a_source(fake: Any) -> None:
     err = mcp_error(fake({"hello": ok(GREETINGS["no source"])}), "hello")
     assert err.code == "transport"
@@ -231,4 +254,42 @@ def test_run_log_of_records_it_cannot_read(fake: Any, follow: bool) -> None:
     shown = cli(sock, "run", "log", "--run", "r0", *(["--follow"] if follow else []))
     assert shown.returncode == 9, shown
     assert shown.stderr.startswith("venomx: transport: a reply venomx cannot read"), shown
+    assert "Traceback" not in shown.stderr
+
+
+STREAMED = {
+    "attach, data that is not base64": (("attach", "--pane", "p0"), "pane.attach", b'{"data":"a"}'),
+    "attach, a screen that is not an object": (
+        ("attach", "--pane", "p0"),
+        "pane.attach",
+        b'{"screen":"x"}',
+    ),
+    "attach, data that is a number": (("attach", "--pane", "p0"), "pane.attach", b'{"data":7}'),
+    "events, an event that is a string": (
+        ("events", "--follow"),
+        "events.subscribe",
+        b'{"event":"zzz"}',
+    ),
+    "events, an event without its fields": (
+        ("events", "--follow"),
+        "events.subscribe",
+        b'{"event":{"seq":1}}',
+    ),
+}
+
+
+@pytest.mark.timeout(60)
+@pytest.mark.parametrize("what", list(STREAMED))
+def test_streamed_items_it_cannot_read(fake: Any, what: str) -> None:
+    args, verb, item = STREAMED[what]
+    shown = cli(fake({verb: b'{"id":ID,"item":' + item + b"}\n"}), *args)
+    assert shown.returncode == 9, shown
+    assert "a reply venomx cannot read" in shown.stderr, shown
+    assert "Traceback" not in shown.stderr
+
+
+@pytest.mark.timeout(60)
+def test_events_read_of_a_result_without_events(fake: Any) -> None:
+    shown = cli(fake({"events.read": ok({})}), "events")
+    assert shown.returncode == 9, shown
     assert "Traceback" not in shown.stderr

@@ -80,3 +80,24 @@ def test_an_exit_status_is_0_to_255(status: int) -> None:
 def test_anything_else_is_not_a_status(status: object) -> None:
     with pytest.raises(Malformed):
         exit_status(status)
+
+
+@pytest.mark.parametrize(
+    "line",
+    [
+        b'{"id":1,"ok":{"n":1e999}}\n',  # int() of it raises OverflowError
+        b'{"id":1,"ok":{"n":-1e999}}\n',
+        b'{"id":1,"error":{"code":"bogus","message":"","data":{}}}\n',
+        b'{"id":1,"error":{"code":"","message":"","data":{}}}\n',
+    ],
+)
+def test_what_the_daemon_never_sends_is_malformed(line: bytes) -> None:
+    with pytest.raises(Malformed):
+        reply_frame(line)
+
+
+@pytest.mark.parametrize("code", ["internal", "denied.read", "timeout.wait", "cancelled"])
+def test_every_class_of_foundation_3_is_taken(code: str) -> None:
+    frame = {"id": 1, "error": {"code": code, "message": "m", "data": {}}}
+    assert reply_frame(json.dumps(frame).encode())["error"]["code"] == code
+    assert reply_frame(b'{"id":1,"ok":{"ratio":1.5e300}}\n')["ok"]["ratio"] == 1.5e300

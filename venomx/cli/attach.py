@@ -13,7 +13,7 @@ from venomx.cli.errors import Asked, human
 from venomx.cli.termguard import TermGuard
 from venomx.client import Client
 from venomx.visible import for_terminal, visible
-from venomx.wire import VenomxError
+from venomx.wire import Reading, VenomxError
 
 DETACH = b"\x1c"
 # On a terminal the pane is shown on the alternate screen, as tmux does, so that leaving
@@ -89,10 +89,11 @@ def run_attach(pane: str, readonly: bool, sock: str | None, token: str | None) -
             if frame.get("id") != rid:
                 continue
             if "item" in frame:
-                item = frame["item"]
-                chunk = item.get("screen", {}).get("data") or item.get("data")
-                if chunk:
-                    data = base64.b64decode(chunk)
+                with Reading("an attach item: "):
+                    item = frame["item"]
+                    chunk = item.get("screen", {}).get("data") or item.get("data")
+                    data = base64.b64decode(chunk) if chunk else b""
+                if data:
                     out.write(data if guard is None else guard.feed(data))
                     out.flush()
                 if guard is not None and guard.repaint_wanted:

@@ -15,7 +15,7 @@ from venomx.cli.errors import Asked, emit_error, program_of
 from venomx.cli.out import echo
 from venomx.cli.values import params_of
 from venomx.visible import json_line
-from venomx.wire import SHAPE_ERRORS, Malformed, VenomxError, exit_status
+from venomx.wire import Reading, VenomxError, exit_status
 
 if TYPE_CHECKING:
     from venomx.cli.facts import CliVerb
@@ -126,7 +126,7 @@ def shown(verb: CliVerb, result: dict[str, Any], as_json: bool, client: Client) 
     """The result as printed and the exit status it gives. A result of another shape than
     its verb's (not our daemon's, or a bug) is a transport error, never a traceback whose
     exit 1 a script would take for the run's status."""
-    try:
+    with Reading(f"{verb.name}'s result: "):
         if as_json:
             text = json_line(result).decode()
         else:
@@ -134,8 +134,6 @@ def shown(verb: CliVerb, result: dict[str, Any], as_json: bool, client: Client) 
 
             text = for_terminal(visible(readable(verb, result, pane_lookup(client))), sys.stdout)
         return text, exit_of(verb, result)
-    except SHAPE_ERRORS as exc:
-        raise Malformed.reading(exc, f"{verb.name}'s result: ") from None
 
 
 def exit_of(verb: CliVerb, result: dict[str, Any]) -> int:

@@ -13,7 +13,7 @@ from venomx.cli.errors import Asked, emit_error
 from venomx.cli.options import socket_option, with_socket
 from venomx.paths import socket_path
 from venomx.visible import json_line
-from venomx.wire import VenomxError, dumps
+from venomx.wire import Reading, VenomxError, dumps
 
 
 @click.command("serve")
@@ -156,7 +156,7 @@ def events_cmd(
         return
     tok = token or os.environ.get("VENOMX_TOKEN") or None
     try:
-        with Client(socket_, tok) as c:
+        with Client(socket_, tok) as c, Reading():
             if follow:
                 params: dict[str, Any] = {"snapshot": False}
                 if after is not None:

@@ -29,7 +29,7 @@ from venomx.cli.textlog import TextLines
 from venomx.cli.values import cli_int
 from venomx.client import Client, Pin, reconnecting, retryable
 from venomx.visible import for_terminal, json_line
-from venomx.wire import SHAPE_ERRORS, Malformed, VenomxError, exit_status
+from venomx.wire import Malformed, Reading, VenomxError, exit_status
 
 DEFAULT_SESSION = "default"
 # Variables that describe the caller's shell or service manager, not the command's
@@ -581,11 +581,10 @@ def run_int(name: str, text: str | None) -> int | None:
 def run_exec(opts: ExecOptions) -> int:
     ex = Exec(opts, sys.stdout.buffer, sys.stderr.buffer)
     try:
-        return ex.run()
+        with Reading():  # a reply of another shape than its verb's, as in call.shown
+            return ex.run()
     except Malformed as err:
         return ex.fail(err)
-    except SHAPE_ERRORS as exc:  # a reply of another shape than its verb's, as in call.shown
-        return ex.fail(Malformed.reading(exc))
 
 
 def exec_main(

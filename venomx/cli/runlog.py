@@ -15,7 +15,7 @@ from typing import Any
 from venomx.cli.errors import Asked, human
 from venomx.client import Client, Pin, reconnecting
 from venomx.visible import for_terminal
-from venomx.wire import SHAPE_ERRORS, Malformed, VenomxError
+from venomx.wire import Reading, VenomxError
 
 PAGE = 1000
 POLL_MS = 500  # how long a follow waits for completion between looks at the rows
@@ -102,12 +102,10 @@ def print_log(run: str, follow: bool, sock: str | None, token: str | None) -> in
 
     pin = Pin(follow=False)  # the run's rows live on the daemon we first reached
     try:
-        try:
+        with Reading():  # a record or rows of another shape than their verb's
             reconnecting(
                 lambda: Client(sock, token, pin=pin), work, RECONNECT if follow else 0, 0.5
             )
-        except SHAPE_ERRORS as exc:  # a record or rows of another shape than their verb's
-            raise Malformed.reading(exc) from None
     except VenomxError as err:
         print(human(err, Asked(sock, token)), file=sys.stderr)
         return err.exit_code
