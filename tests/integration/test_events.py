@@ -6,6 +6,8 @@ import threading
 from pathlib import Path
 from typing import Any
 
+import pytest
+
 from tests.helpers import Daemon, wait_for
 from venomx.client import Client
 
@@ -167,3 +169,52 @@ def test_events_cli(daemon: Daemon) -> None:
     assert daemon.cli("events", "--after", "999999").out == ""
     e = daemon.error("events.read", {"after": -1})
     assert (e.code, e.data) == ("invalid_params.range", {"param": "after", "min": 0, "max": 2**62})
+
+
+def many_events(daemon: Daemon, n: int) -> int:
+    """``n`` session.created events, pipelined in batches; the newest seq."""
+    with Client(daemon.socket, "@owner") as c:
+        for _ in range(0, n, 500):
+            for _ in range(500):
+                c.start("session.create", {})
+            c.call("whoami")  # the replies are read meanwhile, so no buffer fills
+    return last_seq(daemon)
+
+
+def last_seq(daemon: Daemon) -> int:
+    with Client(daemon.socket, "@owner") as c:
+        snap = next(c.stream("events.subscribe", {"snapshot": True}))
+    return int(snap["snapshot"]["seq"])
+
+
+@pytest.mark.timeout(120)
+def test_a_long_scan_of_unreadable_events_crosses_turns(daemon: Daemon) -> None:
+    """Events scanned a turn at a time (1,024): a caller who may read none of 9,000 still
+    gets none, and a cursor past all of them."""
+    newest = many_events(daemon, 9000)
+    other = daemon.call(
+        "principal.create", {"grants": [{"right": "read", "scope": "pane:p999999"}]}
+    )["token"]
+    with Client(daemon.socket, other) as c:
+        got = c.call("events.read", {"limit": 1, "timeout_ms": 0})
+    assert got["events"] == [] and got["next"] >= newest
+    page = daemon.call("events.read", {"limit": 1024, "after": newest - 2000})
+    assert [e["seq"] for e in page["events"]] == list(range(newest - 1999, newest - 975))
+
+
+@pytest.mark.timeout(120)
+def test_a_replay_across_turns_meets_the_live_events_without_gap_or_duplicate(
+    daemon: Daemon,
+) -> None:
+    many_events(daemon, 9000)
+    with Client(daemon.socket, "@owner") as c:
+        stream = c.stream("events.subscribe", {"after": 0, "snapshot": False})
+        seqs = [next(stream)["event"]["seq"]]
+        with Client(daemon.socket, "@owner") as live:  # while the replay goes out
+            for _ in range(50):
+                live.start("session.create", {})
+            live.call("whoami")
+        newest = last_seq(daemon)
+        while seqs[-1] < newest:
+            seqs.append(next(stream)["event"]["seq"])
+    assert seqs == list(range(1, newest + 1))

@@ -203,6 +203,7 @@ class Connection(ReadsShared):
         self.services = services
         self.transport: asyncio.Transport | None = None
         self.buf = bytearray()
+        self.scanned = 0  # bytes at the start of ``buf`` known to hold no newline
         self.discarding = False
         self.max_frame: int = min(DEFAULT_MAX_FRAME, services.config["protocol.max_frame"])
         self.principal: Principal | None = None
@@ -299,11 +300,14 @@ class Connection(ReadsShared):
         self.deferring = False
         handled = 0
         while not self.closed and not (self.transport is None or self.transport.is_closing()):
-            nl = self.buf.find(b"\n")
+            # from where the last look stopped: a frame sent in small writes is scanned once
+            nl = self.buf.find(b"\n", self.scanned)
             if nl < 0:
+                self.scanned = len(self.buf)
                 if len(self.buf) > self.max_frame:
                     rid = frame_id(bytes(self.buf[:ID_SCAN_BYTES]), self.max_frame)
                     self.buf.clear()
+                    self.scanned = 0
                     self.discarding = True
                     self.frame_too_big(rid)
                 self.reading(True)
@@ -315,6 +319,7 @@ class Connection(ReadsShared):
                 return
             frame = bytes(self.buf[:nl])
             del self.buf[: nl + 1]
+            self.scanned = 0
             handled += 1
             if len(frame) > self.max_frame:
                 self.frame_too_big(frame_id(frame, self.max_frame))

@@ -41,6 +41,32 @@ def entities(ctx: Context) -> list[dict[str, Any]]:
     return out
 
 
+# Events one request looks at in a reactor turn: a log may retain a million, and a
+# caller may read none of them.
+SCAN_PER_TURN = 1024
+
+
+async def replay(ctx: Context, after: int) -> None:
+    """The retained events after ``after`` up to the newest at the call, a turn per
+    ``SCAN_PER_TURN``; newer ones are the subscriber's queue's. Events evicted before the
+    replay reached them end it with ``unavailable.backlog``, as a full queue does."""
+    log = ctx.events
+    end, nxt = log.seq, after
+    while nxt < end:
+        chunk = log.after(nxt, SCAN_PER_TURN)
+        for ev in chunk:
+            if ev.seq > end:
+                return
+            nxt = ev.seq
+            if readable(ctx, ev):
+                ctx.item({"event": ev.body})
+        if len(chunk) < SCAN_PER_TURN:
+            return
+        await asyncio.sleep(0)
+        if not log.cursor_ok(nxt):
+            raise VenomxError("unavailable.backlog", "subscriber fell too far behind", {})
+
+
 def check_cursor(ctx: Context, after: int) -> None:
     log = ctx.events
     if not log.cursor_ok(after):
@@ -52,7 +78,9 @@ def check_cursor(ctx: Context, after: int) -> None:
 async def subscribe(
     ctx: Context, after: int | None = None, snapshot: bool | None = None, source: str | None = None
 ) -> dict[str, Any]:
-    """Snapshot (optional), then live events; everything up to the first await is one turn.
+    """Snapshot (optional) or the retained events after ``after``, then live events. The
+    subscriber is added first, so live events wait in its queue while the snapshot (one
+    turn) or the replay (a turn per ``SCAN_PER_TURN`` events) goes out.
 
     Cancellation: ends the stream. A subscriber that falls 10000 events behind ends with
     ``unavailable.backlog``.
@@ -75,9 +103,7 @@ async def subscribe(
                 }
             )
         elif after is not None:
-            for ev in ctx.events.after(after):
-                if readable(ctx, ev):
-                    ctx.item({"event": ev.body})
+            await replay(ctx, after)
         while True:
             item = await sub.queue.get()
             if item is None:
@@ -100,12 +126,18 @@ async def read(
     while True:
         out: list[dict[str, Any]] = []
         nxt = after
-        for ev in log.after(after):
-            if len(out) == limit:
+        while len(out) < limit:
+            chunk = log.after(nxt, SCAN_PER_TURN)
+            for ev in chunk:
+                if len(out) == limit:
+                    break
+                nxt = ev.seq
+                if readable(ctx, ev):
+                    out.append(ev.body)
+            if len(chunk) < SCAN_PER_TURN:
                 break
-            nxt = ev.seq
-            if readable(ctx, ev):
-                out.append(ev.body)
+            await asyncio.sleep(0)  # events the caller may not read share the reactor
+            check_cursor(ctx, nxt)
         remaining = deadline - time.monotonic()
         if out or remaining <= 0:
             return {"source": ctx.source, "events": out, "next": nxt}

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import re
+
 from venomx.wire import VenomxError
 
 NAMED = {
@@ -53,14 +55,24 @@ APPLICATION = {
 }
 
 
+METAS = re.compile(r"(?:M-)*")
+
+
 def encode_key(name: str, application: bool = False) -> bytes | None:
+    """A key name's bytes: each leading ``M-`` adds an ESC to what the rest sends (counted,
+    not recursed, so that a megabyte of ``M-`` costs its length once)."""
+    metas = len(METAS.match(name).group()) // 2  # type: ignore[union-attr]
+    if metas and 2 * metas == len(name):  # the last "M-" is the key itself
+        metas -= 1
+    key = one_key(name[2 * metas :] if metas else name, application)
+    return b"\x1b" * metas + key if key is not None else None
+
+
+def one_key(name: str, application: bool) -> bytes | None:
     if application and name in APPLICATION:
         return APPLICATION[name]
     if name in NAMED:
         return NAMED[name]
-    if name.startswith("M-") and len(name) > 2:
-        rest = encode_key(name[2:], application)
-        return b"\x1b" + rest if rest is not None else None
     if name.startswith("C-") and len(name) > 2:
         k = name[2:]
         if len(k) == 1 and k.isascii() and k.isalpha():
