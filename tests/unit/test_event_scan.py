@@ -5,11 +5,21 @@ reactor 1.4 s, and past ~1000 raised RecursionError)."""
 
 from __future__ import annotations
 
+import asyncio
+import contextlib
+from collections.abc import Coroutine
+from types import SimpleNamespace
+from typing import Any
+
+import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from venomx.daemon.events import EventLog
+from venomx.verbs import events
+from venomx.verbs.events import SCAN_PER_TURN
 from venomx.verbs.keys import APPLICATION, CTRL_SPECIAL, NAMED, encode_key
+from venomx.wire import VenomxError
 
 
 @settings(max_examples=300, deadline=None)
@@ -62,3 +72,76 @@ def test_encode_key_answers_as_the_recursive_one(name: str, application: bool) -
 def test_a_key_under_many_metas() -> None:
     assert encode_key("M-" * 100_000 + "Up", True) == b"\x1b" * 100_000 + b"\x1bOA"
     assert encode_key("M-" * 100_000) is None
+
+
+# A context with what the event handlers use of one: a caller who may read everything.
+def context(log: EventLog) -> tuple[Any, list[dict[str, Any]]]:
+    items: list[dict[str, Any]] = []
+    return SimpleNamespace(events=log, source="s", can=lambda *a: True, item=items.append), items
+
+
+def coroutine(answer: object) -> Coroutine[Any, Any, dict[str, Any]]:
+    """A handler's call, which for these verbs is a coroutine."""
+    assert asyncio.iscoroutine(answer)
+    return answer
+
+
+def filled(retain: int, n: int) -> EventLog:
+    log = EventLog("s", retain)
+    for i in range(n):
+        log.emit("session.created", f"session:s{i}", {})
+    return log
+
+
+def test_a_read_found_before_a_turn_of_evictions_stands() -> None:
+    """A full chunk of SCAN_PER_TURN with its answer found is not thrown away for events
+    evicted while other requests ran (review of the chunked scan, helper-103)."""
+
+    async def case() -> dict[str, Any]:
+        log = filled(SCAN_PER_TURN, SCAN_PER_TURN)
+        ctx, _ = context(log)
+        asyncio.get_running_loop().call_soon(
+            lambda: [log.emit("x", "session:x", {}) for _ in range(3)]
+        )
+        return await coroutine(events.read(ctx, limit=1, timeout_ms=0, after=0))
+
+    got = asyncio.run(case())
+    assert [e["seq"] for e in got["events"]] == [1] and got["next"] == 1
+
+
+def test_events_evicted_while_a_read_waits_are_not_skipped() -> None:
+    async def case() -> None:
+        log = filled(1, 1)
+        ctx, _ = context(log)
+        read = asyncio.ensure_future(
+            coroutine(events.read(ctx, limit=10, timeout_ms=5000, after=1))
+        )
+        await asyncio.sleep(0)  # the read's first turn: nothing after 1, so it waits
+        for _ in range(3):  # one turn: 2 and 3 are evicted by 4
+            log.emit("x", "session:b", {})
+        with pytest.raises(VenomxError) as err:
+            await read
+        assert err.value.code == "not_found.cursor"
+
+    asyncio.run(case())
+
+
+def test_a_finished_replay_is_not_failed_by_evictions_after_it() -> None:
+    """The queue, not the log, holds what came after the replay's last event."""
+
+    async def case() -> list[dict[str, Any]]:
+        log = filled(SCAN_PER_TURN, SCAN_PER_TURN)
+        ctx, items = context(log)
+        sub = asyncio.ensure_future(coroutine(events.subscribe(ctx, after=0, snapshot=False)))
+        await asyncio.sleep(0)  # the replay's one turn
+        for _ in range(SCAN_PER_TURN + 6):
+            log.emit("x", "session:y", {})
+        while len(items) < 2 * SCAN_PER_TURN + 6 and not sub.done():
+            await asyncio.sleep(0)
+        sub.cancel()
+        with contextlib.suppress(asyncio.CancelledError):
+            await sub
+        return items
+
+    seqs = [item["event"]["seq"] for item in asyncio.run(case())]
+    assert seqs == list(range(1, 2 * SCAN_PER_TURN + 7))

@@ -60,7 +60,7 @@ async def replay(ctx: Context, after: int) -> None:
             nxt = ev.seq
             if readable(ctx, ev):
                 ctx.item({"event": ev.body})
-        if len(chunk) < SCAN_PER_TURN:
+        if len(chunk) < SCAN_PER_TURN or nxt >= end:
             return
         await asyncio.sleep(0)
         if not log.cursor_ok(nxt):
@@ -134,10 +134,13 @@ async def read(
                 nxt = ev.seq
                 if readable(ctx, ev):
                     out.append(ev.body)
-            if len(chunk) < SCAN_PER_TURN:
+            if len(chunk) < SCAN_PER_TURN or len(out) == limit:
                 break
             await asyncio.sleep(0)  # events the caller may not read share the reactor
-            check_cursor(ctx, nxt)
+            if not log.cursor_ok(nxt):  # evicted meanwhile: what was found stands
+                if out:
+                    break
+                check_cursor(ctx, nxt)
         remaining = deadline - time.monotonic()
         if out or remaining <= 0:
             return {"source": ctx.source, "events": out, "next": nxt}
@@ -147,3 +150,4 @@ async def read(
         except TimeoutError:
             pass
         after = nxt
+        check_cursor(ctx, after)  # events evicted while we waited are not skipped silently
