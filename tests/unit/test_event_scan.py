@@ -18,7 +18,7 @@ from hypothesis import strategies as st
 from venomx.daemon.events import EventLog
 from venomx.verbs import events
 from venomx.verbs.events import SCAN_PER_TURN
-from venomx.verbs.keys import APPLICATION, CTRL_SPECIAL, NAMED, encode_key
+from venomx.verbs.keys import APPLICATION, NAMED, encode_key, one_key
 from venomx.wire import VenomxError
 
 
@@ -40,7 +40,8 @@ def test_after_is_the_retained_events_past_a_seq(
 
 
 def recursive(name: str, application: bool) -> bytes | None:
-    """encode_key as it was: the model."""
+    """encode_key as it was, one call per ``M-``: the model (a key without one is
+    ``one_key``'s, unchanged)."""
     if application and name in APPLICATION:
         return APPLICATION[name]
     if name in NAMED:
@@ -48,16 +49,7 @@ def recursive(name: str, application: bool) -> bytes | None:
     if name.startswith("M-") and len(name) > 2:
         rest = recursive(name[2:], application)
         return b"\x1b" + rest if rest is not None else None
-    if name.startswith("C-") and len(name) > 2:
-        k = name[2:]
-        if len(k) == 1 and k.isascii() and k.isalpha():
-            return bytes([ord(k.lower()) - 96])
-        if k in CTRL_SPECIAL:
-            return bytes([CTRL_SPECIAL[k]])
-        return None
-    if len(name) == 1:
-        return name.encode("utf-8")
-    return None
+    return one_key(name, application)
 
 
 PARTS = st.sampled_from(["M-", "C-", "M", "-", "a", "Up", "Enter", "?", "é", ""])
