@@ -230,12 +230,6 @@ class Malformed(VenomxError):
     def __init__(self, what: str) -> None:
         super().__init__("transport", f"a reply venomx cannot read: {what}", {})
 
-    @classmethod
-    def reading(cls, exc: Exception, what: str = "") -> Malformed:
-        """What reading a result's fields raised (one of ``SHAPE_ERRORS``), said briefly:
-        its text may quote the reply."""
-        return cls(f"{what}{type(exc).__name__}: {str(exc)[:200]}")
-
 
 # What reading a reply's fields raises when the reply has another shape than its verb's.
 SHAPE_ERRORS = (KeyError, TypeError, ValueError, AttributeError, IndexError, OverflowError)
@@ -252,14 +246,15 @@ class Reading:
         return self
 
     def __exit__(self, kind: object, exc: BaseException | None, tb: object) -> None:
-        if isinstance(exc, SHAPE_ERRORS):
-            raise Malformed.reading(exc, self.what) from None
+        if isinstance(exc, SHAPE_ERRORS):  # said briefly: its text may quote the reply
+            raise Malformed(f"{self.what}{type(exc).__name__}: {str(exc)[:200]}") from None
 
 
 def reply_frame(line: bytes) -> dict[str, Any]:
     """One frame from the daemon, checked for the shape every reader of it relies on: an
     object whose ``id`` is an integer or null, with an object ``ok`` or ``item``, or an
-    ``error`` object whose code and message are strings and whose data is an object."""
+    ``error`` object whose code is of a class of foundation §3, whose message is a string
+    and whose data is an object; no number beyond a float."""
     try:
         frame = loads(line, finite=True)
     except JsonError as exc:

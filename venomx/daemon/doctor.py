@@ -549,7 +549,8 @@ def seen_by(report: dict[str, Any], readable: Callable[[str], bool]) -> dict[str
     s, e = dict(report["sentinels"]), dict(report["escapees"])
     for key in ("missing_panes", "stopped", "unresponsive"):
         s[key] = panes(s[key])
-    s["lost"] = dict(s["lost"], recent=[x for x in s["lost"]["recent"] if panes([x["pane"]])])
+    recent = [x for x in s["lost"]["recent"] if readable(f"pane:{x['pane']}")]
+    s["lost"] = dict(s["lost"], recent=recent)
     for key in ("panes", "pids", "runs"):
         e[key] = by_pane(e[key])
     x = dict(report["exited_panes"], largest=by_pane(report["exited_panes"]["largest"]))

@@ -61,10 +61,10 @@ METAS = re.compile(r"(?:M-)*")
 def encode_key(name: str, application: bool = False) -> bytes | None:
     """A key name's bytes: each leading ``M-`` adds an ESC to what the rest sends (counted,
     not recursed, so that a megabyte of ``M-`` costs its length once)."""
-    metas = len(METAS.match(name).group()) // 2  # type: ignore[union-attr]
+    metas = METAS.match(name).end() // 2  # type: ignore[union-attr]
     if metas and 2 * metas == len(name):  # the last "M-" is the key itself
         metas -= 1
-    key = one_key(name[2 * metas :] if metas else name, application)
+    key = one_key(name[2 * metas :], application)
     return b"\x1b" * metas + key if key is not None else None
 
 
