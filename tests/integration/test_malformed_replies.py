@@ -9,6 +9,7 @@ foundation §2's, or than its verb's result, now exits 9 (``transport``) with on
 from __future__ import annotations
 
 import asyncio
+import io
 import json
 import os
 import socket
@@ -22,6 +23,7 @@ from typing import Any
 import pytest
 
 from venomx.aclient import AsyncClient
+from venomx.cli.attach import run_attach
 from venomx.wire import VenomxError
 
 GREETING = {
@@ -293,3 +295,29 @@ def test_events_read_of_a_result_without_events(fake: Any) -> None:
     shown = cli(fake({"events.read": ok({})}), "events")
     assert shown.returncode == 9, shown
     assert "Traceback" not in shown.stderr
+
+
+@pytest.mark.timeout(60)
+def test_attach_input_ending_after_the_view_leaves_no_traceback(
+    fake: Any, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # The key reader is a thread: end of input that reaches it after the view has closed
+    # its connection (here, on an item it cannot read) must not print a traceback.
+    sock = fake({"pane.attach": b'{"id":ID,"item":{"data":"a"}}\n'})
+    for name in [k for k in os.environ if k.startswith("VENOMX_")]:
+        monkeypatch.delenv(name)
+    r, w = os.pipe()
+    raised: list[BaseException | None] = []
+    monkeypatch.setattr(threading, "excepthook", lambda args: raised.append(args.exc_value))
+    stdin = open(r)
+    monkeypatch.setattr(sys, "stdin", stdin)
+    monkeypatch.setattr(sys, "stdout", io.TextIOWrapper(io.BytesIO()))
+    assert run_attach("p0", False, sock, None) == 9
+    readers = [t for t in threading.enumerate() if "pump_keys" in t.name]
+    assert readers
+    os.close(w)
+    for t in readers:
+        t.join(10)
+        assert not t.is_alive()
+    stdin.close()
+    assert raised == []

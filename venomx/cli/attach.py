@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import base64
+import contextlib
 import os
 import sys
 import termios
@@ -63,7 +64,8 @@ def run_attach(pane: str, readonly: bool, sock: str | None, token: str | None) -
                 return
             if not data or DETACH in data:
                 detached.set()
-                view.cancel(rid)
+                with contextlib.suppress(VenomxError):  # the view may have ended first
+                    view.cancel(rid)
                 return
             if typing and keys is not None:
                 try:
