@@ -171,10 +171,25 @@ def _finite_float(text: str) -> float:
     return value
 
 
-def too_deep(value: Any) -> bool:
-    """Whether a param's value nests deeper than a request can carry it (the CLI says
-    ``invalid_params.type`` of the param for such a value, as its JSON text fails)."""
-    return isinstance(value, (dict, list)) and _deeper_than(value, VALUE_MAX_DEPTH)
+def unsendable(value: Any) -> bool:
+    """Whether a param's value has no JSON text a request could carry: it nests deeper
+    than a request may, or holds a NaN, which JSON cannot spell (an infinity goes as
+    ``1e999`` and is judged as a number). The CLI says ``invalid_params.type`` of the
+    param for such a value, as its JSON text fails to parse."""
+    stack = [(value, 1)]
+    while stack:
+        node, depth = stack.pop()
+        if isinstance(node, float) and node != node:
+            return True
+        if isinstance(node, (dict, list)):
+            if depth > VALUE_MAX_DEPTH:
+                return True
+            stack.extend((child, depth + 1) for child in _children(node))
+    return False
+
+
+def _children(node: dict[str, Any] | list[Any]) -> Any:
+    return node.values() if isinstance(node, dict) else node
 
 
 def _deeper_than(value: Any, limit: int) -> bool:
@@ -183,7 +198,7 @@ def _deeper_than(value: Any, limit: int) -> bool:
         node, depth = stack.pop()
         if depth > limit:
             return True
-        for child in node.values() if isinstance(node, dict) else node:
+        for child in _children(node):
             if isinstance(child, (dict, list)):
                 stack.append((child, depth + 1))
     return False

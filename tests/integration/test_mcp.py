@@ -326,3 +326,72 @@ def test_a_programs_strings_reach_the_host_without_c1_controls(
         api.call("pane.kill", {"pane": w["pane"], "grace_ms": 0})
     finally:
         api.close()
+
+
+def raw_tool_calls(daemon: Daemon, calls: list[bytes]) -> tuple[list[dict[str, Any]], str]:
+    """``tools/call`` lines written as given to ``venomx mcp`` (JSON the SDK's own client
+    would never send, such as a bare NaN); each call's response, and the adapter's stderr."""
+    env = {k: v for k, v in os.environ.items() if not k.startswith("VENOMX_")}
+    env.update(VENOMX_SOCKET=daemon.socket, VENOMX_TOKEN="@owner")
+    init = {
+        "protocolVersion": "2025-06-18",
+        "capabilities": {},
+        "clientInfo": {"name": "raw", "version": "1"},
+    }
+    lines = [
+        json.dumps({"jsonrpc": "2.0", "id": 0, "method": "initialize", "params": init}).encode(),
+        b'{"jsonrpc":"2.0","method":"notifications/initialized"}',
+        *(
+            b'{"jsonrpc":"2.0","id":%d,"method":"tools/call","params":%s}' % (i, call)
+            for i, call in enumerate(calls, 1)
+        ),
+    ]
+    adapter = subprocess.Popen(
+        [PY, "-m", "venomx", "mcp"],
+        stdin=subprocess.PIPE,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        env=env,
+    )
+    assert adapter.stdin is not None and adapter.stdout is not None
+    adapter.stdin.write(b"\n".join(lines) + b"\n")
+    adapter.stdin.flush()
+    answers: dict[int, dict[str, Any]] = {}
+    while len(answers) < len(calls) + 1:  # the test's timeout bounds a silent adapter
+        line = adapter.stdout.readline()
+        assert line, "the adapter ended before it answered every call"
+        msg = json.loads(line)
+        if "id" in msg:
+            answers[msg["id"]] = msg
+    _, stderr = adapter.communicate(timeout=30)
+    return [answers[i] for i in range(1, len(calls) + 1)], stderr.decode()
+
+
+@pytest.mark.timeout(60)
+def test_a_nan_the_agent_sends_is_the_clis_error_for_its_text(daemon: Daemon) -> None:
+    # The SDK reads a bare NaN into a float that no request can carry: it was a
+    # ValueError out of the tool handler (a JSON-RPC error, code 0, and a traceback).
+    cases = [
+        (
+            b'{"name":"principal_dcreate","arguments":{"grants":[{"right":"read","scope":NaN}]}}',
+            ("principal", "create", "--grants", '[{"right":"read","scope":NaN}]', "--json"),
+        ),
+        (
+            b'{"name":"run","arguments":{"key":"k","argv":["true"],"env":{"A":NaN}}}',
+            ("run", "--key", "k", "--env", '{"A":NaN}', "--json", "--", "true"),
+        ),
+        (
+            b'{"name":"window_dcreate","arguments":{"session":"s0","cols":NaN}}',
+            ("window", "create", "--session", "s0", "--cols", "NaN", "--json"),
+        ),
+    ]
+    answers, stderr = raw_tool_calls(daemon, [raw for raw, _ in cases])
+    for answer, (_, args) in zip(answers, cases, strict=True):
+        assert "result" in answer, answer  # a tool's error, not the protocol's
+        result = answer["result"]
+        assert result["isError"] is True, answer
+        cli_error = json.loads(daemon.cli(*args).out)["error"]
+        assert cli_error["code"] == "invalid_params.type"
+        assert json.loads(result["content"][0]["text"])["error"] == cli_error
+    assert "Traceback" not in stderr
+    assert daemon.call("run.list")["runs"] == []

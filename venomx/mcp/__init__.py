@@ -34,7 +34,7 @@ from venomx.manifest.verbs import SEAMS, verb_by_name
 from venomx.mcp.progress import wait_with_progress
 from venomx.mcp.tools import TOOLS, can_ever_call, every_tool, is_seam, listed
 from venomx.visible import json_controls
-from venomx.wire import VenomxError, too_deep
+from venomx.wire import VenomxError, unsendable
 
 log = logging.getLogger(__name__)
 
@@ -119,7 +119,7 @@ class Adapter:
             checked = dict(args)
             for p in verb.params:
                 # (a string param fails validation with any nested value as it is)
-                if p.kind != "string" and too_deep(args.get(p.name)):
+                if p.kind != "string" and unsendable(args.get(p.name)):
                     # the CLI cannot read such a value's JSON text and keeps the text, of
                     # the wrong type: the same first error, and nothing is sent
                     checked[p.name] = ""
