@@ -43,6 +43,8 @@ class AsyncClient:
         self.ids = itertools.count(1)
         self.waiting: dict[int, asyncio.Future[dict[str, Any]]] = {}
         self.pump: asyncio.Task[None] | None = None
+        self.greeted = False  # hello answered and its daemon pinned, on this connection
+        self.connecting = asyncio.Lock()  # concurrent first calls make one connection
         self.max_frame = DEFAULT_MAX_FRAME  # as agreed at hello
         self.pin = Pin(follow=True)
         # run ID -> the source of the daemon that started it through us, newest last
@@ -90,6 +92,7 @@ class AsyncClient:
             await self.close()
             raise
         self.max_frame = hello["max_frame"]
+        self.greeted = True
 
     async def _pump(self) -> None:
         assert self.reader is not None
@@ -125,8 +128,10 @@ class AsyncClient:
 
     async def call(self, verb: str, params: dict[str, Any] | None = None) -> dict[str, Any]:
         """Cancellation: sends ``cancel`` for the request to the daemon, then re-raises."""
-        if not self.connected and verb != "hello":
-            await self.connect()
+        if verb != "hello" and not (self.greeted and self.connected):
+            async with self.connecting:
+                if not (self.greeted and self.connected):
+                    await self.connect()
         assert self.writer is not None
         self.check_run(params)
         rid = next(self.ids)
@@ -189,3 +194,4 @@ class AsyncClient:
         if self.pump is not None:
             self.pump.cancel()
         self.reader = self.writer = self.pump = None
+        self.greeted = False

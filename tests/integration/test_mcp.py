@@ -284,6 +284,25 @@ def test_the_adapters_connection_survives_what_the_daemon_refuses(daemon: Daemon
     asyncio.run(scenario())
 
 
+def test_concurrent_first_calls_share_one_greeted_connection(daemon: Daemon) -> None:
+    """An agent's first calls may arrive together: each connected anew, and the second
+    connection's reader replaced the first's under its pump, failing them all."""
+    import asyncio
+
+    from venomx.aclient import AsyncClient
+
+    owner = daemon.call("whoami")["principal"]
+
+    async def scenario() -> None:
+        c = AsyncClient(daemon.socket, "@owner")
+        for _ in range(2):  # on a fresh client, then after it closed
+            whos = await asyncio.gather(*(c.call("whoami") for _ in range(5)))
+            assert {w["principal"] for w in whos} == {owner}
+            await c.close()
+
+    asyncio.run(scenario())
+
+
 def test_the_adapter_reads_replies_as_large_as_the_daemon_allows(daemon: Daemon) -> None:
     import asyncio
 
