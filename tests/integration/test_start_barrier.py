@@ -43,8 +43,8 @@ def exit_host(d: Daemon, pane: str) -> None:
 
 
 def split_across_exit(d: Daemon, seam: str, shell: str) -> tuple[Client, int, dict[str, Any], str]:
-    """A split run of ``shell`` held at ``seam`` while its target exits, then released:
-    the client and request it is answered on, its params and the target."""
+    """A split run of ``shell`` held at ``seam`` while its target exits (still held): the
+    client and request it is answered on, its params and the target."""
     target = host(d, d.call("session.create")["session"])
     params = {"key": "k", "pane": target, "axis": "cols", "shell": shell}
     hold(d, seam)
@@ -52,7 +52,6 @@ def split_across_exit(d: Daemon, seam: str, shell: str) -> tuple[Client, int, di
     rid = c.start("run", params)
     reached(d, seam)
     exit_host(d, target)
-    release(d, seam)
     return c, rid, params, target
 
 
@@ -65,6 +64,7 @@ def test_a_split_whose_target_exits_after_the_barrier_commits(
     marker = tmp_path / "m"
     shell = f"echo x >> {marker}; sleep 30"
     c, rid, params, target = split_across_exit(daemon, "run.after_barrier", shell)
+    release(daemon, "run.after_barrier")
     first = c.response(rid)
     panes = {p["pane"]: p for p in daemon.call("pane.list")["panes"]}
     assert panes[first["pane"]]["window"] == panes[target]["window"]
@@ -80,6 +80,7 @@ def test_a_target_that_exits_before_the_barrier_rolls_the_start_back(
 ) -> None:
     marker = tmp_path / "m"
     c, rid, _, target = split_across_exit(daemon, "run.before_barrier", f"echo x >> {marker}")
+    release(daemon, "run.before_barrier")
     with pytest.raises(VenomxError) as e:
         c.response(rid)
     assert e.value.code == "conflict.pane_exited"
@@ -222,6 +223,55 @@ def test_a_plain_removal_counts_a_stalled_start_as_live(daemon: Daemon, tmp_path
     run = c.response(rid)
     assert err.data["panes"] == [run["pane"]]
     assert daemon.call("run", params)["reused"] is True
+    wait_for(lambda: marker_count(marker) == 1, 10, "the program ran")
+
+
+@pytest.mark.timeout(60)
+def test_removing_a_split_target_waits_for_the_start_beside_it(
+    daemon: Daemon, tmp_path: Path
+) -> None:
+    """pane.remove of an exited target with a split past its barrier beside it: the split
+    commits first and the removal then takes the target alone (it took the window, and
+    the start failed not_found.pane after its program ran, freeing its key for a retry
+    that ran it twice)."""
+    marker = tmp_path / "m"
+    c, rid, params, target = split_across_exit(
+        daemon, "run.after_barrier", f"echo x >> {marker}; sleep 30"
+    )
+    wait_for(lambda: marker_count(marker) == 1, 10, "the program ran")
+    window = next(p["window"] for p in daemon.call("pane.list")["panes"] if p["pane"] == target)
+    remover = daemon.client()
+    removal = remover.start("pane.remove", {"pane": target})
+    release(daemon, "run.after_barrier")
+    run = c.response(rid)
+    assert remover.response(removal)["removed"] == [target]
+    panes = daemon.call("pane.list")["panes"]
+    assert [(p["pane"], p["window"], p["state"]) for p in panes] == [
+        (run["pane"], window, "running")
+    ]
+    again = daemon.call("run", params)
+    assert again["run"] == run["run"] and again["reused"] is True
+    assert marker_count(marker) == 1
+
+
+@pytest.mark.timeout(60)
+def test_removing_a_split_target_counts_a_stalled_start_beside_it_as_live(
+    daemon: Daemon, tmp_path: Path
+) -> None:
+    """One still uncommitted 5 s later fails the removal conflict.pane_live naming it, and
+    nothing is given up: the start then commits beside the target, which is still there."""
+    marker = tmp_path / "m"
+    c, rid, params, target = split_across_exit(
+        daemon, "run.after_barrier", f"echo x >> {marker}; sleep 30"
+    )
+    err = daemon.error("pane.remove", {"pane": target})
+    assert err.code == "conflict.pane_live" and len(err.data["panes"]) == 1
+    release(daemon, "run.after_barrier")
+    run = c.response(rid)
+    assert err.data["panes"] == [run["pane"]]
+    assert {p["pane"] for p in daemon.call("pane.list")["panes"]} == {target, run["pane"]}
+    assert daemon.call("run", params)["reused"] is True
+    assert daemon.call("pane.remove", {"pane": target})["removed"] == [target]
     wait_for(lambda: marker_count(marker) == 1, 10, "the program ran")
 
 

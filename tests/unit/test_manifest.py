@@ -39,7 +39,6 @@ def test_the_verbs_answered_as_they_are_read_are_the_documented_ones() -> None:
         "shutdown",
         "seam.set",
         "pane.list",
-        "pane.remove",
         "run.get",
         "run.list",
         "session.create",

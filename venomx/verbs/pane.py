@@ -106,8 +106,11 @@ async def kill(ctx: Context, pane: Pane, signal: str, grace_ms: int) -> dict[str
 
 
 @handler("pane.remove")
-def remove(ctx: Context, pane: Pane) -> dict[str, Any]:
-    return {"pane": pane.id, "removed": ctx.panes.remove(pane)}
+async def remove(ctx: Context, pane: Pane) -> dict[str, Any]:
+    """Remove an exited pane once any split past its barrier beside it has committed.
+
+    Cancellation: ends the request; nothing is removed."""
+    return {"pane": pane.id, "removed": await ctx.panes.remove_exited(pane)}
 
 
 @handler("pane.cleanup")

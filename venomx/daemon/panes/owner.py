@@ -622,6 +622,27 @@ class Panes:
             if start is not None:
                 start.abandoned = True
 
+    async def remove_exited(self, pane: Pane) -> list[str]:
+        """``pane.remove``: a split past its barrier beside ``pane`` is committed first
+        (waited for up to ``SETTLE_WITHIN``), since its program runs; one still stalled
+        then is a live pane of the window, and the removal fails ``conflict.pane_live``
+        naming it, giving nothing up. Returns the removed IDs.
+
+        Cancellation: ends only the wait; nothing is removed."""
+        beside = [s for s in self.past_barrier.values() if s.target == pane.id and not s.abandoned]
+        if beside:
+            await asyncio.wait([s.done for s in beside], timeout=SETTLE_WITHIN)
+            stalled = [s.pane for s in beside if not s.done.done()]
+            if stalled:
+                raise VenomxError(
+                    "conflict.pane_live",
+                    f"pane {stalled[0]} is starting beside pane {pane.id}",
+                    {"panes": stalled},
+                )
+            if self.registry.panes.get(pane.id) is not pane:  # removed meanwhile
+                raise VenomxError("not_found.pane", f"pane {pane.id} not found", {})
+        return self.remove(pane)
+
     def _live_conflict(self, panes: list[Pane], starting: list[str]) -> None:
         live = [p.id for p in panes if p.live] + list(starting)
         if live:
