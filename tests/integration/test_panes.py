@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import base64
+import json
 import os
 import signal
 import subprocess
@@ -392,6 +393,8 @@ def test_config_verbs(daemon: Daemon) -> None:
         ("run.max_active", "x", "value is not JSON"),
         ("nope", "1", "unknown key"),
         ("auth.default_grants", '[{"right":"x","scope":"*"}]', None),
+        ("spawn.default_shell", '"/bin/\\ud800"', "must be valid UTF-8"),
+        ("spawn.default_shell", json.dumps("/" + "a" * 4095), "must be shorter than 4096 bytes"),
     ):
         e = daemon.error("config.set", {"path": path, "value": value})
         assert e.code == "invalid_params.config" and e.data["path"] == path
@@ -414,6 +417,15 @@ def test_config_file_and_reload(tmp_path: Path) -> None:
         assert sorted(r["changed"]) == ["run.max_active", "vt.scrollback"]
         cfg.write_text("[run]\nmax_active = 0\n")
         assert d.error("config.reload").code == "invalid_params.config"
+        assert d.call("config.get")["config"]["run.max_active"] == 9
+        for text, reason in (  # the last one used to win, or the table was ignored
+            ('"run.max_active" = 5\n[run]\nmax_active = 7\n', "set twice in the config file"),
+            ('["run.max_active"]\n', "must be an integer"),
+        ):
+            cfg.write_text(text)
+            e = d.error("config.reload")
+            assert e.code == "invalid_params.config", text
+            assert e.data == {"path": "run.max_active", "reason": reason}
         assert d.call("config.get")["config"]["run.max_active"] == 9
     finally:
         from tests.helpers import stop_daemon

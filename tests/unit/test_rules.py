@@ -159,7 +159,7 @@ def test_names_of_sessions_and_principals() -> None:
 
 
 def test_config_keys_are_params_checked_at_their_edges() -> None:
-    from venomx.daemon.config import SCHEMA
+    from venomx.daemon.config import DEFAULT_GRANTS_MAX, PATH_MAX, SCHEMA
 
     for name, key in SCHEMA.items():
         p = key.param
@@ -175,6 +175,16 @@ def test_config_keys_are_params_checked_at_their_edges() -> None:
     assert shell.check("/bin/sh") is None
     for bad in ("sh", "/a\0", 1):
         assert shell.check(bad) == "must be an absolute path"
+    # a lone surrogate broke every start with no argv (msgpack cannot encode it)
+    assert shell.check("/bin/\ud800") == "must be valid UTF-8"
+    assert shell.check("/" + "a" * (PATH_MAX - 2)) is None  # with the NUL, PATH_MAX
+    assert shell.check("/" + "a" * (PATH_MAX - 1)) == f"must be shorter than {PATH_MAX} bytes"
+    grants = SCHEMA["auth.default_grants"]
+    read_all = [{"right": "read", "scope": "*"}]
+    assert grants.check(read_all * DEFAULT_GRANTS_MAX) is None
+    assert grants.check(read_all * (DEFAULT_GRANTS_MAX + 1)) == (
+        f"must hold at most {DEFAULT_GRANTS_MAX} grants"
+    )
     log = SCHEMA["log.max_bytes"]
     assert (
         log.check(4095)

@@ -16,6 +16,7 @@ from pathlib import Path
 from typing import Any
 
 from venomx.daemon.paths import read_config
+from venomx.manifest.rules import nbytes, utf8_ok
 from venomx.manifest.schema import problem
 from venomx.manifest.verbs import ABSOLUTE_PATTERN, Param
 from venomx.wire import VenomxError
@@ -65,6 +66,12 @@ def _int(
     return Key(Param(name, "integer", default=default, min=lo, max=hi, hint=hint), extra)
 
 
+# Bounds that keep the whole configuration one reply of the default max_frame: a value the
+# daemon keeps is sent back by every ``config.get {}``.
+DEFAULT_GRANTS_MAX = 1024
+PATH_MAX = 4096  # the kernel's, with the NUL: no longer path can be executed
+
+
 def _grants(v: Any) -> str | None:
     from venomx.daemon.auth import parse_grants
 
@@ -72,6 +79,16 @@ def _grants(v: Any) -> str | None:
         parse_grants(v, "value")
     except VenomxError as exc:
         return exc.message
+    if len(v) > DEFAULT_GRANTS_MAX:
+        return f"must hold at most {DEFAULT_GRANTS_MAX} grants"
+    return None
+
+
+def _shell(v: str) -> str | None:
+    if not utf8_ok(v):
+        return "must be valid UTF-8"
+    if nbytes(v) >= PATH_MAX:
+        return f"must be shorter than {PATH_MAX} bytes"
     return None
 
 
@@ -102,7 +119,8 @@ _KEYS = (
     Key(Param("auth.default_grants", "any"), _grants, lambda: [{"right": "read", "scope": "*"}]),
     Key(
         Param("spawn.default_shell", "string", pattern=ABSOLUTE_PATTERN, hint="an absolute path"),
-        make=default_shell,
+        _shell,
+        default_shell,
     ),
     # the spare sentinel pool (venomx.daemon.panes.sentinels): at most this many after a
     # burst, halving their number each idle spell without a start that found it short
@@ -137,13 +155,17 @@ def config_path(explicit: str | None) -> Path:
 
 
 def _flatten(d: dict[str, Any], prefix: str = "") -> dict[str, Any]:
+    """The file's tables as dotted keys. A key the file sets twice (``"run.max_active"``
+    and ``[run] max_active``) is refused rather than one silently winning; a table at a
+    key's own path is that key's (wrong) value."""
     out: dict[str, Any] = {}
     for k, v in d.items():
         key = f"{prefix}{k}"
-        if isinstance(v, dict):
-            out.update(_flatten(v, key + "."))
-        else:
-            out[key] = v
+        inner = _flatten(v, key + ".") if isinstance(v, dict) and key not in SCHEMA else {key: v}
+        for name, value in inner.items():
+            if name in out:
+                raise bad(name, "set twice in the config file")
+            out[name] = value
     return out
 
 
