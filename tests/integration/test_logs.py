@@ -88,6 +88,11 @@ def test_log_rotates_at_max_bytes_keeping_log_keep_files(tmp: Path) -> None:
             for m in re.finditer(r"audit seq=(\d+)", (tmp / name).read_text())
         ]
         assert seqs == list(range(seqs[0], 151))  # in order, the newest last
+        d.call("config.set", {"path": "log.keep", "value": "0"})  # .1 and .2 were left for ever
+        with d.client() as c:
+            for _ in range(60):
+                c.call("config.get", {"path": "log.keep"})
+        assert sorted(os.listdir(tmp)) == ["d.log"]
         d.call("config.set", {"path": "log.max_bytes", "value": "0"})  # 0: never rotate
         with d.client() as c:
             for _ in range(60):

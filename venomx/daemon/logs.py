@@ -12,6 +12,7 @@ directory). Imports nothing from the daemon but ``paths``.
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import json
 import logging
 import os
@@ -141,7 +142,7 @@ class Limiter(logging.Filter):
 class FileHandler(logging.Handler):
     """Appends to ``name`` in a checked directory (held open by fd); rotates by size.
 
-    Rotation renames ``name`` to ``name.1`` (``.1`` to ``.2``, …, dropping ``name.keep``)
+    Rotation renames ``name`` to ``name.1`` (``.1`` to ``.2``, …, dropping any past ``keep``)
     and opens a new file; ``reopen`` only opens ``name`` again, for an external logrotate.
     With ``stderr`` the current file is also the process's fd 2, so stray output of
     Python itself lands in the log too. Write errors (disk full) are counted, never raised.
@@ -189,7 +190,24 @@ class FileHandler(logging.Handler):
                 pass
         if self.keep == 0:
             os.unlink(self.name_, dir_fd=self.dir_fd)
+        self._drop_beyond_keep()
         self._open()
+
+    def _drop_beyond_keep(self) -> None:
+        """Old files numbered past ``keep``: a larger ``log.keep`` before it was lowered
+        left them, and nothing else would ever drop them."""
+        prefix = self.name_ + "."
+        for entry in os.listdir(self.dir_fd):
+            number = entry[len(prefix) :]
+            if (
+                entry.startswith(prefix)
+                and number.isascii()
+                and number.isdigit()
+                and not number.startswith("0")
+                and int(number) > self.keep
+            ):
+                with contextlib.suppress(FileNotFoundError):
+                    os.unlink(entry, dir_fd=self.dir_fd)
 
     def emit(self, record: logging.LogRecord) -> None:
         try:
