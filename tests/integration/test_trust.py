@@ -837,6 +837,46 @@ def test_untrusted_config_is_refused(tmp: Path, problem: str) -> None:
     )
 
 
+@pytest.mark.parametrize("where", ["in it", "missing from it", "linked from it"])
+def test_a_config_in_a_directory_others_can_change_is_refused(tmp: Path, where: str) -> None:
+    """Whoever can write the directory can delete the file (defaults: anonymous callers
+    read everything) or swap it; a symlink there can be pointed anywhere."""
+    shared = tmp / "shared"
+    shared.mkdir()
+    os.chmod(shared, 0o775)  # group-writable, no sticky bit
+    cfg = shared / "config.toml"
+    if where == "in it":
+        cfg.write_text("[auth]\ndefault_grants = []\n")
+    elif where == "linked from it":
+        (tmp / "venomx.toml").write_text("[auth]\ndefault_grants = []\n")
+        os.symlink(tmp / "venomx.toml", cfg)
+    words = f"directory {shared} is writable by group or others without the sticky bit"
+    refused(
+        serve("--socket", str(tmp / "s.sock"), "--config", str(cfg)), "invalid_params.config", words
+    )
+
+
+def test_a_config_whose_directory_becomes_untrusted_is_not_reloaded(tmp: Path) -> None:
+    (tmp / "etc").mkdir()
+    cfg = tmp / "etc" / "config.toml"
+    cfg.write_text("[run]\nmax_active = 5\n")
+    (tmp / "run").mkdir(mode=0o700)
+    d = start_in(tmp / "run" / "s.sock", ["--config", str(cfg)])
+    try:
+        if os.geteuid() == 0:
+            os.chown(tmp / "etc", NOBODY, NOBODY)
+            words = f"directory {tmp / 'etc'} is owned by uid {NOBODY}, not by root"
+        else:
+            os.chmod(tmp / "etc", 0o777)
+            words = f"directory {tmp / 'etc'} is writable by group or others"
+        cfg.write_text("[run]\nmax_active = 6\n")
+        e = d.error("config.reload")
+        assert e.code == "invalid_params.config" and words in e.message, e.message
+        assert d.call("config.get", {"path": "run.max_active"})["config"] == {"run.max_active": 5}
+    finally:
+        stop_daemon(d)
+
+
 def test_config_symlink_of_a_dotfile_manager_is_accepted(tmp: Path) -> None:
     (tmp / "dotfiles").mkdir()
     (tmp / "dotfiles" / "venomx.toml").write_text("[run]\nmax_active = 5\n")

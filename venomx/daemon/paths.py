@@ -9,7 +9,8 @@ chmodded. At the socket path only a stale socket of ours is ever removed. A sock
 passed by systemd (socket activation) must be where one of ours would be, a socket file
 of our uid that group and others cannot reach, and it is never removed. Files the daemon
 appends to are opened with O_NOFOLLOW relative to a checked directory's fd. A config
-file may be a symlink but must be owned by the uid or root and not writable by others.
+file may be a symlink but must be owned by the uid or root and not writable by others,
+and the directories holding it and its link follow the ancestors' rule.
 
 Every failure is a ``VenomxError`` with one clear message, never an ``OSError``. Imports
 only ``venomx.wire``.
@@ -90,11 +91,16 @@ def directory_problem(st: os.stat_result, uid: int) -> str | None:
     return None
 
 
+def ours(uid: int) -> str:
+    """Who may own what the daemon trusts, in words."""
+    return "root" if uid == 0 else f"uid {uid} or root"
+
+
 def ancestor_problem(st: os.stat_result, uid: int) -> str | None:
     if not stat.S_ISDIR(st.st_mode):
         return f"is {kind(st.st_mode)}, not a directory"
     if st.st_uid not in (uid, 0):
-        return f"is owned by uid {st.st_uid}, not by uid {uid} or root"
+        return f"is owned by uid {st.st_uid}, not by {ours(uid)}"
     if st.st_mode & 0o022 and not st.st_mode & stat.S_ISVTX:
         return (
             f"is writable by group or others without the sticky bit "
@@ -499,9 +505,30 @@ def prepare_log(path: str) -> tuple[str, int, str]:
     return directory, fd, name
 
 
+def _config_directories(path: str) -> set[str]:
+    """The directory holding the name ``path`` gives and the one holding the file it
+    resolves to (a dotfile manager's symlink points elsewhere), each with symlinks
+    resolved, or its nearest existing ancestor: whoever may write there may create the
+    rest."""
+    found = set()
+    for directory in (
+        os.path.dirname(os.path.abspath(path)),
+        os.path.dirname(os.path.realpath(path)),
+    ):
+        current = os.path.realpath(directory)
+        while not os.path.isdir(current):
+            current = os.path.dirname(current)
+        found.add(current)
+    return found
+
+
 def read_config(path: str) -> str | None:
     """The config file's text; None when it does not exist (foundation §11: missing =
-    defaults). One that exists but cannot be trusted or read is an error."""
+    defaults). One that exists but cannot be trusted or read is an error, and so is one
+    in a directory another user could change (as sshd's StrictModes has it): whoever can
+    delete the file, or swap it for another of ours, chooses the daemon's grants."""
+    for directory in _config_directories(path):
+        check_ancestors(directory, lambda reason: config_error(path, reason))
     try:
         fd = os.open(path, os.O_RDONLY | os.O_CLOEXEC | os.O_NONBLOCK | os.O_NOCTTY)
     except FileNotFoundError:
@@ -514,7 +541,7 @@ def read_config(path: str) -> str | None:
         if not stat.S_ISREG(st.st_mode):
             raise config_error(path, f"is {kind(st.st_mode)}, not a regular file")
         if st.st_uid not in (uid, 0):
-            raise config_error(path, f"is owned by uid {st.st_uid}, not by uid {uid} or root")
+            raise config_error(path, f"is owned by uid {st.st_uid}, not by {ours(uid)}")
         if st.st_mode & 0o022:
             raise config_error(
                 path, f"is writable by group or others (mode {stat.S_IMODE(st.st_mode):04o})"
