@@ -60,6 +60,7 @@ class AsyncClient:
         )
 
     async def connect(self) -> None:
+        self.greeted = False  # until this connection's hello is answered and pinned
         sock = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
         try:
             sock = connect(sock, self.path)  # a short local connect: blocking is fine here

@@ -179,3 +179,47 @@ def test_the_mcp_adapter_does_not_ask_a_restarted_daemon_about_an_earlier_run(
         stop_daemon(first)
         if second is not None:
             stop_daemon(second)
+
+
+def test_a_call_made_while_the_client_reconnects_waits_for_the_new_daemon_to_be_pinned(
+    tmp_path: Path,
+) -> None:
+    """After its daemon restarted, a call sent while another call's hello is in flight on
+    the new connection went out at once: asked the new daemon about the old daemon's run
+    (whose ID may name another command's run there) instead of failing conflict.source."""
+    import asyncio
+
+    from venomx.aclient import AsyncClient
+    from venomx.wire import VenomxError
+
+    first = start_daemon()
+    daemons = [first]
+
+    async def scenario() -> VenomxError | dict[str, Any]:
+        c = AsyncClient(first.socket, "@owner")
+        try:
+            s = (await c.call("session.create", {}))["session"]
+            run = (await c.call("run", {"key": "k", "session": s, "argv": ["true"]}))["run"]
+            stop_daemon(first)
+            daemons.append(restart_at(first.socket, tmp_path / "second.log"))
+            async with asyncio.timeout(10):
+                while c.connected:  # until it has read the end of the old connection
+                    await asyncio.sleep(0.01)
+            hello = asyncio.ensure_future(c.call("whoami"))  # reconnects
+            while not c.connected:  # its hello is now on the wire, unanswered
+                await asyncio.sleep(0)
+            try:
+                return await c.call("run.get", {"run": run})
+            except VenomxError as err:
+                return err
+            finally:
+                await hello
+        finally:
+            await c.close()
+
+    try:
+        got = asyncio.run(scenario())
+        assert isinstance(got, VenomxError) and got.code == "conflict.source", got
+    finally:
+        for d in daemons:
+            stop_daemon(d)
