@@ -275,6 +275,35 @@ def test_removing_a_split_target_counts_a_stalled_start_beside_it_as_live(
     wait_for(lambda: marker_count(marker) == 1, 10, "the program ran")
 
 
+@pytest.mark.timeout(60)
+def test_removing_a_split_target_while_a_session_removal_gives_up_on_the_split(
+    daemon: Daemon, tmp_path: Path
+) -> None:
+    """A recursive removal of the session gives up on the stalled split (it never becomes
+    a pane) and takes the target while a pane.remove of the target waits: that answers
+    not_found.pane, or removes the target itself if it runs first, but never
+    conflict.pane_live naming the split, which it did."""
+    c, rid, _, target = split_across_exit(daemon, "run.after_barrier", "sleep 30")
+    session = next(p["session"] for p in daemon.call("pane.list")["panes"] if p["pane"] == target)
+    remover = daemon.client()  # one connection: the session's removal starts first
+    removal = remover.start("session.remove", {"session": session, "recursive": True})
+    pane_removal = remover.start("pane.remove", {"pane": target})
+    answers: dict[int, dict[str, Any]] = {}
+    while len(answers) < 2:
+        frame = remover.read()
+        answers[frame["id"]] = frame
+    assert session in answers[removal]["ok"]["removed"]
+    answer = answers[pane_removal]
+    assert answer.get("ok", {}).get("removed") == [target] or (
+        answer.get("error", {}).get("code") == "not_found.pane"
+    ), answer
+    assert daemon.call("session.list")["sessions"] == []
+    release(daemon, "run.after_barrier")
+    with pytest.raises(VenomxError) as started:
+        c.response(rid)
+    assert started.value.code == "conflict.removing"
+
+
 def test_a_start_held_at_shutdown_is_answered_and_runs_nothing(tmp_path: Path) -> None:
     """Every request is answered before the transport closes (foundation §2): a start
     still before its barrier rolls back, and a stream still open ends, ``cancelled``."""

@@ -632,15 +632,15 @@ class Panes:
         beside = [s for s in self.past_barrier.values() if s.target == pane.id and not s.abandoned]
         if beside:
             await asyncio.wait([s.done for s in beside], timeout=SETTLE_WITHIN)
-            stalled = [s.pane for s in beside if not s.done.done()]
+            if self.registry.panes.get(pane.id) is not pane:  # removed meanwhile
+                raise VenomxError("not_found.pane", f"pane {pane.id} not found", {})
+            stalled = [s.pane for s in beside if not s.done.done() and not s.abandoned]
             if stalled:
                 raise VenomxError(
                     "conflict.pane_live",
                     f"pane {stalled[0]} is starting beside pane {pane.id}",
                     {"panes": stalled},
                 )
-            if self.registry.panes.get(pane.id) is not pane:  # removed meanwhile
-                raise VenomxError("not_found.pane", f"pane {pane.id} not found", {})
         return self.remove(pane)
 
     def _live_conflict(self, panes: list[Pane], starting: list[str]) -> None:
