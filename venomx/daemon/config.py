@@ -190,8 +190,9 @@ class Config:
     def read_file(self) -> dict[str, Any]:
         """The file's values, validated (a missing file = defaults).
 
-        The file must be owned by our uid or root and not writable by others
-        (``venomx.daemon.paths.read_config``); it may be a symlink.
+        The file must be owned by our uid or root and not writable by others, in
+        directories only our uid or root can change (``venomx.daemon.paths.read_config``);
+        it may be a symlink.
         """
         values = {k: key.default() for k, key in SCHEMA.items()}
         text = read_config(str(self.path))
