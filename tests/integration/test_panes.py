@@ -426,6 +426,10 @@ def test_config_file_and_reload(tmp_path: Path) -> None:
             e = d.error("config.reload")
             assert e.code == "invalid_params.config", text
             assert e.data == {"path": "run.max_active", "reason": reason}
+        cfg.write_text("a." * 1100 + "b = 1\n")  # a RecursionError, answered internal
+        e = d.error("config.reload")
+        assert e.code == "invalid_params.config"
+        assert e.data["reason"] == "unreadable config file: nested too deep"
         assert d.call("config.get")["config"]["run.max_active"] == 9
     finally:
         from tests.helpers import stop_daemon

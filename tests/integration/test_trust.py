@@ -793,9 +793,15 @@ def test_config_named_but_missing_means_defaults_until_it_is_written(tmp: Path) 
         stop_daemon(d)
 
 
-def test_default_config_may_be_missing(tmp: Path) -> None:
+@pytest.mark.parametrize("where", ["a directory that is not there", "a group-writable one"])
+def test_default_config_may_be_missing(tmp: Path, where: str) -> None:
+    """A missing file means defaults, whatever its directory: umask 002 (Fedora) makes a
+    fresh ~/.config group-writable, and that must not stop a daemon that reads nothing."""
     e = env()
     e["XDG_CONFIG_HOME"] = str(tmp / "nothing-here")
+    if where == "a group-writable one":
+        (tmp / "nothing-here").mkdir()
+        os.chmod(tmp / "nothing-here", 0o775)
     (tmp / "run").mkdir(mode=0o700)
     p = subprocess.Popen(
         [PY, "-m", "venomx", "serve", "--socket", str(tmp / "run" / "s.sock")],
@@ -837,19 +843,33 @@ def test_untrusted_config_is_refused(tmp: Path, problem: str) -> None:
     )
 
 
-@pytest.mark.parametrize("where", ["in it", "missing from it", "linked from it"])
-def test_a_config_in_a_directory_others_can_change_is_refused(tmp: Path, where: str) -> None:
-    """Whoever can write the directory can delete the file (defaults: anonymous callers
-    read everything) or swap it; a symlink there can be pointed anywhere."""
+@pytest.mark.parametrize(
+    "where", ["in it", "linked from it", "a link on the way", "under a directory link"]
+)
+def test_a_config_reached_through_a_directory_others_can_change_is_refused(
+    tmp: Path, where: str
+) -> None:
+    """Whoever can write a directory the lookup reads a name from can delete or swap that
+    name (defaults: anonymous callers read everything), a symlink's included."""
     shared = tmp / "shared"
     shared.mkdir()
     os.chmod(shared, 0o775)  # group-writable, no sticky bit
-    cfg = shared / "config.toml"
+    ours = tmp / "ours"
+    ours.mkdir()
+    (ours / "venomx.toml").write_text("[auth]\ndefault_grants = []\n")
     if where == "in it":
+        cfg = shared / "config.toml"
         cfg.write_text("[auth]\ndefault_grants = []\n")
     elif where == "linked from it":
-        (tmp / "venomx.toml").write_text("[auth]\ndefault_grants = []\n")
-        os.symlink(tmp / "venomx.toml", cfg)
+        cfg = shared / "config.toml"
+        os.symlink(ours / "venomx.toml", cfg)
+    elif where == "a link on the way":  # ours/config.toml -> shared/link -> ours/venomx.toml
+        os.symlink(ours / "venomx.toml", shared / "link")
+        cfg = ours / "config.toml"
+        os.symlink(shared / "link", cfg)
+    else:
+        os.symlink(ours, shared / "dlink")
+        cfg = shared / "dlink" / "venomx.toml"
     words = f"directory {shared} is writable by group or others without the sticky bit"
     refused(
         serve("--socket", str(tmp / "s.sock"), "--config", str(cfg)), "invalid_params.config", words

@@ -190,9 +190,9 @@ class Config:
     def read_file(self) -> dict[str, Any]:
         """The file's values, validated (a missing file = defaults).
 
-        The file must be owned by our uid or root and not writable by others, in
-        directories only our uid or root can change (``venomx.daemon.paths.read_config``);
-        it may be a symlink.
+        The file must be owned by our uid or root and not writable by others, and reached
+        through directories only our uid or root can change
+        (``venomx.daemon.paths.read_config``); it may be a symlink.
         """
         values = {k: key.default() for k, key in SCHEMA.items()}
         text = read_config(str(self.path))
@@ -202,9 +202,12 @@ class Config:
             return values
         try:
             data = tomllib.loads(text)
+            flat = _flatten(data)
         except tomllib.TOMLDecodeError as exc:
             raise bad(str(self.path), f"unreadable config file: {exc}") from None
-        for key, value in _flatten(data).items():
+        except RecursionError:  # tables or arrays a thousand deep: no key is
+            raise bad(str(self.path), "unreadable config file: nested too deep") from None
+        for key, value in flat.items():
             values[key] = self.validate(key, value)
         return values
 

@@ -182,15 +182,17 @@ class FileHandler(logging.Handler):
             self._open()
 
     def rotate(self) -> None:
+        """A step that fails (something else in the way of a name) is skipped: logging
+        goes on in a newly opened file whatever became of the old ones."""
         for i in range(self.keep, 0, -1):
             src = self.name_ if i == 1 else f"{self.name_}.{i - 1}"
-            try:
+            with contextlib.suppress(OSError):
                 os.rename(src, f"{self.name_}.{i}", src_dir_fd=self.dir_fd, dst_dir_fd=self.dir_fd)
-            except FileNotFoundError:
-                pass
         if self.keep == 0:
-            os.unlink(self.name_, dir_fd=self.dir_fd)
-        self._drop_beyond_keep()
+            with contextlib.suppress(OSError):
+                os.unlink(self.name_, dir_fd=self.dir_fd)
+        with contextlib.suppress(OSError):
+            self._drop_beyond_keep()
         self._open()
 
     def _drop_beyond_keep(self) -> None:
@@ -206,7 +208,7 @@ class FileHandler(logging.Handler):
                 and not number.startswith("0")
                 and int(number) > self.keep
             ):
-                with contextlib.suppress(FileNotFoundError):
+                with contextlib.suppress(OSError):  # gone already, or not a file
                     os.unlink(entry, dir_fd=self.dir_fd)
 
     def emit(self, record: logging.LogRecord) -> None:

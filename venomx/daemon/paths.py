@@ -10,7 +10,7 @@ passed by systemd (socket activation) must be where one of ours would be, a sock
 of our uid that group and others cannot reach, and it is never removed. Files the daemon
 appends to are opened with O_NOFOLLOW relative to a checked directory's fd. A config
 file may be a symlink but must be owned by the uid or root and not writable by others,
-and the directories holding it and its link follow the ancestors' rule.
+and every directory its lookup reads a name from follows the ancestors' rule.
 
 Every failure is a ``VenomxError`` with one clear message, never an ``OSError``. Imports
 only ``venomx.wire``.
@@ -505,30 +505,52 @@ def prepare_log(path: str) -> tuple[str, int, str]:
     return directory, fd, name
 
 
+SYMLINK_HOPS = 40  # as the kernel's lookup allows; past it the open says ELOOP
+
+
 def _config_directories(path: str) -> set[str]:
-    """The directory holding the name ``path`` gives and the one holding the file it
-    resolves to (a dotfile manager's symlink points elsewhere), each with symlinks
-    resolved, or its nearest existing ancestor: whoever may write there may create the
-    rest."""
-    found = set()
-    for directory in (
-        os.path.dirname(os.path.abspath(path)),
-        os.path.dirname(os.path.realpath(path)),
-    ):
-        current = os.path.realpath(directory)
-        while not os.path.isdir(current):
+    """Every directory a lookup of ``path`` reads a name from, symlinks followed as the
+    kernel follows them: whoever may write one of them may swap the name it holds (the
+    file, or any symlink on the way to it, a directory's included)."""
+    found: set[str] = set()
+    parts = os.path.abspath(path).split("/")[1:]
+    current = "/"
+    hops = 0
+    while parts:
+        name = parts.pop(0)
+        if name in ("", "."):
+            continue
+        if name == "..":
             current = os.path.dirname(current)
+            continue
         found.add(current)
+        candidate = os.path.join(current, name)
+        if not os.path.lexists(candidate):
+            break  # nothing further exists to be swapped; the open says what is missing
+        if os.path.islink(candidate):
+            hops += 1
+            try:
+                target = os.readlink(candidate)
+            except OSError:
+                break
+            if hops > SYMLINK_HOPS:
+                break
+            if target.startswith("/"):
+                current = "/"
+            parts = target.split("/") + parts
+            continue
+        current = candidate
     return found
 
 
 def read_config(path: str) -> str | None:
     """The config file's text; None when it does not exist (foundation §11: missing =
     defaults). One that exists but cannot be trusted or read is an error, and so is one
-    in a directory another user could change (as sshd's StrictModes has it): whoever can
-    delete the file, or swap it for another of ours, chooses the daemon's grants."""
-    for directory in _config_directories(path):
-        check_ancestors(directory, lambda reason: config_error(path, reason))
+    reached through a directory another user could change (as sshd's StrictModes has
+    it): whoever could delete the file, or swap it or a symlink on the way for another,
+    would choose the daemon's grants. A missing file is not judged by its directories: a
+    fresh ``~/.config`` made under umask 002 is group-writable, and defaults are what a
+    daemon without the file has anyway."""
     try:
         fd = os.open(path, os.O_RDONLY | os.O_CLOEXEC | os.O_NONBLOCK | os.O_NOCTTY)
     except FileNotFoundError:
@@ -536,6 +558,8 @@ def read_config(path: str) -> str | None:
     except OSError as exc:
         raise config_error(path, f"cannot open: {_strerror(exc)}") from None
     try:
+        for directory in sorted(_config_directories(path)):
+            check_ancestors(directory, lambda reason: config_error(path, reason))
         st = os.fstat(fd)
         uid = _uid()
         if not stat.S_ISREG(st.st_mode):
