@@ -176,31 +176,23 @@ def unsendable(value: Any) -> bool:
     than a request may, or holds a NaN, which JSON cannot spell (an infinity goes as
     ``1e999`` and is judged as a number). The CLI says ``invalid_params.type`` of the
     param for such a value, as its JSON text fails to parse."""
-    stack = [(value, 1)]
-    while stack:
-        node, depth = stack.pop()
-        if isinstance(node, float) and node != node:
-            return True
-        if isinstance(node, (dict, list)):
-            if depth > VALUE_MAX_DEPTH:
-                return True
-            stack.extend((child, depth + 1) for child in _children(node))
-    return False
+    if isinstance(value, float):
+        return value != value
+    return isinstance(value, (dict, list)) and _deeper_than(value, VALUE_MAX_DEPTH, nan=True)
 
 
-def _children(node: dict[str, Any] | list[Any]) -> Any:
-    return node.values() if isinstance(node, dict) else node
-
-
-def _deeper_than(value: Any, limit: int) -> bool:
+def _deeper_than(value: Any, limit: int, nan: bool = False) -> bool:
+    """Whether ``value`` nests more than ``limit`` deep (or, with ``nan``, holds a NaN)."""
     stack = [(value, 1)]
     while stack:
         node, depth = stack.pop()
         if depth > limit:
             return True
-        for child in _children(node):
+        for child in node.values() if isinstance(node, dict) else node:
             if isinstance(child, (dict, list)):
                 stack.append((child, depth + 1))
+            elif nan and isinstance(child, float) and child != child:
+                return True
     return False
 
 

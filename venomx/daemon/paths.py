@@ -114,19 +114,24 @@ def check_ancestors(directory: str, fail: Fail) -> None:
     uid = _uid()
     current = directory
     while True:
-        try:
-            st = os.lstat(current)
-        except FileNotFoundError:
-            raise fail(f"directory {current} does not exist") from None
-        except OSError as exc:
-            raise fail(f"cannot inspect {current}: {_strerror(exc)}") from None
-        problem = ancestor_problem(st, uid)
-        if problem is not None:
-            raise fail(f"directory {current} {problem}")
+        check_ancestor(current, uid, fail)
         parent = os.path.dirname(current)
         if parent == current:
             return
         current = parent
+
+
+def check_ancestor(directory: str, uid: int, fail: Fail) -> None:
+    """``directory`` alone, by the ancestors' rule (``ancestor_problem``)."""
+    try:
+        st = os.lstat(directory)
+    except FileNotFoundError:
+        raise fail(f"directory {directory} does not exist") from None
+    except OSError as exc:
+        raise fail(f"cannot inspect {directory}: {_strerror(exc)}") from None
+    problem = ancestor_problem(st, uid)
+    if problem is not None:
+        raise fail(f"directory {directory} {problem}")
 
 
 def resolve(directory: str) -> str:
@@ -558,10 +563,11 @@ def read_config(path: str) -> str | None:
     except OSError as exc:
         raise config_error(path, f"cannot open: {_strerror(exc)}") from None
     try:
-        for directory in sorted(_config_directories(path)):
-            check_ancestors(directory, lambda reason: config_error(path, reason))
-        st = os.fstat(fd)
         uid = _uid()
+        # the lookup reads names from "/" down, so these hold every directory above each
+        for directory in sorted(_config_directories(path)):
+            check_ancestor(directory, uid, lambda reason: config_error(path, reason))
+        st = os.fstat(fd)
         if not stat.S_ISREG(st.st_mode):
             raise config_error(path, f"is {kind(st.st_mode)}, not a regular file")
         if st.st_uid not in (uid, 0):
