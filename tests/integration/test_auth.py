@@ -269,6 +269,63 @@ def test_a_start_in_flight_when_its_principal_is_revoked_fails(daemon: Daemon) -
     assert daemon.call("run.list")["runs"] == [] and daemon.call("pane.list")["panes"] == []
 
 
+def test_a_start_past_its_barrier_when_its_principal_is_revoked_completes(
+    daemon: Daemon, tmp_path: Path
+) -> None:
+    """RFC-0015 §8: past the barrier the program may be running, so the start completes
+    normally. It was rolled back: the program had run (and been killed), and no record
+    said so. Now the run is committed for those above the requester to read, the request
+    ends denied.token, and the new pane's token, born under a revoked parent, is dead."""
+    s = daemon.call("session.create")["session"]
+    p = mint(daemon, ("spawn", "*"), ("read", "*"))
+    token_file = tmp_path / "token"
+    daemon.call("seam.set", {"name": "run.after_barrier", "state": "hold"})
+    c = daemon.client(token=p["token"])
+    script = f'printf %s "$VENOMX_TOKEN" > {token_file}; exec sleep 60'
+    rid = c.start("run", {"key": "revoked-late", "session": s, "argv": ["sh", "-c", script]})
+    daemon.call("seam.wait", {"name": "run.after_barrier", "timeout_ms": 10000})
+    wait_for(lambda: len(token_file.read_bytes()) == 64 if token_file.exists() else False)
+    daemon.call("principal.revoke", {"principal": p["principal"]})
+    daemon.call("seam.set", {"name": "run.after_barrier", "state": "release"})
+    with pytest.raises(VenomxError) as e:
+        c.response(rid)
+    assert e.value.code == "denied.token"
+    [run] = daemon.call("run.list")["runs"]
+    assert run["state"] == "running"
+    refused = daemon.error("whoami", token=token_file.read_text())
+    assert refused.code == "denied.token"
+    daemon.call("run.cancel", {"run": run["run"]})
+    assert daemon.wait_exit(run["run"])["signal"] == "SIGHUP"  # run.cancel's first signal
+
+
+def test_a_pane_scope_delegated_under_pane_star_reaches_no_run(daemon: Daemon) -> None:
+    """RFC-0015 §11: `pane:*` does not cover runs. Its holder minted `pane:<id>` (§5:
+    `kind:*` ⊇ `kind:<id>`) and the child read the run's record, key and all, and
+    cancelled it. The mint is still allowed, but what it hands down reaches the pane
+    and not the run inside; a concrete scope held as such still does."""
+    s = daemon.call("session.create")["session"]
+    r = daemon.call("run", {"key": "secret-key", "session": s, "argv": ["sleep", "60"]})
+    panes = mint(daemon, ("read", "pane:*"), ("write", "pane:*"))
+    grants = [{"right": x, "scope": f"pane:{r['pane']}"} for x in ("read", "write")]
+    child = daemon.call("principal.create", {"grants": grants}, token=panes["token"])
+    assert daemon.call("whoami", token=child["token"])["grants"] == grants
+    assert daemon.error("run.get", {"run": r["run"]}, token=child["token"]).code == "denied.read"
+    assert daemon.call("run.list", token=child["token"])["runs"] == []
+    cancel = daemon.error("run.cancel", {"run": r["run"]}, token=child["token"])
+    assert cancel.code == "denied.write"
+    [pane] = daemon.call("pane.list", token=child["token"])["panes"]
+    assert pane["pane"] == r["pane"]
+    in_session = mint(daemon, ("read", f"session:{s}"))
+    narrowed = daemon.call(
+        "principal.create",
+        {"grants": [{"right": "read", "scope": f"pane:{r['pane']}"}]},
+        token=in_session["token"],
+    )
+    assert daemon.call("run.get", {"run": r["run"]}, token=narrowed["token"])["key"] == "secret-key"
+    assert daemon.call("run.get", {"run": r["run"]})["state"] == "running"
+    os.kill(r["pid"], 9)
+
+
 def test_requests_in_flight_end_when_their_principal_is_revoked(daemon: Daemon) -> None:
     """A revoked token stops working at once: its attach and its wait end denied.token
     (the attach went on delivering the pane's output)."""

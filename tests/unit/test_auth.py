@@ -138,6 +138,36 @@ def test_delegation() -> None:
     assert auth.child_grants(reg, p, None) == [Grant("read", "self")]  # defaults, narrowed
 
 
+@pytest.mark.parametrize("kind", ["session", "window", "pane"])
+def test_a_concrete_scope_delegated_under_a_kind_wildcard_covers_no_runs(
+    world: tuple[Registry, dict[str, AuthNode], dict[str, Principal]], kind: str
+) -> None:
+    """RFC-0015 §11: a kind wildcard never covers runs. ``kind:*`` ⊇ ``kind:<id>`` (§5),
+    and a concrete scope covers the runs inside it, so one delegation step reached the
+    runs the delegator could not read; the scope handed down now leaves them out, and so
+    does every step after it."""
+    reg, nodes, ps = world
+    alice = ps["alice"]
+    alice.grants = [Grant("read", f"{kind}:*")]
+    inner = {"session": "session:s0", "window": "window:w0", "pane": "pane:p0"}[kind]
+    [given] = auth.child_grants(reg, alice, [Grant("read", inner)])
+    assert given == Grant("read", inner) and given.to_dict() == {"right": "read", "scope": inner}
+    assert given.runs is False
+    child = reg.new_principal(alice.id, [given])
+    assert auth.check(reg, child, "read", "pane:p0", nodes["pane:p0"])
+    assert not auth.check(reg, child, "read", "run:r0", nodes["run:r0"])
+    [again] = auth.child_grants(reg, child, [Grant("read", inner)])
+    assert again.runs is False
+    with pytest.raises(VenomxError) as e:
+        auth.child_grants(reg, child, [Grant("read", "run:r0")])
+    assert e.value.code == "denied.delegation"
+    alice.grants = [Grant("read", f"{kind}:*"), Grant("read", "session:s0")]
+    [whole] = auth.child_grants(reg, alice, [Grant("read", "session:s0")])
+    assert whole.runs is True  # held concretely too: the runs come with it
+    alice.grants = [Grant("read", "run:*")]
+    assert auth.child_grants(reg, alice, [Grant("read", "run:r0")])[0].runs is True
+
+
 @pytest.mark.parametrize(
     "value",
     [

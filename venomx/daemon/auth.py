@@ -63,23 +63,27 @@ class Held:
     resource's chain, not the number of grants (a principal may hold tens of thousands:
     a request's ``grants`` array is bounded only by max_frame)."""
 
-    __slots__ = ("concrete", "kinds", "self", "star")
+    __slots__ = ("concrete", "kinds", "runless", "self", "star")
 
     def __init__(self) -> None:
         self.star = False
         self.self = False
         self.kinds: set[str] = set()  # ``kind:*``
         self.concrete: set[str] = set()  # ``kind:<id>``
+        self.runless: set[str] = set()  # ``kind:<id>`` had through ``kind:*``: no runs
 
-    def add(self, scope: str) -> None:
+    def add(self, g: Grant) -> None:
+        scope = g.scope
         if scope == "*":
             self.star = True
         elif scope == "self":
             self.self = True
         elif scope.endswith(":*"):
             self.kinds.add(scope[:-2])
-        else:
+        elif g.runs:
             self.concrete.add(scope)
+        else:
+            self.runless.add(scope)
 
     def covers(self, holder: Principal, resource: str, node: AuthNode | None) -> bool:
         """Whether any of these scopes covers ``resource`` (with this chain, or absent)."""
@@ -97,26 +101,38 @@ class Held:
                     return True
             elif any(n.kind in self.kinds for n in chain):
                 return True
-        return bool(self.concrete) and (
-            resource in self.concrete or any(n.resource in self.concrete for n in chain)
-        )
+        if _within(self.concrete, resource, chain):
+            return True
+        return kind_of(resource) != "run" and _within(self.runless, resource, chain)
 
-    def contains(self, reg: Registry, inner: str) -> bool:
+    def contains(self, reg: Registry, inner: str) -> bool | None:
         """Delegation containment: ``*`` ⊇ all; ``kind:*`` ⊇ ``kind:*``/``kind:<id>``;
-        a concrete scope ⊇ concrete resources inside it; ``self`` ⊇ ``self``."""
+        a concrete scope ⊇ concrete resources inside it; ``self`` ⊇ ``self``. None when
+        ``inner`` is not contained, else whether the runs inside it come too: a
+        ``kind:<id>`` had only through ``kind:*`` comes without them, as ``kind:*``
+        never covered them, or one delegation step would reach them."""
         if self.star:
             return True
         if inner in ("*", "self"):
-            return inner == "self" and self.self
+            return True if inner == "self" and self.self else None
         kind, _, rid = inner.partition(":")
-        if kind in self.kinds:
+        wildcard = kind in self.kinds
+        if rid == "*":
+            return True if wildcard else None
+        if inner in self.concrete or (wildcard and kind == "run"):
+            return True  # before any lookup: a principal may hold tens of thousands
+        node = reg.node_of(inner) if self.concrete or self.runless else None
+        chain = node.chain() if node is not None else []
+        if _within(self.concrete, inner, chain):
             return True
-        if rid == "*" or not self.concrete:
+        if kind != "run" and (wildcard or _within(self.runless, inner, chain)):
             return False
-        if inner in self.concrete:
-            return True
-        node = reg.node_of(inner)
-        return node is not None and any(n.resource in self.concrete for n in node.chain())
+        return None
+
+
+def _within(scopes: set[str], resource: str, chain: list[AuthNode]) -> bool:
+    """Whether a concrete scope of ``scopes`` is ``resource`` or holds it."""
+    return bool(scopes) and (resource in scopes or any(n.resource in scopes for n in chain))
 
 
 def owned_by(holder: Principal, chain: list[AuthNode]) -> bool:
@@ -135,7 +151,7 @@ def held(p: Principal) -> dict[str, Held]:
     if p.held is None or p.held[0] is not p.grants:
         by_right: dict[str, Held] = {}
         for g in p.grants:
-            by_right.setdefault(g.right, Held()).add(g.scope)
+            by_right.setdefault(g.right, Held()).add(g)
         p.held = (p.grants, by_right)
     return p.held[1]
 
@@ -156,26 +172,30 @@ def has_right(p: Principal, right: str) -> bool:
     return right in held(p)
 
 
-def uncovered(reg: Registry, p: Principal, wanted: list[Grant]) -> Grant | None:
-    """The first grant in ``wanted`` that ``p`` cannot delegate, or None."""
-    rights = held(p)
-    for g in wanted:
-        h = rights.get(g.right)
-        if p.anonymous or h is None or not h.contains(reg, g.scope):
-            return g
-    return None
+def delegable(reg: Registry, p: Principal, g: Grant) -> Grant | None:
+    """``g`` as ``p`` can hand it down (perhaps without runs), or None if it cannot."""
+    h = held(p).get(g.right)
+    if p.anonymous or h is None:
+        return None
+    runs = h.contains(reg, g.scope)
+    return None if runs is None else Grant(g.right, g.scope, runs)
 
 
 def child_grants(reg: Registry, p: Principal, requested: list[Grant] | None) -> list[Grant]:
     """Grants of a new principal: explicit ones delegation-checked, else narrowed defaults."""
     if requested is None:
-        return [g for g in DEFAULT_CHILD if uncovered(reg, p, [g]) is None]
-    g = uncovered(reg, p, requested)
-    if g is not None:
-        raise VenomxError(
-            "denied.delegation", f"cannot delegate {g.right} on {g.scope}", {"grant": g.to_dict()}
-        )
-    return list(requested)
+        return [g for g in DEFAULT_CHILD if delegable(reg, p, g) is not None]
+    out = []
+    for g in requested:
+        given = delegable(reg, p, g)
+        if given is None:
+            raise VenomxError(
+                "denied.delegation",
+                f"cannot delegate {g.right} on {g.scope}",
+                {"grant": g.to_dict()},
+            )
+        out.append(given)
+    return out
 
 
 @dataclass

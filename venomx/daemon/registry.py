@@ -99,6 +99,9 @@ class Grant:
 
     right: str
     scope: str
+    # False for a concrete scope delegated under a kind wildcard only: ``pane:*`` does
+    # not cover runs (RFC-0015 §11), so the ``pane:p0`` it hands down does not either.
+    runs: bool = field(default=True, compare=False)
 
     def to_dict(self) -> dict[str, str]:
         return {"right": self.right, "scope": self.scope}

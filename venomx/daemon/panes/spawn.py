@@ -148,20 +148,23 @@ async def spawn(
             owner.start_done(pane_id)
 
 
-def still_wanted(owner: Owner, req: SpawnRequest, pane_id: str) -> None:
-    """What ends a start before its commit whatever its target: shutdown, a revoked
-    requester, a recursive removal that went on without it."""
+def still_wanted(owner: Owner, pane_id: str) -> None:
+    """What ends a start before its commit whatever its target: shutdown, a recursive
+    removal that went on without it."""
     owner.lifecycle.refuse_new_work()
-    if req.requester.revoked:  # while the start was prepared: its token stopped working
-        raise VenomxError("denied.token", "the principal was revoked during the start", {})
     if owner.abandoned(pane_id):
         raise VenomxError("conflict.removing", f"the target of pane {pane_id} was removed", {})
 
 
 def release_point(owner: Owner, req: SpawnRequest, pane_id: str, releasing: list[str]) -> None:
     """The target as step 8 wants it, checked again in the turn the barrier is released;
-    from here a removal of its window or session waits for this start."""
-    still_wanted(owner, req, pane_id)
+    from here a removal of its window or session waits for this start. A requester
+    revoked before this point gets nothing run; one revoked later gets its start
+    completed (RFC-0015 §8: past the barrier the program may be running) and the
+    request ended ``denied.token``, and the new pane's principal is born revoked."""
+    still_wanted(owner, pane_id)
+    if req.requester.revoked:  # while the start was prepared: its token stopped working
+        raise VenomxError("denied.token", "the principal was revoked during the start", {})
     assert req.target is not None
     target = req.target()
     if isinstance(target, Session):
@@ -389,7 +392,7 @@ def commit(
     # for this start, so it is here; a split's target may have exited or begun terminating
     # since, and the new pane still goes beside it. Only a removal that gave up waiting
     # (the start stalled past SETTLE_WITHIN) turns it away.
-    still_wanted(owner, req, pane_id)
+    still_wanted(owner, pane_id)
     if req.session is not None:
         session = reg.sessions.get(req.session)
         if session is None:
