@@ -21,6 +21,7 @@ from venomx.daemon.config import Config
 from venomx.daemon.doctor import Doctor
 from venomx.daemon.events import EventLog
 from venomx.daemon.fdreserve import reserve
+from venomx.daemon.inflight import InFlight
 from venomx.daemon.lifecycle import Lifecycle
 from venomx.daemon.panes import Panes
 from venomx.daemon.panes.termination import DEFAULT_GRACE_MS
@@ -78,6 +79,7 @@ class Daemon:
         self.reaper = Reaper(self.panes.is_leader, self.panes.on_child_exit)
         self.connections: set[Any] = set()
         self.collector = Collector()
+        self.in_flight = InFlight()
         self.doctor = Doctor(
             self.source,
             registry,
@@ -91,6 +93,7 @@ class Daemon:
             self.connections,
             self.priority,
             self.collector,
+            self.in_flight,
         )
         owner = registry.new_principal(
             None, list(auth.OWNER_GRANTS), name="owner", with_token=False
@@ -110,6 +113,7 @@ class Daemon:
             self.connections,
             self.collector,
             launched_in,
+            self.in_flight,
         )
         config.listeners.append(self.on_config_changed)
         registry.on_revoked = self.end_revoked

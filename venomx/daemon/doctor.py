@@ -26,6 +26,7 @@ from venomx.daemon.collector import Collector
 from venomx.daemon.config import Config
 from venomx.daemon.events import EventLog
 from venomx.daemon.fdreserve import reserve
+from venomx.daemon.inflight import InFlight
 from venomx.daemon.panes import Panes
 from venomx.daemon.panes.termination import KILL_WAIT
 from venomx.daemon.paths import holder_text
@@ -58,6 +59,7 @@ class Doctor:
     connections: set[Any]
     priority: Priority
     collector: Collector
+    in_flight: InFlight
     socket_ino: int = -1  # the socket file we bound, to notice it being replaced
     squatter: int | None = None  # uid of another user holding our abstract address
     subreaper: bool = False
@@ -474,6 +476,8 @@ def counters(d: Doctor) -> dict[str, Any]:
         "observations_coalesced": d.events.coalesced,
         "vt_dropped": d.panes.exited_panes.vt_dropped,
         "connections": len(d.connections),
+        "requests_waiting": d.in_flight.requests,
+        "watchers": d.in_flight.watchers,
         "subreaper": d.subreaper,
     }
 

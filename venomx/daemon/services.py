@@ -14,6 +14,7 @@ from venomx.daemon.collector import Collector
 from venomx.daemon.config import Config
 from venomx.daemon.doctor import Doctor
 from venomx.daemon.events import EventLog
+from venomx.daemon.inflight import InFlight
 from venomx.daemon.lifecycle import Lifecycle
 from venomx.daemon.panes import Panes
 from venomx.daemon.registry import Principal, Registry
@@ -40,6 +41,7 @@ class Services:
     collector: Collector  # counts requests, to collect garbage once they pause
     # The venomx panes the daemon was started in: their programs are its owner's.
     launched_in: frozenset[Pane] = frozenset()
+    in_flight: InFlight = field(default_factory=InFlight)  # requests waiting, daemon-wide
 
     # The two anonymous principals every connection without a token shares, so that a
     # change of ``auth.default_grants`` reaches the connections already open at once.
