@@ -244,6 +244,7 @@ def test_pane_send_forms(daemon: Daemon) -> None:
         ({"text": "a", "data": "YQ=="}, "exclusive"),
         ({"keys": ["NoSuchKey"]}, "unknown_key"),
         ({"data": "***"}, "base64"),
+        ({"text": "\ud800abc"}, "encoding"),  # was sent as the bytes ED A0 80
     ):
         e = daemon.error("pane.send", {"pane": p, **params})
         assert e.code == "invalid_params.input" and e.data["reason"] == reason

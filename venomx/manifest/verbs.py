@@ -614,7 +614,7 @@ VERBS: tuple[Verb, ...] = (
         "Send input to a pane: exactly one of text, keys or data (base64).",
         (
             S("pane", required=True),
-            S("text", "Text, sent as UTF-8"),
+            S("text", "Text, sent as UTF-8 (no lone surrogates)"),
             Param(
                 "keys", "array", "Key names: Enter, Tab, Escape, Up, C-c, F5, ...", items="string"
             ),

@@ -14,7 +14,7 @@ from venomx.daemon.dispatch import Context, handler, result_size
 from venomx.daemon.registry import Grant, Pane, Session, Window
 from venomx.verbs.common import start_pane
 from venomx.verbs.keys import encode_keys
-from venomx.wire import dumps
+from venomx.wire import VenomxError, dumps
 from workers.rows import TooLarge
 
 
@@ -75,7 +75,14 @@ async def send(
     """The input is encoded first (a bad key name is invalid_params whatever the pane),
     then the pane is resolved."""
     if text is not None:
-        payload = text.encode("utf-8", "surrogatepass")
+        try:
+            payload = text.encode("utf-8")
+        except UnicodeEncodeError:  # a lone surrogate, as argv and env refuse it
+            raise VenomxError(
+                "invalid_params.input",
+                "text is not valid UTF-8 (a lone surrogate); send bytes as data",
+                {"param": "text", "reason": "encoding"},
+            ) from None
     elif keys is not None:
         payload = encode_keys(keys)
     else:
