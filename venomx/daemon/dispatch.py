@@ -279,13 +279,29 @@ def dispatch(ctx: Context, raw_params: Any, now: bool) -> Coroutine[Any, Any, No
 
 
 async def handled(ctx: Context, raw_params: Any) -> None:
+    name = ctx.verb.name
     try:
-        result = HANDLERS[ctx.verb.name](ctx, **admitted(ctx, raw_params))
-        if ctx.verb.name in ANSWERED_NOW:
-            result = plain(ctx, result)
-        answer(ctx, await result if inspect.isawaitable(result) else result)
+        params = admitted(ctx, raw_params)
+        if name in ANSWERED_NOW:  # behind a waiting request of its read: its turn now
+            answer(ctx, plain(ctx, HANDLERS[name](ctx, **params)))
+            return
+        tree = tree_of(ctx.services, ctx.principal)
+        ctx.services.in_flight.admit(name, tree)
+        try:
+            result = HANDLERS[name](ctx, **params)
+            answer(ctx, await result if inspect.isawaitable(result) else result)
+        finally:
+            ctx.services.in_flight.done(name, tree)
     except (Exception, asyncio.CancelledError) as exc:
         refuse(ctx, exc)
+
+
+def tree_of(services: Services, p: Principal) -> str | None:
+    """Whose quota of waiting requests ``p``'s count against (``inflight``): None for
+    the owner's, one for every anonymous caller."""
+    if p is services.owner:
+        return None
+    return "anonymous" if p.lineage is None else p.lineage.top
 
 
 def plain(ctx: Context, result: Awaitable[dict[str, Any]] | dict[str, Any]) -> dict[str, Any]:

@@ -56,6 +56,15 @@ class Lineage:
     id: str
     parent: Lineage | None
 
+    @property
+    def top(self) -> str:
+        """The ancestor just below the root (the owner), or this principal itself: the
+        tree whose members share one quota of waiting requests (``inflight``)."""
+        line = self
+        while line.parent is not None and line.parent.parent is not None:
+            line = line.parent
+        return line.id
+
     def descends_from(self, ancestor: str) -> bool:
         """True when this principal is ``ancestor`` or one of its descendants."""
         line: Lineage | None = self

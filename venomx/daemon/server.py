@@ -424,12 +424,6 @@ class Connection(ReadsShared):
         pending = dispatch(Context(self.services, self, verb, rid), params, not self.deferring)
         if pending is None:  # answered already
             return
-        try:
-            self.services.in_flight.admit(verb.name, self.principal is self.services.owner)
-        except VenomxError as exc:
-            pending.close()  # never started: nothing was done
-            self.refuse_frame(rid, exc)
-            return
         self.deferring = True
         task = asyncio.get_running_loop().create_task(pending)
         self.tasks[rid] = task
@@ -438,7 +432,6 @@ class Connection(ReadsShared):
             task.cancel()
 
     def request_done(self, rid: int, verb: str, task: asyncio.Task[None]) -> None:
-        self.services.in_flight.done(verb)
         unanswered = self.tasks.get(rid) is task  # an answer takes it out of the table
         if unanswered:
             del self.tasks[rid]
