@@ -369,6 +369,70 @@ def test_an_interrupt_cancels_the_run_with_its_signal(daemon: Daemon, sig: int) 
     ]
 
 
+@pytest.mark.parametrize("detach", [False, True])
+def test_a_signal_while_the_start_is_in_flight_is_acted_on(daemon: Daemon, detach: bool) -> None:
+    """A CI timeout's SIGTERM that came while exec's start was in flight killed exec (or,
+    as SIGINT, gave up the request) after the daemon had started the command, which ran
+    on unwatched. Now the run is cancelled with that signal (exit 125), or with
+    --detach-on-interrupt left running and said so."""
+    daemon.call("seam.set", {"name": "run.after_barrier", "state": "hold"})
+    flags = ["--detach-on-interrupt"] if detach else []
+    proc = start_exec(daemon, *flags, "--", "sleep", "60")
+    daemon.call("seam.wait", {"name": "run.after_barrier", "timeout_ms": 20000})
+    proc.send_signal(signal.SIGTERM)
+    # exec is not gone: it handles the signal (the default action would end it at once)
+    with pytest.raises(subprocess.TimeoutExpired):
+        proc.wait(timeout=0.5)
+    daemon.call("seam.set", {"name": "run.after_barrier", "state": "release"})
+    _, err = proc.communicate(timeout=30)
+    [run] = daemon.call("run.list")["runs"]
+    if detach:
+        assert proc.returncode == 128 + signal.SIGTERM, err
+        assert run["state"] == "running" and b"left r0 running" in err
+        daemon.call("run.cancel", {"run": run["run"]})
+    else:
+        assert proc.returncode == 125, err
+        assert (run["outcome"], run["cause"], run["signal"]) == ("terminated", "cancel", "SIGTERM")
+
+
+def test_input_is_typed_as_it_comes_and_an_open_pipe_does_not_hold_exec(daemon: Daemon) -> None:
+    """--stdin read all of its input before typing any, so a program waiting for one
+    line of a pipe that stays open never got it; and exec, exiting while its reader
+    thread was blocked in the stdin buffer, aborted (exit 134) instead of giving the
+    run's status."""
+    proc = subprocess.Popen(
+        [PY, "-m", "venomx", "exec", "--stdin", "--", "sh", "-c", "read a; echo got:$a; exit 4"],
+        stdin=subprocess.PIPE,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        env=exec_env(daemon),
+    )
+    assert proc.stdin is not None
+    proc.stdin.write(b"hi\n")
+    proc.stdin.flush()  # and kept open
+    try:
+        assert proc.stdout is not None and proc.stderr is not None
+        out = proc.stdout.read()  # to its end: exec has exited
+        err = proc.stderr.read()
+        proc.wait(timeout=30)
+    finally:
+        proc.stdin.close()
+    assert proc.returncode == 4, err
+    assert b"got:hi" in out and b"Fatal Python error" not in err
+
+
+@pytest.mark.parametrize("closed", [1, 2])
+def test_a_closed_stdout_or_stderr_keeps_the_runs_status(daemon: Daemon, closed: int) -> None:
+    """With stdout closed exec failed with a traceback before it started anything; with
+    stderr closed it ran the command and exited 1 instead of its status."""
+    script = f'exec "$0" -m venomx exec -- sh -c "echo hi; exit 3" {closed}>&-'
+    p = subprocess.run(
+        ["sh", "-c", script, PY], capture_output=True, env=exec_env(daemon), timeout=60
+    )
+    assert p.returncode == 3, p.stderr
+    assert daemon.call("run.list")["runs"][0]["exit_code"] == 3
+
+
 def test_nohup_keeps_exec_watching_after_a_hangup(daemon: Daemon) -> None:
     proc = subprocess.Popen(
         ["nohup", PY, "-m", "venomx", "exec", "--", "sh", "-c", "echo up; sleep 1; exit 3"],

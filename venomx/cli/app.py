@@ -5,10 +5,12 @@ errors, the hand-written commands) goes to the click tree (``venomx.cli.tree``).
 from __future__ import annotations
 
 import io
+import os
 import sys
 
 
 def main() -> None:
+    std_descriptors()
     utf8_streams()
     from venomx.cli import quick
 
@@ -18,6 +20,26 @@ def main() -> None:
     from venomx.cli.tree import build
 
     build().main(prog_name="venomx")
+
+
+def std_descriptors() -> None:
+    """Descriptors 0-2 that were closed become /dev/null, as OpenSSH's
+    ``sanitise_stdfd`` does: output with nowhere to go is dropped instead of ending in a
+    traceback and exit 1 where the command's status belonged, and a socket the CLI opens
+    never lands on 1 or 2 to be written to as output. A closed stdin stays
+    ``sys.stdin is None``, which ``exec --stdin`` reads as end of file."""
+    while True:
+        try:
+            fd = os.open(os.devnull, os.O_RDWR)
+        except OSError:
+            return
+        if fd > 2:
+            os.close(fd)
+            break
+    if sys.stdout is None:
+        sys.stdout = open(1, "w", closefd=False)
+    if sys.stderr is None:
+        sys.stderr = open(2, "w", closefd=False)
 
 
 def utf8_streams() -> None:

@@ -11,6 +11,7 @@ comes from the run record, never from the output.
 from __future__ import annotations
 
 import base64
+import codecs
 import os
 import re
 import signal
@@ -299,14 +300,29 @@ class Exec:
         """``--stdin``: the caller's input as terminal input, then end of file: a VEOF, and
         a second one after a last line with no newline (the first only hands that line to
         the reader). Without --stdin the run's terminal gives end of file to every read
-        from the start (its ``input`` is "eof"), and nothing is typed."""
+        from the start (its ``input`` is "eof"), and nothing is typed.
+
+        Input is typed as it arrives, so a program can answer a line while the pipe
+        stays open. It is read from the descriptor, not ``sys.stdin``'s buffer, whose
+        lock a read blocked at exit would hold while the interpreter finalises (a fatal
+        error, exit 134, instead of the run's status)."""
+        decode = codecs.getincrementaldecoder("utf-8")("replace").decode
+        last = ""
         try:
             with self.client() as c:
-                data = sys.stdin.buffer.read() if sys.stdin is not None else b""
-                text = data.decode("utf-8", "replace")
-                for i in range(0, len(text), SEND_CHUNK):
-                    self.send(c, text[i : i + SEND_CHUNK])
-                self.send(c, EOF_KEY if not text or text[-1] in "\r\n" else EOF_KEY * 2)
+                fd = sys.stdin.fileno() if sys.stdin is not None else -1
+                while fd >= 0:
+                    try:
+                        data = os.read(fd, SEND_CHUNK)
+                    except OSError:
+                        data = b""
+                    text = decode(data, final=not data)
+                    if text:
+                        self.send(c, text)
+                        last = text[-1]
+                    if not data:
+                        break
+                self.send(c, EOF_KEY if last in ("", "\r", "\n") else EOF_KEY * 2)
         except VenomxError:
             pass  # the command may have ended already; its outcome says what happened
 
@@ -406,8 +422,14 @@ class Exec:
         if self.interrupted is not None:
             return
         self.interrupted = signum
+        if self.run_id is None:  # the start is in flight: acted on once it is answered
+            return
         if self.opts.detach_on_interrupt:
             raise Detached(signum)
+        self.cancel_with(signum)
+
+    def cancel_with(self, signum: int) -> None:
+        """Cancel the run with the signal exec was sent; the wait reports its outcome."""
         name = signal.Signals(signum).name
         run = self.run_id
 
@@ -422,17 +444,31 @@ class Exec:
 
     # -- the whole thing ---------------------------------------------------------------------------
     def run(self) -> int:
+        previous: dict[int, Any] = {}
+        # SIGHUP too: the terminal exec ran in went away, as for a shell's job; one that
+        # exec was started ignoring (nohup, a background job) stays ignored. Taken before
+        # the start: a signal while it is in flight (a CI timeout's SIGTERM) left the run
+        # going unwatched, the daemon having started it before exec died or gave up.
+        for sig in (signal.SIGINT, signal.SIGTERM, signal.SIGHUP):
+            if signal.getsignal(sig) is not signal.SIG_IGN:
+                previous[sig] = signal.signal(sig, self.on_signal)
+        try:
+            return self.start_and_watch()
+        finally:
+            for signum, handler in previous.items():
+                signal.signal(signum, handler)
+
+    def start_and_watch(self) -> int:
         try:
             started = self.start()
         except VenomxError as err:
             return self.fail(err)
         self.run_id, self.pane = started["run"], started["pane"]
-        previous: dict[int, Any] = {}
-        # SIGHUP too: the terminal exec ran in went away, as for a shell's job; one that
-        # exec was started ignoring (nohup, a background job) stays ignored
-        for sig in (signal.SIGINT, signal.SIGTERM, signal.SIGHUP):
-            if signal.getsignal(sig) is not signal.SIG_IGN:
-                previous[sig] = signal.signal(sig, self.on_signal)
+        if self.interrupted is not None:  # a signal came while the start was in flight
+            if self.opts.detach_on_interrupt:
+                self.note(f"left {self.run_id} running (pane {self.pane})")
+                return 128 + self.interrupted
+            self.cancel_with(self.interrupted)
         restore: Callable[[], None] | None = None
         try:
             restore = self.input()
@@ -455,8 +491,6 @@ class Exec:
         finally:
             if restore is not None:
                 restore()
-            for signum, handler in previous.items():
-                signal.signal(signum, handler)
         if not self.opts.keep_escapees:
             self.cleanup()
         return self.finish(record)
