@@ -7,10 +7,13 @@ import os
 import shutil
 import subprocess
 from pathlib import Path
+from typing import Any
 
 import pytest
 
 from tests.helpers import PY, Daemon, wait_for
+from venomx.client import Client
+from venomx.daemon.registry import TREE_GRANTS_MAX, TREE_PRINCIPALS_MAX
 from venomx.wire import VenomxError
 
 
@@ -324,6 +327,68 @@ def test_a_pane_scope_delegated_under_pane_star_reaches_no_run(daemon: Daemon) -
     assert daemon.call("run.get", {"run": r["run"]}, token=narrowed["token"])["key"] == "secret-key"
     assert daemon.call("run.get", {"run": r["run"]})["state"] == "running"
     os.kill(r["pid"], 9)
+
+
+def mint_pipelined(c: Client, grants: list[list[dict[str, str]]]) -> list[dict[str, Any]]:
+    """One principal.create per grants list, sent in one write; their answers, in order
+    (an error as {"error": …})."""
+    c.greeted()
+    c.send_bytes(
+        b"".join(
+            json.dumps({"id": i + 1, "verb": "principal.create", "params": {"grants": g}}).encode()
+            + b"\n"
+            for i, g in enumerate(grants)
+        )
+    )
+    answers: dict[int, dict[str, Any]] = {}
+    while len(answers) < len(grants):
+        frame = c.read()
+        answers[frame["id"]] = frame.get("ok") or {"error": frame["error"]}
+    return [answers[i + 1] for i in range(len(grants))]
+
+
+def test_a_principal_tree_holds_a_bounded_number_of_principals(daemon: Daemon) -> None:
+    """A program minted principals with its pane's token, ~150,000 a second at ~1 KiB
+    each, until the daemon ran out of memory; now a tree (the owner's child and all
+    under it, itself included) holds at most TREE_PRINCIPALS_MAX live ones."""
+    root = mint(daemon, ("read", "*"))
+    c = daemon.client(token=root["token"])
+    one = [{"right": "read", "scope": "*"}]
+    answers = mint_pipelined(c, [one] * TREE_PRINCIPALS_MAX)
+    assert all("principal" in a for a in answers[:-1])
+    assert answers[-1] == {
+        "error": {
+            "code": "unavailable.principal_limit",
+            "message": f"this principal's tree holds {TREE_PRINCIPALS_MAX} live principals at most",
+            "data": {"limit": TREE_PRINCIPALS_MAX},
+        }
+    }
+    grandchild = daemon.client(token=answers[0]["token"])  # the same tree
+    with pytest.raises(VenomxError) as e:
+        grandchild.call("principal.create", {"grants": []})
+    assert e.value.code == "unavailable.principal_limit"
+    assert "principal" in daemon.call("principal.create", {"grants": one})  # the owner's
+    assert "principal" in mint(daemon, ("read", "*"))  # another tree
+    daemon.call("principal.revoke", {"principal": answers[0]["principal"]})
+    assert "principal" in c.call("principal.create", {"grants": one})  # room for one
+    with pytest.raises(VenomxError):
+        c.call("principal.create", {"grants": one})
+
+
+def test_a_principal_tree_holds_a_bounded_number_of_grants(daemon: Daemon) -> None:
+    root = mint(daemon, ("read", "*"))  # its one grant counts
+    c = daemon.client(token=root["token"])
+    many = [{"right": "read", "scope": f"pane:p{i}"} for i in range(4096)]
+    assert 1 + 63 * 4096 + 4095 == TREE_GRANTS_MAX  # the root's grant, and these
+    for grants in [many] * 63 + [many[:4095]]:  # each answer echoes them: one at a time
+        assert "principal" in c.call("principal.create", {"grants": grants})
+    assert "principal" in c.call("principal.create", {"grants": []})  # at the bound, not over
+    with pytest.raises(VenomxError) as e:
+        c.call("principal.create", {"grants": many[:1]})
+    assert (e.value.code, e.value.data) == (
+        "unavailable.principal_limit",
+        {"limit": TREE_GRANTS_MAX},
+    )
 
 
 def test_requests_in_flight_end_when_their_principal_is_revoked(daemon: Daemon) -> None:

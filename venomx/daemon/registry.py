@@ -20,6 +20,11 @@ if TYPE_CHECKING:
 
 UNDONE_MAX = 1024  # leaders of rolled-back starts remembered for a quiet reap
 FORGOTTEN_MAX = 4096  # revoked principals remembered, so that revoking one again is no error
+# What one principal tree (the owner's child and all under it) may hold live before
+# principal.create is refused: a program with its pane's token minted ~150,000 a second
+# at ~1 KiB each, more with large grants, until the daemon ran out of memory.
+TREE_PRINCIPALS_MAX = 16384
+TREE_GRANTS_MAX = 262144
 
 
 _second: tuple[int, str] = (-1, "")  # the last whole second formatted, and its text
@@ -240,6 +245,7 @@ class Registry:
         # the most recently revoked, oldest first: who may name them (their lineage)
         self.forgotten: dict[str, Lineage] = {}
         self.tokens: dict[str, str] = {}  # SHA-256 of token -> principal ID
+        self.trees: dict[str, list[int]] = {}  # tree -> [live principals, their grants]
         self.sentinels: dict[int, str] = {}  # sentinel pid -> pane
         self.leaders: dict[int, str] = {}  # leader pid -> live (or committing) pane
         self.early_exits: dict[int, int] = {}  # leader pid -> status, reaped before commit
@@ -290,6 +296,9 @@ class Registry:
         self.principals[p.id] = p
         if p.parent is not None:
             self.children.setdefault(p.parent, {})[p.id] = None
+            held = self.trees.setdefault(p.lineage.top, [0, 0])
+            held[0] += 1
+            held[1] += len(p.grants)
         if p.token:
             self.tokens[token_key(p.token)] = p.id
 
@@ -313,6 +322,13 @@ class Registry:
         for cid in subtree:
             p = self.principals.pop(cid)
             p.revoked = True
+            if p.lineage is not None and p.parent is not None:
+                tree = p.lineage.top
+                held = self.trees[tree]
+                held[0] -= 1
+                held[1] -= len(p.grants)
+                if not held[0]:
+                    del self.trees[tree]
             if p.token:
                 self.tokens.pop(token_key(p.token), None)
             if p.lineage is not None:

@@ -1027,6 +1027,7 @@ VERBS: tuple[Verb, ...] = (
             "denied.delegation",
             "invalid_params.grants",
             "invalid_params.name",
+            "unavailable.principal_limit",
         ),
         rules=("name",),
         title="Create principal",

@@ -8,7 +8,7 @@ from typing import Any
 from venomx.daemon.config import bad as config_error
 from venomx.daemon.dispatch import Context, handler
 from venomx.daemon.doctor import seen_by
-from venomx.daemon.registry import Grant, Principal
+from venomx.daemon.registry import TREE_GRANTS_MAX, TREE_PRINCIPALS_MAX, Grant, Principal
 from venomx.wire import VALUE_MAX_DEPTH, JsonError, VenomxError, loads
 
 
@@ -24,8 +24,25 @@ def whoami(ctx: Context) -> dict[str, Any]:
 
 @handler("principal.create")
 def principal_create(ctx: Context, grants: list[Grant], name: str | None = None) -> dict[str, Any]:
-    p = ctx.registry.new_principal(ctx.principal.id, grants, name=name)
+    """Mint a child; one the caller's tree has no room for fails
+    ``unavailable.principal_limit`` (the owner's own tree is not bounded)."""
+    caller = ctx.principal
+    if caller.lineage is not None and caller.parent is not None:
+        principals, held = ctx.registry.trees.get(caller.lineage.top, (0, 0))
+        if principals >= TREE_PRINCIPALS_MAX:
+            raise tree_full(TREE_PRINCIPALS_MAX, "principals")
+        if held + len(grants) > TREE_GRANTS_MAX:
+            raise tree_full(TREE_GRANTS_MAX, "grants")
+    p = ctx.registry.new_principal(caller.id, grants, name=name)
     return {"principal": p.id, "token": p.token, "grants": [g.to_dict() for g in grants]}
+
+
+def tree_full(limit: int, what: str) -> VenomxError:
+    return VenomxError(
+        "unavailable.principal_limit",
+        f"this principal's tree holds {limit} live {what} at most",
+        {"limit": limit},
+    )
 
 
 @handler("principal.revoke")
