@@ -13,6 +13,7 @@ import pytest
 
 from tests.helpers import PY, Daemon, wait_for
 from venomx.client import Client
+from venomx.daemon.auth import GRANTS_MAX
 from venomx.daemon.registry import TREE_GRANTS_MAX, TREE_PRINCIPALS_MAX
 from venomx.wire import VenomxError
 
@@ -378,9 +379,11 @@ def test_a_principal_tree_holds_a_bounded_number_of_principals(daemon: Daemon) -
 def test_a_principal_tree_holds_a_bounded_number_of_grants(daemon: Daemon) -> None:
     root = mint(daemon, ("read", "*"))  # its one grant counts
     c = daemon.client(token=root["token"])
-    many = [{"right": "read", "scope": f"pane:p{i}"} for i in range(4096)]
-    assert 1 + 63 * 4096 + 4095 == TREE_GRANTS_MAX  # the root's grant, and these
-    for grants in [many] * 63 + [many[:4095]]:  # each answer echoes them: one at a time
+    many = [{"right": "read", "scope": f"pane:p{i}"} for i in range(GRANTS_MAX)]
+    err = daemon.error("principal.create", {"grants": [many[0]] * (GRANTS_MAX + 1)})
+    assert (err.code, err.data) == ("invalid_params.grants", {"param": "grants", "reason": "size"})
+    assert 1 + 255 * GRANTS_MAX + GRANTS_MAX - 1 == TREE_GRANTS_MAX  # the root's one, these
+    for grants in [many] * 255 + [many[:-1]]:  # each answer echoes them: one at a time
         assert "principal" in c.call("principal.create", {"grants": grants})
     assert "principal" in c.call("principal.create", {"grants": []})  # at the bound, not over
     with pytest.raises(VenomxError) as e:

@@ -28,6 +28,9 @@ KINDS = ("session", "window", "pane", "run")
 _SCOPE = re.compile(r"\*|self|(session|window|pane|run):(\*|[A-Za-z0-9._-]{1,64})")
 OWNER_GRANTS = [Grant(r, "*") for r in RIGHTS]
 DEFAULT_CHILD = [Grant("read", "self"), Grant("write", "self"), Grant("spawn", "self")]
+# Grants one request may hand down: each is kept for the new principal's life, and a
+# spawn's pane principal is not bounded by its tree's count of grants (registry).
+GRANTS_MAX = 1024
 
 
 def parse_grants(value: Any, param: str = "grants") -> list[Grant]:
@@ -41,6 +44,8 @@ def parse_grants(value: Any, param: str = "grants") -> list[Grant]:
 
     if not isinstance(value, list):
         raise fail("not_array")
+    if len(value) > GRANTS_MAX:
+        raise fail("size")
     out = []
     for i, g in enumerate(value):
         if not isinstance(g, dict) or set(g) != {"right", "scope"}:

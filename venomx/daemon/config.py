@@ -75,12 +75,12 @@ PATH_MAX = 4096  # the kernel's, with the NUL: no longer path can be executed
 def _grants(v: Any) -> str | None:
     from venomx.daemon.auth import parse_grants
 
+    if isinstance(v, list) and len(v) > DEFAULT_GRANTS_MAX:
+        return f"must hold at most {DEFAULT_GRANTS_MAX} grants"
     try:
         parse_grants(v, "value")
     except VenomxError as exc:
         return exc.message
-    if len(v) > DEFAULT_GRANTS_MAX:
-        return f"must hold at most {DEFAULT_GRANTS_MAX} grants"
     return None
 
 
