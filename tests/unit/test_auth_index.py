@@ -1,7 +1,8 @@
 """``auth.check`` and delegation answer from an index of the holder's grants exactly as
 taking the grants one by one would (foundation §5), and cost the resource's chain, not
-the number of grants: a request's ``grants`` may hold tens of thousands, and comparing
-each wanted grant with each held one blocked the daemon for 14 s (helper-99)."""
+the number of grants: a request's ``grants`` held tens of thousands before GRANTS_MAX
+bounded them at 1024, and comparing each wanted grant with each held one blocked the
+daemon for 14 s (helper-99)."""
 
 from __future__ import annotations
 

@@ -65,8 +65,8 @@ def kind_of(resource: str) -> str:
 
 class Held:
     """One right's grants of a principal, indexed by scope form, so that a check costs the
-    resource's chain, not the number of grants (a principal may hold tens of thousands:
-    a request's ``grants`` array is bounded only by max_frame)."""
+    resource's chain, not the number of grants (a principal holds up to GRANTS_MAX, and
+    every event is checked against every subscriber's)."""
 
     __slots__ = ("concrete", "kinds", "runless", "self", "star")
 
@@ -125,7 +125,7 @@ class Held:
         if rid == "*":
             return True if wildcard else None
         if inner in self.concrete or (wildcard and kind == "run"):
-            return True  # before any lookup: a principal may hold tens of thousands
+            return True  # before any lookup: one per wanted grant at most
         node = reg.node_of(inner) if self.concrete or self.runless else None
         chain = node.chain() if node is not None else []
         if _within(self.concrete, inner, chain):
