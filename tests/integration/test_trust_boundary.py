@@ -924,27 +924,25 @@ def test_rows_too_large_for_any_frame_are_counted_not_built(daemon: Daemon) -> N
 
 
 def test_a_start_undone_after_exec_leaves_no_escapee(daemon: Daemon, tmp_path: Path) -> None:
-    """The requester is revoked while its run waits to commit: the start fails, the
-    sentinel stops the leader and leaves it to the daemon, which reaps it as a start
-    undone. (A change of the target no longer undoes a start past its barrier.)"""
+    """A recursive removal of its session gives up on a run held past its barrier (the
+    start stalled beyond the removal's wait): the start fails, the sentinel stops the
+    leader and leaves it to the daemon, which reaps it as a start undone. (A change of
+    the target, or a revoked requester, no longer undoes a start past its barrier.)"""
     pidfile = tmp_path / "leader"
     s = session(daemon)
-    p = daemon.call(
-        "principal.create",
-        {"grants": [{"right": "spawn", "scope": "*"}, {"right": "read", "scope": "*"}]},
-    )
     daemon.call("seam.set", {"name": "run.after_barrier", "state": "hold"})
-    c = daemon.client(token=p["token"])
+    c = daemon.client()
     script = f"echo $$ > {pidfile}; exec sleep 100"
     rid = c.start("run", {"key": "undone", "session": s, "shell": script})
     daemon.call("seam.wait", {"name": "run.after_barrier", "timeout_ms": 10000})
     wait_for(lambda: pidfile.exists() and pidfile.read_text().strip() != "", 10, "the leader")
     leader = int(pidfile.read_text())
-    daemon.call("principal.revoke", {"principal": p["principal"]})
+    removed = daemon.call("session.remove", {"session": s, "recursive": True})  # gives up
+    assert s in removed["removed"]
     daemon.call("seam.set", {"name": "run.after_barrier", "state": "release"})
     with pytest.raises(VenomxError) as e:
         c.response(rid)
-    assert e.value.code == "denied.token"
+    assert e.value.code == "conflict.removing"
     wait_for(lambda: not psutil.pid_exists(leader), 10, "the leader reaped")
     assert daemon.call("run.list")["runs"] == []
     assert daemon.call("doctor")["escapees"]["reaped"] == 0
