@@ -245,6 +245,7 @@ def test_pane_send_forms(daemon: Daemon) -> None:
         ({"keys": ["NoSuchKey"]}, "unknown_key"),
         ({"data": "***"}, "base64"),
         ({"text": "\ud800abc"}, "encoding"),  # was sent as the bytes ED A0 80
+        ({"keys": ["\udcff"]}, "unknown_key"),  # was internal (found by the fuzz test)
     ):
         e = daemon.error("pane.send", {"pane": p, **params})
         assert e.code == "invalid_params.input" and e.data["reason"] == reason

@@ -80,7 +80,7 @@ def one_key(name: str, application: bool) -> bytes | None:
         if k in CTRL_SPECIAL:
             return bytes([CTRL_SPECIAL[k]])
         return None
-    if len(name) == 1:
+    if len(name) == 1 and not "\ud800" <= name <= "\udfff":  # a lone surrogate is no key
         return name.encode("utf-8")
     return None
 
