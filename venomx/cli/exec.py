@@ -463,14 +463,15 @@ class Exec:
             started = self.start()
         except VenomxError as err:
             return self.fail(err)
-        self.run_id, self.pane = started["run"], started["pane"]
-        if self.interrupted is not None:  # a signal came while the start was in flight
-            if self.opts.detach_on_interrupt:
-                self.note(f"left {self.run_id} running (pane {self.pane})")
-                return 128 + self.interrupted
-            self.cancel_with(self.interrupted)
         restore: Callable[[], None] | None = None
         try:
+            # from here a signal is acted on at once, and one that came while the start
+            # was in flight is acted on now (a second cancel of the same run is harmless)
+            self.run_id, self.pane = started["run"], started["pane"]
+            if self.interrupted is not None:
+                if self.opts.detach_on_interrupt:
+                    raise Detached(self.interrupted)
+                self.cancel_with(self.interrupted)
             restore = self.input()
             self.stream()
             record = self.wait()
