@@ -421,6 +421,29 @@ def test_input_is_typed_as_it_comes_and_an_open_pipe_does_not_hold_exec(daemon: 
     assert b"got:hi" in out and b"Fatal Python error" not in err
 
 
+def test_a_non_blocking_stdin_is_waited_on_not_taken_as_its_end(daemon: Daemon) -> None:
+    """A parent may leave its pipe O_NONBLOCK; EAGAIN was read as end of file, and the
+    program got no input at all."""
+    r, w = os.pipe()
+    os.set_blocking(r, False)
+    script = "echo ready; read a; echo got:$a; exit 4"
+    proc = subprocess.Popen(
+        [PY, "-m", "venomx", "exec", "--stdin", "--", "sh", "-c", script],
+        stdin=r,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        env=exec_env(daemon),
+    )
+    os.close(r)
+    assert proc.stdout is not None
+    assert b"ready" in proc.stdout.readline()
+    os.write(w, b"hi\n")
+    os.close(w)
+    out, err = proc.communicate(timeout=30)
+    assert proc.returncode == 4, err
+    assert b"got:hi" in out
+
+
 @pytest.mark.parametrize("closed", [1, 2])
 def test_a_closed_stdout_or_stderr_keeps_the_runs_status(daemon: Daemon, closed: int) -> None:
     """With stdout closed exec failed with a traceback before it started anything; with

@@ -14,6 +14,7 @@ import base64
 import codecs
 import os
 import re
+import select
 import signal
 import sys
 import threading
@@ -162,6 +163,7 @@ class Exec:
         self.run_id: str | None = None
         self.pane: str | None = None
         self.interrupted: int | None = None
+        self.previous: dict[int, Any] = {}  # the signal handlers exec replaced
         self.started = time.monotonic()
         self.lines: TextLines | None = None  # text lines for a log; None: a terminal's view
         # what of the output reaches a terminal
@@ -314,6 +316,9 @@ class Exec:
                 while fd >= 0:
                     try:
                         data = os.read(fd, SEND_CHUNK)
+                    except BlockingIOError:  # a non-blocking pipe: wait for more
+                        select.select([fd], [], [])
+                        continue
                     except OSError:
                         data = b""
                     text = decode(data, final=not data)
@@ -420,6 +425,9 @@ class Exec:
     # -- interrupts ------------------------------------------------------------------------------
     def on_signal(self, signum: int, _frame: object) -> None:
         if self.interrupted is not None:
+            if self.run_id is None:  # a second one while the start is stuck: give up
+                signal.signal(signum, signal.SIG_DFL)
+                os.kill(os.getpid(), signum)
             return
         self.interrupted = signum
         if self.run_id is None:  # the start is in flight: acted on once it is answered
@@ -452,11 +460,17 @@ class Exec:
         for sig in (signal.SIGINT, signal.SIGTERM, signal.SIGHUP):
             if signal.getsignal(sig) is not signal.SIG_IGN:
                 previous[sig] = signal.signal(sig, self.on_signal)
+        self.previous = previous
         try:
             return self.start_and_watch()
         finally:
-            for signum, handler in previous.items():
-                signal.signal(signum, handler)
+            self.put_back_signals()
+
+    def put_back_signals(self) -> None:
+        """The handlers exec found, once nothing is left to cancel or detach from."""
+        for signum, handler in self.previous.items():
+            signal.signal(signum, handler)
+        self.previous = {}
 
     def start_and_watch(self) -> int:
         try:
@@ -492,6 +506,7 @@ class Exec:
         finally:
             if restore is not None:
                 restore()
+            self.put_back_signals()  # the run has ended: a signal now is exec's own
         if not self.opts.keep_escapees:
             self.cleanup()
         return self.finish(record)
