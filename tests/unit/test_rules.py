@@ -159,7 +159,8 @@ def test_names_of_sessions_and_principals() -> None:
 
 
 def test_config_keys_are_params_checked_at_their_edges() -> None:
-    from venomx.daemon.config import DEFAULT_GRANTS_MAX, PATH_MAX, SCHEMA
+    from venomx.daemon.auth import GRANTS_MAX
+    from venomx.daemon.config import PATH_MAX, SCHEMA
 
     for name, key in SCHEMA.items():
         p = key.param
@@ -181,10 +182,8 @@ def test_config_keys_are_params_checked_at_their_edges() -> None:
     assert shell.check("/" + "a" * (PATH_MAX - 1)) == f"must be shorter than {PATH_MAX} bytes"
     grants = SCHEMA["auth.default_grants"]
     read_all = [{"right": "read", "scope": "*"}]
-    assert grants.check(read_all * DEFAULT_GRANTS_MAX) is None
-    assert grants.check(read_all * (DEFAULT_GRANTS_MAX + 1)) == (
-        f"must hold at most {DEFAULT_GRANTS_MAX} grants"
-    )
+    assert grants.check(read_all * GRANTS_MAX) is None
+    assert grants.check(read_all * (GRANTS_MAX + 1)) == (f"must hold at most {GRANTS_MAX} grants")
     log = SCHEMA["log.max_bytes"]
     assert (
         log.check(4095)

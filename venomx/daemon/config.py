@@ -67,16 +67,16 @@ def _int(
 
 
 # Bounds that keep the whole configuration one reply of the default max_frame: a value the
-# daemon keeps is sent back by every ``config.get {}``.
-DEFAULT_GRANTS_MAX = 1024
+# daemon keeps is sent back by every ``config.get {}`` (the default grants have the bound
+# of one request's, ``auth.GRANTS_MAX``).
 PATH_MAX = 4096  # the kernel's, with the NUL: no longer path can be executed
 
 
 def _grants(v: Any) -> str | None:
-    from venomx.daemon.auth import parse_grants
+    from venomx.daemon.auth import GRANTS_MAX, parse_grants
 
-    if isinstance(v, list) and len(v) > DEFAULT_GRANTS_MAX:
-        return f"must hold at most {DEFAULT_GRANTS_MAX} grants"
+    if isinstance(v, list) and len(v) > GRANTS_MAX:
+        return f"must hold at most {GRANTS_MAX} grants"
     try:
         parse_grants(v, "value")
     except VenomxError as exc:
