@@ -169,10 +169,12 @@ def test_venomx_attach_in_tmux(daemon: Daemon) -> None:
             os.unlink(sock)
 
 
+@pytest.mark.parametrize("stdin", ["devnull", "closed"])
 def test_readonly_attach_from_a_pipe_follows_the_pane_until_it_exits(
-    daemon: Daemon, tmp: Path
+    daemon: Daemon, tmp: Path, stdin: str
 ) -> None:
-    """stdin at end of file is not a detach for a read-only attach: it can feed a log."""
+    """stdin at end of file is not a detach for a read-only attach: it can feed a log.
+    A closed stdin (``<&-``, as a CI step or a service may give) reads as /dev/null."""
     gate = tmp / "gate"
     s = daemon.call("session.create")["session"]
     w = daemon.call(
@@ -193,6 +195,7 @@ def test_readonly_attach_from_a_pipe_follows_the_pane_until_it_exits(
         stdin=subprocess.DEVNULL,
         stdout=subprocess.PIPE,
         env=env,
+        preexec_fn=(lambda: os.close(0)) if stdin == "closed" else None,
     )
     try:
         assert proc.stdout is not None

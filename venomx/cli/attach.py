@@ -45,7 +45,8 @@ def run_attach(pane: str, readonly: bool, sock: str | None, token: str | None) -
         print(human(err, Asked(sock, token)), file=sys.stderr)
         return err.exit_code
     rid = view.start("pane.attach", {"pane": pane})
-    fd = sys.stdin.fileno()
+    # a closed stdin is /dev/null by now (std_descriptors): end of file, as from a pipe
+    fd = sys.stdin.fileno() if sys.stdin is not None else 0
     saved = termios.tcgetattr(fd) if os.isatty(fd) else None
     out = sys.stdout.buffer
     screen = out.isatty()
