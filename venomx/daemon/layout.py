@@ -29,13 +29,22 @@ def split_layout(layout: dict[str, Any], target: str, new: str, axis: str) -> di
 
 
 def remove_from_layout(layout: dict[str, Any], pane: str) -> dict[str, Any] | None:
+    """The tree without ``pane``. A node left with one child becomes that child, and a
+    node that thereby lands on its parent's axis joins the parent, so one arrangement
+    has one tree and a later split beside its panes makes siblings, not nesting."""
     if layout.get("pane") == pane:
         return None
     if "children" not in layout:
         return layout
-    kids = [k for k in (remove_from_layout(c, pane) for c in layout["children"]) if k]
+    axis = layout["axis"]
+    kids: list[dict[str, Any]] = []
+    for child in layout["children"]:
+        kid = remove_from_layout(child, pane)
+        if kid is None:
+            continue
+        kids.extend(kid["children"] if kid.get("axis") == axis else [kid])
     if not kids:
         return None
     if len(kids) == 1:
         return kids[0]
-    return {"axis": layout["axis"], "children": kids}
+    return {"axis": axis, "children": kids}
