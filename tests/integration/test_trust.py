@@ -923,6 +923,63 @@ def test_unreadable_config_is_an_error(tmp: Path) -> None:
     )
 
 
+def shared_link(tmp: Path, target: Path) -> Path:
+    """A symlink to ``target`` that uid 65534 owns in a sticky, world-writable directory,
+    as ``ln -s`` by another user in /tmp makes one: theirs to replace at will."""
+    shared = tmp / "shared"
+    shared.mkdir()
+    os.chmod(shared, 0o1777)
+    link = shared / "link"
+    os.symlink(target, link)
+    os.chown(link, NOBODY, NOBODY, follow_symlinks=False)
+    return link
+
+
+@needs_root
+def test_a_socket_reached_through_another_users_symlink_is_refused(tmp: Path) -> None:
+    (tmp / "ours").mkdir(mode=0o700)
+    link = shared_link(tmp, tmp / "ours")
+    words = f"symlink {link} is owned by uid {NOBODY}, not by root"
+    refused(serve("--socket", str(link / "run" / "s.sock")), "invalid_params.socket", words)
+    refused(
+        serve("--socket", str(tmp / "ours" / "s.sock"), "--log-file", str(link / "venomx.log")),
+        "invalid_params.log_file",
+        words,
+    )
+    assert os.listdir(tmp / "ours") == []
+
+
+@needs_root
+@pytest.mark.parametrize("when", ["at start", "repointed at nothing before a reload"])
+def test_a_config_reached_through_another_users_symlink_is_refused(tmp: Path, when: str) -> None:
+    """Pointed at nothing, the link would turn a trusted config into defaults, which let
+    anonymous callers read everything again."""
+    (tmp / "ours").mkdir(mode=0o700)
+    (tmp / "ours" / "config.toml").write_text("[auth]\ndefault_grants = []\n")
+    link = shared_link(tmp, tmp / "ours")
+    words = f"symlink {link} is owned by uid {NOBODY}, not by root"
+    if when == "at start":
+        refused(
+            serve("--socket", str(tmp / "s.sock"), "--config", str(link / "config.toml")),
+            "invalid_params.config",
+            words,
+        )
+        return
+    os.chown(link, 0, 0, follow_symlinks=False)  # ours while the daemon starts
+    (tmp / "run").mkdir(mode=0o700)
+    d = start_in(tmp / "run" / "s.sock", ["--config", str(link / "config.toml")])
+    try:
+        assert d.error("session.list", token=None).code == "denied.read"
+        link.unlink()
+        os.symlink(tmp / "nothing", link)
+        os.chown(link, NOBODY, NOBODY, follow_symlinks=False)
+        e = d.error("config.reload")
+        assert e.code == "invalid_params.config" and words in e.message, e.message
+        assert d.error("session.list", token=None).code == "denied.read"
+    finally:
+        stop_daemon(d)
+
+
 def test_fixture_daemon_still_starts() -> None:
     d = start_daemon()
     try:

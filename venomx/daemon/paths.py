@@ -10,7 +10,9 @@ passed by systemd (socket activation) must be where one of ours would be, a sock
 of our uid that group and others cannot reach, and it is never removed. Files the daemon
 appends to are opened with O_NOFOLLOW relative to a checked directory's fd. A config
 file may be a symlink but must be owned by the uid or root and not writable by others,
-and every directory its lookup reads a name from follows the ancestors' rule.
+and every directory its lookup reads a name from follows the ancestors' rule. Every
+symlink on the way to the socket's directory, the log's or the config must be owned by
+the uid or root: another user's link in /tmp is theirs to point elsewhere.
 
 Every failure is a ``VenomxError`` with one clear message, never an ``OSError``. Imports
 only ``venomx.wire``.
@@ -148,6 +150,7 @@ def open_checked_directory(directory: str, fail: Fail, create: bool) -> tuple[st
     """
     resolved = resolve(directory)
     uid = _uid()
+    check_links(lookup(directory).links, uid, fail)  # resolving alone would not see them
     check_ancestors(os.path.dirname(resolved) or "/", fail)
     created = False
     if create:
@@ -513,11 +516,19 @@ def prepare_log(path: str) -> tuple[str, int, str]:
 SYMLINK_HOPS = 40  # as the kernel's lookup allows; past it the open says ELOOP
 
 
-def _config_directories(path: str) -> set[str]:
-    """Every directory a lookup of ``path`` reads a name from, symlinks followed as the
-    kernel follows them: whoever may write one of them may swap the name it holds (the
-    file, or any symlink on the way to it, a directory's included)."""
-    found: set[str] = set()
+@dataclass
+class Lookup:
+    """What the kernel's lookup of a path reads: the directories it reads a name from
+    and the symlinks it follows. Whoever may write one of those directories, or owns one
+    of those symlinks in a sticky directory, may swap the name it holds."""
+
+    directories: set[str]
+    links: set[str]
+
+
+def lookup(path: str) -> Lookup:
+    """The lookup of ``path`` as the kernel walks it, up to the first name missing."""
+    found = Lookup(set(), set())
     parts = os.path.abspath(path).split("/")[1:]
     current = "/"
     hops = 0
@@ -528,11 +539,12 @@ def _config_directories(path: str) -> set[str]:
         if name == "..":
             current = os.path.dirname(current)
             continue
-        found.add(current)
+        found.directories.add(current)
         candidate = os.path.join(current, name)
         if not os.path.lexists(candidate):
             break  # nothing further exists to be swapped; the open says what is missing
         if os.path.islink(candidate):
+            found.links.add(candidate)
             hops += 1
             try:
                 target = os.readlink(candidate)
@@ -548,6 +560,18 @@ def _config_directories(path: str) -> set[str]:
     return found
 
 
+def check_links(links: set[str], uid: int, fail: Fail) -> None:
+    """Every symlink on the way is owned by ``uid`` or root: in a sticky directory such
+    as /tmp its owner may replace it, and so point the daemon elsewhere at will."""
+    for link in sorted(links):
+        try:
+            owner = os.lstat(link).st_uid
+        except OSError as exc:
+            raise fail(f"cannot inspect symlink {link}: {_strerror(exc)}") from None
+        if owner not in (uid, 0):
+            raise fail(f"symlink {link} is owned by uid {owner}, not by {ours(uid)}")
+
+
 def read_config(path: str) -> str | None:
     """The config file's text; None when it does not exist (foundation §11: missing =
     defaults). One that exists but cannot be trusted or read is an error, and so is one
@@ -555,18 +579,27 @@ def read_config(path: str) -> str | None:
     it): whoever could delete the file, or swap it or a symlink on the way for another,
     would choose the daemon's grants. A missing file is not judged by its directories: a
     fresh ``~/.config`` made under umask 002 is group-writable, and defaults are what a
-    daemon without the file has anyway."""
+    daemon without the file has anyway. The symlinks on the way to it are judged: one of
+    another user's, pointed at nothing, would turn a trusted file into defaults."""
+    uid = _uid()
+
+    def fail(reason: str) -> VenomxError:
+        return config_error(path, reason)
+
     try:
         fd = os.open(path, os.O_RDONLY | os.O_CLOEXEC | os.O_NONBLOCK | os.O_NOCTTY)
     except FileNotFoundError:
+        # missing only because another user's symlink points nowhere is their choice
+        check_links(lookup(path).links, uid, fail)
         return None
     except OSError as exc:
         raise config_error(path, f"cannot open: {_strerror(exc)}") from None
     try:
-        uid = _uid()
         # the lookup reads names from "/" down, so these hold every directory above each
-        for directory in sorted(_config_directories(path)):
-            check_ancestor(directory, uid, lambda reason: config_error(path, reason))
+        found = lookup(path)
+        check_links(found.links, uid, fail)
+        for directory in sorted(found.directories):
+            check_ancestor(directory, uid, fail)
         st = os.fstat(fd)
         if not stat.S_ISREG(st.st_mode):
             raise config_error(path, f"is {kind(st.st_mode)}, not a regular file")
