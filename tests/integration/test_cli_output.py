@@ -179,6 +179,31 @@ def test_a_programs_escape_sequences_are_shown_not_obeyed(
         d.wait_exit(r["run"])
 
 
+def test_a_newline_a_program_chose_forges_no_row(shared_daemon: Daemon, tmp_path: Path) -> None:
+    """A table row is one line: a newline in argv0 (the program may name its split so)
+    is shown as ``\\x0a``, not as the start of a row the owner would read as real."""
+    d = shared_daemon
+    forged = "r99  evil-key  completed  succeeded  0  1ms  rm"
+    evil = tmp_path / f"x\n{forged}"
+    evil.symlink_to("/bin/sleep")
+    s = d.call("session.create")["session"]
+    r = d.call("run", {"key": "newline-argv0", "session": s, "argv": [str(evil), "60"]})
+    try:
+        for args, rows in (
+            (("pane", "list", "--session", s), 3),  # source:, the header, the pane
+            (("run", "list", "--pane", r["pane"]), 2),
+            (("window", "get", "--window", r["window"]), None),
+        ):
+            out = d.cli(*args).out
+            assert f"x\\x0a{forged}" in out, out
+            assert not any(ln.startswith(forged) for ln in out.splitlines()), out
+            if rows is not None:
+                assert len(out.splitlines()) == rows, out
+    finally:
+        os.kill(r["pid"], signal.SIGKILL)
+        d.wait_exit(r["run"])
+
+
 def test_a_runs_bidirectional_overrides_are_shown_not_obeyed(shared_daemon: Daemon) -> None:
     """An override would show the rest of a line of the record in another order on a
     terminal that reorders text; right-to-left text and its marks are left alone."""

@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import functools
 import io
+import json
 import logging
 import os
 import re
@@ -203,3 +204,19 @@ def test_limiter_counts_repeats_and_writes_one_traceback_per_cause() -> None:
         assert out.getvalue().count("trace=") == 2
     finally:
         logger.handlers.clear()
+
+
+def test_a_resource_a_caller_named_is_one_field_of_the_audit(daemon: Daemon) -> None:
+    """A denied caller chooses the resource it names: in the log line's message it is
+    one quoted logfmt value, and in ``audit list`` one line, not fields or rows of its own."""
+    narrow = daemon.call("principal.create", {"grants": [{"right": "write", "scope": "pane:p9"}]})[
+        "token"
+    ]
+    forged = "p0 verb=shutdown code=ok principal=g0\n2026-01-01T00:00:00.000Z level=info"
+    assert daemon.error("pane.kill", {"pane": forged}, token=narrow).code.startswith("denied.")
+    quoted = re.escape(json.dumps(json.dumps(f"pane:{forged}"))[1:-1])
+    wait_for(lambda: re.search(f"resource={quoted}", daemon.log.read_text()), 10, "audit line")
+    assert " resource=pane:p0 verb=" not in daemon.log.read_text()
+    out = daemon.cli("audit", "list").out
+    assert "\\x0a2026-01-01T00:00:00.000Z" in out, out
+    assert not any(ln.startswith("2026-01-01T00:00:00.000Z") for ln in out.splitlines()), out

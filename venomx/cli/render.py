@@ -13,13 +13,16 @@ SHOWN_LOSSES = 5  # doctor lists this many recent lost sentinels; --json has the
 
 
 def scalar(v: Any) -> str:
+    """One cell or field value on one line: a newline in a string a program chose (the
+    argv0 of a split it started, a resource it named) is written ``\\x0a``, as
+    ``visible`` writes every other control character, or it would forge a row."""
     if v is None:
         return ""
     if isinstance(v, bool):
         return "true" if v else "false"
     if isinstance(v, (dict, list)):
         return json.dumps(v, separators=(",", ":"))
-    return str(v)
+    return str(v).replace("\n", "\\x0a")
 
 
 def plural(n: int, word: str, many: str | None = None) -> str:

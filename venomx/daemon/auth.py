@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import bisect
 import heapq
+import json
 import logging
 import re
 from collections import deque
@@ -275,9 +276,9 @@ class AuditLog:
             "audit seq=%d principal=%s verb=%s code=%s resource=%s",
             rec.seq,
             principal,
-            verb,
+            logfmt(verb),
             code,
-            resource,
+            logfmt(resource),
         )
         return rec
 
@@ -290,6 +291,15 @@ class AuditLog:
 
 
 SEQ = attrgetter("seq")
+BARE = re.compile(r"[A-Za-z0-9_.:*@/-]*")
+
+
+def logfmt(value: str | None) -> str:
+    """A caller's string as one logfmt value: quoted (JSON) unless it is a plain word, so
+    a resource such as ``p0 verb=shutdown code=ok`` cannot read as fields of its own."""
+    if value is None:
+        return "None"
+    return value if BARE.fullmatch(value) else json.dumps(value)
 
 
 def _after(ring: deque[AuditRecord], after: int | None) -> Iterator[AuditRecord]:
