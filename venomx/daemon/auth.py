@@ -10,7 +10,6 @@ from __future__ import annotations
 
 import bisect
 import heapq
-import json
 import logging
 import re
 from collections import deque
@@ -20,6 +19,7 @@ from itertools import islice
 from operator import attrgetter
 from typing import Any
 
+from venomx.daemon.logs import logfmt
 from venomx.daemon.registry import AuthNode, Grant, Principal, Registry, now_iso
 from venomx.wire import VenomxError
 
@@ -291,15 +291,6 @@ class AuditLog:
 
 
 SEQ = attrgetter("seq")
-BARE = re.compile(r"[A-Za-z0-9_.:*@/-]*")
-
-
-def logfmt(value: str | None) -> str:
-    """A caller's string as one logfmt value: quoted (JSON) unless it is a plain word, so
-    a resource such as ``p0 verb=shutdown code=ok`` cannot read as fields of its own."""
-    if value is None:
-        return "None"
-    return value if BARE.fullmatch(value) else json.dumps(value)
 
 
 def _after(ring: deque[AuditRecord], after: int | None) -> Iterator[AuditRecord]:

@@ -16,6 +16,7 @@ import contextlib
 import json
 import logging
 import os
+import re
 import sys
 import threading
 import time
@@ -55,6 +56,18 @@ class KeyValueFormatter(logging.Formatter):
         if record.exc_info:
             line += " trace=" + json.dumps(self.formatException(record.exc_info))
         return line
+
+
+BARE = re.compile(r"[A-Za-z0-9_.:*@/-]*")
+
+
+def logfmt(value: str | None) -> str:
+    """A caller's string as one value inside a message of ``key=value`` fields: quoted
+    (JSON) unless it is a plain word, as logfmt quotes values, so a resource such as
+    ``p0 verb=shutdown code=ok`` cannot read as fields of its own."""
+    if value is None:
+        return "None"
+    return value if BARE.fullmatch(value) else json.dumps(value)
 
 
 def cause_of(exc_info: ExcInfo) -> str:
