@@ -178,3 +178,55 @@ def test_stopped_spares_and_fork_server_fail_doctor_and_no_start_waits_on_them(
     finally:
         os.kill(fs, signal.SIGCONT)
     wait_for(lambda: not daemon.call("doctor")["sentinels"]["spares_stopped"], 10, "ended")
+
+
+def queued(pid: int) -> bool:
+    """Whether a socket of ``pid`` holds bytes it has not read (``ss``'s Recv-Q)."""
+    import subprocess
+
+    out = subprocess.run(["ss", "-xpn"], capture_output=True, text=True).stdout
+    return any(line.split()[2] != "0" for line in out.splitlines() if f"pid={pid}," in line)
+
+
+def test_a_fork_server_that_dies_under_a_start_is_venomxs_failure(tmp_path: Path) -> None:
+    """The fork server dies holding a start's channel (no spares: every start forks its
+    sentinel): the start fails as venomx's own failure, not the program's. exec exits
+    with venomx's status (6), not a shell's 126 for a program that cannot be executed,
+    and the same start succeeds once the fork server is back."""
+    import os
+    import signal
+    import subprocess
+
+    from tests.helpers import PY, forkserver_pid
+
+    d = start_daemon(config="[spawn]\nspares_max = 0\n")
+    try:
+        wait_for(lambda: pool(d)[0] == 0, 10, "no spares")
+        before = d.call("pane.list")["panes"]
+        fs = forkserver_pid(d.call("doctor"))
+        os.kill(fs, signal.SIGSTOP)
+        wait_for(lambda: stopped(fs), 10, "the fork server stopped")
+        env = {k: v for k, v in os.environ.items() if not k.startswith("VENOMX_")}
+        env.update({"VENOMX_SOCKET": d.socket, "VENOMX_TOKEN": "@owner"})
+        proc = subprocess.Popen(
+            [PY, "-m", "venomx", "exec", "--", "true"],
+            stdout=subprocess.PIPE,
+            stderr=subprocess.PIPE,
+            text=True,
+            env=env,
+        )
+        try:
+            # the start waits for its sentinel's HELLO, which the stopped fork server owes
+            wait_for(lambda: queued(fs), 10, "the start's fork request")
+            os.kill(fs, signal.SIGKILL)
+            out, err = proc.communicate(timeout=30)
+        finally:
+            proc.kill()
+        assert proc.returncode == 6, (proc.returncode, err)
+        assert "venomx: unavailable.spawn: venomx could not prepare the start: EIO" in err, err
+        assert "hint: 'true' was not at fault" in err, err
+        assert d.call("pane.list")["panes"] == before
+        again = d.cli("exec", "--", "true")
+        assert again.code == 0, again.err
+    finally:
+        stop_daemon(d)

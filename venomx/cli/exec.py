@@ -22,7 +22,7 @@ import time
 from collections.abc import Callable
 from typing import Any, BinaryIO, NoReturn
 
-from venomx.cli.errors import Asked, human
+from venomx.cli.errors import Asked, human, venomx_failed
 from venomx.cli.facts_data import ENV_NAME_PATTERN, MAX_ENV_VALUE
 from venomx.cli.render import human_duration, usage_text
 from venomx.cli.runlog import RowLog
@@ -188,7 +188,7 @@ class Exec:
         if self.opts.as_json:  # stdout has the record, or as for any verb, the error
             self.out.write(json_line({"error": err.to_dict()}) + b"\n")
             self.out.flush()
-        if err.code == "unavailable.spawn":
+        if err.code == "unavailable.spawn" and not venomx_failed(err):
             self.note(f"cannot start {self.asked.program}: {err.data.get('errno', err.message)}")
             return spawn_exit(err)
         self.err.write((human(err, self.asked) + "\n").encode())

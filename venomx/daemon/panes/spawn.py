@@ -89,13 +89,32 @@ def _spawn_failed(errno_name: str) -> VenomxError:
     )
 
 
+OURS = "venomx could not "  # how a start that failed on the daemon's own side is said
+
+
 def _daemon_failed(exc: OSError) -> VenomxError:
     """The daemon's own side of a start failed before any process existed: a lost or
     missing sentinel is ``EIO``; anything else (``EMFILE``, ``ENFILE`` out of descriptors,
-    ``ENOMEM``) is named as it is."""
-    if isinstance(exc, ConnectionError) or exc.errno is None:
-        return _spawn_failed("EIO")
-    return _spawn_failed(errno.errorcode.get(exc.errno, "EIO"))
+    ``ENOMEM``) is named as it is. The message says it is venomx's failure, not the
+    program's: the same ``errno`` from exec would mean the program's file."""
+    name = "EIO"
+    if not isinstance(exc, ConnectionError) and exc.errno is not None:
+        name = errno.errorcode.get(exc.errno, "EIO")
+    return VenomxError(
+        "unavailable.spawn",
+        f"{OURS}prepare the start: {name}; the program was not started",
+        {"errno": name},
+    )
+
+
+def _sentinel_lost() -> VenomxError:
+    """The pane's sentinel was lost between READY and STARTED: the start is undone (its
+    cgroup killed, if the leader had begun), and that is venomx's failure."""
+    return VenomxError(
+        "unavailable.spawn",
+        f"{OURS}complete the start: EIO (the pane's sentinel was lost); the start was undone",
+        {"errno": "EIO"},
+    )
 
 
 async def make_cgroup(
@@ -331,7 +350,7 @@ async def _spawn(
         cgroups.kill(pane_id)
         cgroups.discard(pane_id)  # kept, and accounted for, while it ends
         if isinstance(exc, ConnectionError):
-            failed = _spawn_failed("EIO")
+            failed = _sentinel_lost()
             raise CancelledAfter(failed) if cancelled_early else failed from None
         raise
     owner.preparing.discard(pane_id)
