@@ -219,7 +219,7 @@ def test_a_fork_server_that_dies_under_a_start_is_venomxs_failure(tmp_path: Path
             # the start waits for its sentinel's HELLO, which the stopped fork server owes
             wait_for(lambda: queued(fs), 10, "the start's fork request")
             os.kill(fs, signal.SIGKILL)
-            out, err = proc.communicate(timeout=30)
+            _, err = proc.communicate(timeout=30)
         finally:
             proc.kill()
         assert proc.returncode == 6, (proc.returncode, err)
