@@ -224,7 +224,7 @@ def test_a_fork_server_that_dies_under_a_start_is_venomxs_failure(tmp_path: Path
             proc.kill()
         assert proc.returncode == 6, (proc.returncode, err)
         assert "venomx: unavailable.spawn: venomx could not prepare the start: EIO" in err, err
-        assert "hint: 'true' was not at fault" in err, err
+        assert "hint: venomx's side of the start failed, not an exec of 'true'" in err, err
         assert d.call("pane.list")["panes"] == before
         again = d.cli("exec", "--", "true")
         assert again.code == 0, again.err

@@ -52,14 +52,14 @@ def owns_daemon(path: str) -> bool:
 def venomx_failed(err: VenomxError) -> bool:
     """Whether a failed start failed on venomx's own side (its fork server or the pane's
     sentinel lost, out of descriptors), which the daemon's message says: the errno is
-    then not the program's, and blaming the program would send a person looking at it."""
+    then not an exec's, and blaming the program would send a person looking at it."""
     return err.code == "unavailable.spawn" and err.message.startswith("venomx could not ")
 
 
 def spawn_message(err: VenomxError, program: str) -> str:
     """``cannot start the program: ENOENT`` said with the program and the errno's words."""
     if venomx_failed(err):
-        return f"{program} was not at fault; venomx doctor says more, and a retry may work"
+        return f"venomx's side of the start failed, not an exec of {program}; see venomx doctor"
     name = err.data.get("errno")
     words = ""
     if isinstance(name, str) and isinstance(getattr(errno, name, None), int):
