@@ -128,7 +128,7 @@ TOKENS = [
     b"[", b"?", b">", b"1", b"6", b"0", b"4", b"1049", b";", b":", b"h", b"l", b"m",
     b"n", b"c", b"t", b"J", b"q", b" ", b"!", b"$", b"\x07", b"\x18", b"%", b"#",
     b"x", b"\r\n", b"\xc2\x9b", b"\xc2\x9d", b"\xc2\x9c", b"\xc2", b"\xe2\x94\x80",
-    b"\xff", b"\x05", b"\x7f",
+    b"\xff", b"\x05", b"\x7f", b"38", b"48", b"5", b"2",
 ]
 # fmt: on
 HOSTILE = st.lists(st.sampled_from(TOKENS), max_size=60).map(b"".join)
@@ -154,6 +154,15 @@ def test_any_bytes_split_anywhere(data: bytes, cuts: list[int]) -> None:
         assert got == expected
         assert pieces.restore() == whole.restore()
         assert pieces.repaint_wanted == whole.repaint_wanted
+
+
+@pytest.mark.parametrize(
+    "sgr", [b"\x1b[38;5;:m", b"\x1b[38;5:1m", b"\x1b[38;:m", b"\x1b[48;2;1;2;:m", b"\x1b[58;5;1:m"]
+)
+def test_a_colour_whose_number_is_a_colon_is_dropped_not_raised(sgr: bytes) -> None:
+    """Nine bytes a program prints must not end the view of everyone watching it."""
+    guard = TermGuard()
+    assert guard.feed(b"a" + sgr + b"b") == b"ab"
 
 
 @pytest.mark.parametrize(

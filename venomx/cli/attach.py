@@ -78,6 +78,7 @@ def run_attach(pane: str, readonly: bool, sock: str | None, token: str | None) -
 
     code = 0
     said = ""
+    ended = False  # the view's last frame arrived (not a fault of ours on the way)
     try:
         if screen:
             out.write(ENTER)
@@ -114,6 +115,7 @@ def run_attach(pane: str, readonly: bool, sock: str | None, token: str | None) -
                 if failure.code != "cancelled":
                     code = failure.exit_code
                     said = visible(f"venomx: {failure.code}: {failure.message}")
+            ended = True
             break
     except VenomxError as err:
         code = err.exit_code
@@ -123,7 +125,7 @@ def run_attach(pane: str, readonly: bool, sock: str | None, token: str | None) -
             termios.tcsetattr(fd, termios.TCSADRAIN, saved)
         if guard is not None:
             out.write(guard.restore().encode() + LEAVE)
-        if code == 0:
+        if code == 0 and ended:
             out.write(b"[detached]\r\n" if detached.is_set() else b"[pane exited]\r\n")
         out.flush()
         if refused and code == 0:  # the view ended well; the keys did not all arrive

@@ -341,7 +341,10 @@ _COLOURS = (38, 48, 58)
 
 def _number(item: str) -> int | None:
     """An SGR item's number; None for one of more than three digits (leading zeros
-    aside), which the Linux console would wrap."""
+    aside), which the Linux console would wrap, and for one that is not a number at
+    all (``38;5;:``: a colon where the number belongs)."""
+    if item and not item.isdigit():
+        return None
     return int(item or 0) if len(item.lstrip("0")) <= 3 else None
 
 
