@@ -345,3 +345,51 @@ def test_ctrl_backslash_detaches_after_a_refused_keystroke(daemon: Daemon) -> No
         view.kill()
         view.wait()
         os.close(main)
+
+
+def test_ctrl_backslash_detaches_at_once_behind_a_paste_the_pane_does_not_read(
+    daemon: Daemon,
+) -> None:
+    """A pane whose program does not read its input takes a paste at the pace of its
+    terminal's buffer (each send waits, up to timeout.input): Ctrl-\\ after a 128 KiB
+    paste waited behind it, ~5 s per 4 KiB, over two minutes. It detaches at once now,
+    and the typing not sent is said, not left to the shell after the view."""
+    s = daemon.call("session.create")["session"]
+    prog = "import sys, time, tty; tty.setraw(0); print('ready', flush=True); time.sleep(300)"
+    p = daemon.call("window.create", {"session": s, "argv": [PY, "-c", prog]})["pane"]
+    wait_for(
+        lambda: "ready" in "".join(daemon.call("pane.capture_rows", {"pane": p})["lines"]),
+        20,
+        "the program in raw mode",
+    )
+    main, sub = os.openpty()
+    env = {k: v for k, v in os.environ.items() if not k.startswith("VENOMX_")}
+    env.update({"VENOMX_SOCKET": daemon.socket, "VENOMX_TOKEN": "@owner"})
+    view = subprocess.Popen(
+        [PY, "-m", "venomx", "attach", "--pane", p],
+        stdin=sub,
+        stdout=sub,
+        stderr=subprocess.PIPE,
+        env=env,
+    )
+    os.close(sub)
+    shown = b""
+    try:
+        while b"\x1b[?1049h" not in shown:
+            shown += os.read(main, 65536)
+        for _ in range(256):  # written as a terminal takes it: attach must read it all
+            os.write(main, b"y" * 512)
+        os.write(main, b"\x1c")
+        assert view.wait(20) in (0, 7)  # ok, or the send that timed out, said on leaving
+        assert view.stderr is not None
+        said = view.stderr.read().decode()
+        assert "not sent" in said, said
+        with contextlib.suppress(OSError):
+            while chunk := os.read(main, 65536):
+                shown += chunk
+        assert b"[detached]" in shown, shown[-300:]
+        assert daemon.call("pane.list")["panes"][0]["state"] == "running"
+    finally:
+        view.kill()
+        view.wait()
+        os.close(main)

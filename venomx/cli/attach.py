@@ -30,6 +30,48 @@ ENDING = frozenset({"conflict.pane_exited", "conflict.pane_terminating"})
 FINAL = ENDING | {"transport"}
 
 
+class Typed:
+    """Keys read from the person's terminal and not yet sent, at most ``HELD_MAX`` bytes:
+    a pane that does not read its input takes them at the pace of its terminal's buffer
+    (each send waits for that, up to ``timeout.input``), and a paste typed meanwhile is
+    dropped past the bound, not held without end. Sent in one piece per send."""
+
+    HELD_MAX = 1 << 16
+
+    def __init__(self) -> None:
+        self.cond = threading.Condition()
+        self.pending: list[bytes] = []
+        self.held = 0
+        self.dropped = 0
+        self.closed = False
+
+    def put(self, data: bytes) -> None:
+        with self.cond:
+            if self.held + len(data) > self.HELD_MAX:
+                self.dropped += len(data)
+                return
+            self.pending.append(data)
+            self.held += len(data)
+            self.cond.notify()
+
+    def take(self) -> bytes | None:
+        """What was typed since the last take, once there is some; None once closed."""
+        with self.cond:
+            while not self.pending and not self.closed:
+                self.cond.wait()
+            if self.closed:
+                return None
+            data = b"".join(self.pending)
+            self.pending.clear()
+            self.held = 0
+            return data
+
+    def close(self) -> None:
+        with self.cond:
+            self.closed = True
+            self.cond.notify()
+
+
 def ends_typing(code: str) -> bool:
     """Whether no key can arrive after a refusal with ``code``: no right to type, or
     nothing left to type on or into. Anything else (a sentinel slow to answer) loses
@@ -53,28 +95,38 @@ def run_attach(pane: str, readonly: bool, sock: str | None, token: str | None) -
     guard = TermGuard.for_terminal(out.fileno(), alternate=False) if screen else None
     detached = threading.Event()
     refused: list[VenomxError] = []  # the keystroke the daemon refused, said on leaving
+    typed = Typed()
 
-    def pump_keys() -> None:
-        # Ctrl-\ must detach whatever became of the keys: after a refusal (no write
-        # right, the pane going) the rest are dropped, as a read-only attach drops them.
-        typing = keys is not None
+    def read_keys() -> None:
+        # Reading never waits on a send: Ctrl-\ must detach at once even while a pane
+        # that does not read its input holds up the keys typed before it.
         while True:
             try:
                 data = os.read(fd, 4096)
             except OSError:
-                return
+                data = b""
             if not data or DETACH in data:
                 detached.set()
+                typed.close()
                 with contextlib.suppress(VenomxError):  # the view may have ended first
                     view.cancel(rid)
                 return
-            if typing and keys is not None:
-                try:
-                    keys.call("pane.send", {"pane": pane, "data": base64.b64encode(data).decode()})
-                except VenomxError as err:
-                    typing = not ends_typing(err.code)  # else these keys only are lost
-                    if err.code not in ENDING and not refused:
-                        refused.append(err)
+            if keys is not None:
+                typed.put(data)
+
+    def send_keys() -> None:
+        # After a refusal (no write right, the pane going) the rest are dropped, as a
+        # read-only attach drops them; after a pane too slow to take them, those only.
+        typing = True
+        while (data := typed.take()) is not None:
+            if not typing or keys is None:
+                continue
+            try:
+                keys.call("pane.send", {"pane": pane, "data": base64.b64encode(data).decode()})
+            except VenomxError as err:
+                typing = not ends_typing(err.code)
+                if err.code not in ENDING and not refused:
+                    refused.append(err)
 
     code = 0
     said = ""
@@ -87,7 +139,8 @@ def run_attach(pane: str, readonly: bool, sock: str | None, token: str | None) -
         if keys is not None or saved is not None:
             # read-only from a pipe or /dev/null: nothing to type and no end-of-file
             # detach, so it can follow a pane into a log until the pane exits
-            threading.Thread(target=pump_keys, daemon=True).start()
+            threading.Thread(target=read_keys, daemon=True).start()
+            threading.Thread(target=send_keys, daemon=True).start()
         while True:
             frame = view.read()
             if frame.get("id") != rid:
@@ -121,7 +174,10 @@ def run_attach(pane: str, readonly: bool, sock: str | None, token: str | None) -
         code = err.exit_code
         said = visible(f"venomx: {err.code}: {err.message}")
     finally:
+        typed.close()
         if saved is not None:
+            # typing not yet read was meant for the pane, not for the shell after us
+            termios.tcflush(fd, termios.TCIFLUSH)
             termios.tcsetattr(fd, termios.TCSADRAIN, saved)
         if guard is not None:
             out.write(guard.restore().encode() + LEAVE)
@@ -132,6 +188,11 @@ def run_attach(pane: str, readonly: bool, sock: str | None, token: str | None) -
             code = refused[0].exit_code
             lost = "keys after it were" if ends_typing(refused[0].code) else "those keys were"
             said = visible(f"venomx: {refused[0].code}: {refused[0].message} ({lost} not sent)")
+        if typed.dropped and not said:
+            said = (
+                f"venomx: {typed.dropped} bytes of typing were not sent: the pane was not "
+                "taking its input"
+            )
         if said:  # after the alternate screen is gone, or it would go with it
             sys.stderr.write(for_terminal(said, sys.stderr) + "\n")
         view.close()
