@@ -313,10 +313,11 @@ def test_attach_input_ending_after_the_view_leaves_no_traceback(
     monkeypatch.setattr(sys, "stdin", stdin)
     monkeypatch.setattr(sys, "stdout", io.TextIOWrapper(io.BytesIO()))
     assert run_attach("p0", False, sock, None) == 9
-    readers = [t for t in threading.enumerate() if "pump_keys" in t.name]
+    readers = [t for t in threading.enumerate() if "read_keys" in t.name]
+    senders = [t for t in threading.enumerate() if "send_keys" in t.name]  # may be gone
     assert readers
     os.close(w)
-    for t in readers:
+    for t in readers + senders:
         t.join(10)
         assert not t.is_alive()
     stdin.close()
