@@ -180,53 +180,59 @@ def test_stopped_spares_and_fork_server_fail_doctor_and_no_start_waits_on_them(
     wait_for(lambda: not daemon.call("doctor")["sentinels"]["spares_stopped"], 10, "ended")
 
 
-def queued(pid: int) -> bool:
-    """Whether a socket of ``pid`` holds bytes it has not read (``ss``'s Recv-Q)."""
-    import subprocess
-
-    out = subprocess.run(["ss", "-xpn"], capture_output=True, text=True).stdout
-    return any(line.split()[2] != "0" for line in out.splitlines() if f"pid={pid}," in line)
-
-
-def test_a_fork_server_that_dies_under_a_start_is_venomxs_failure(tmp_path: Path) -> None:
-    """The fork server dies holding a start's channel (no spares: every start forks its
-    sentinel): the start fails as venomx's own failure, not the program's. exec exits
-    with venomx's status (6), not a shell's 126 for a program that cannot be executed,
-    and the same start succeeds once the fork server is back."""
+def test_a_fork_server_kept_stopped_under_a_start_is_ended_as_venomxs_failure(
+    tmp_path: Path,
+) -> None:
+    """A program of our uid stops the fork server while a start waits on it for a
+    sentinel (no spares: every start forks its own). The start waited for ever. The
+    daemon continues it once; stopped again, it is killed and restarted, and the start
+    fails as venomx's own failure, not the program's: exec exits with venomx's status
+    (6), not a shell's 126 for a program that cannot be executed. The same start then
+    succeeds."""
     import os
     import signal
     import subprocess
+    import threading
 
     from tests.helpers import PY, forkserver_pid
 
     d = start_daemon(config="[spawn]\nspares_max = 0\n")
+    gone = threading.Event()
     try:
         wait_for(lambda: pool(d)[0] == 0, 10, "no spares")
         before = d.call("pane.list")["panes"]
         fs = forkserver_pid(d.call("doctor"))
-        os.kill(fs, signal.SIGSTOP)
+
+        def keep_stopping() -> None:  # the attacker: stops it again whenever it runs
+            while not gone.is_set():
+                try:
+                    os.kill(fs, signal.SIGSTOP)
+                except ProcessLookupError:
+                    return
+                gone.wait(0.002)
+
+        attacker = threading.Thread(target=keep_stopping, daemon=True)
+        attacker.start()
         wait_for(lambda: stopped(fs), 10, "the fork server stopped")
         env = {k: v for k, v in os.environ.items() if not k.startswith("VENOMX_")}
         env.update({"VENOMX_SOCKET": d.socket, "VENOMX_TOKEN": "@owner"})
-        proc = subprocess.Popen(
+        r = subprocess.run(
             [PY, "-m", "venomx", "exec", "--", "true"],
-            stdout=subprocess.PIPE,
-            stderr=subprocess.PIPE,
+            capture_output=True,
             text=True,
             env=env,
+            timeout=30,
         )
-        try:
-            # the start waits for its sentinel's HELLO, which the stopped fork server owes
-            wait_for(lambda: queued(fs), 10, "the start's fork request")
-            os.kill(fs, signal.SIGKILL)
-            _, err = proc.communicate(timeout=30)
-        finally:
-            proc.kill()
-        assert proc.returncode == 6, (proc.returncode, err)
-        assert "venomx: unavailable.spawn: venomx could not prepare the start: EIO" in err, err
-        assert "hint: venomx's side of the start failed, not an exec of 'true'" in err, err
+        assert r.returncode == 6, (r.returncode, r.stderr)
+        assert "venomx: unavailable.spawn: venomx could not prepare the start: EIO" in r.stderr
+        assert "hint: venomx's side of the start failed, not an exec of 'true'" in r.stderr
+        assert "fork server, forking the sentinel of pane" in d.log.read_text()
+        assert "was stopped again: ended" in d.log.read_text()
+        gone.set()
+        attacker.join(10)
         assert d.call("pane.list")["panes"] == before
-        again = d.cli("exec", "--", "true")
-        assert again.code == 0, again.err
+        again = wait_for(lambda: (a := d.cli("exec", "--", "true")).code == 0 and a, 20, "a start")
+        assert again.code == 0
     finally:
+        gone.set()
         stop_daemon(d)

@@ -50,28 +50,30 @@ STOP_CHECK = 0.5
 T = TypeVar("T")
 
 
-async def unstopped(pid: Callable[[], int], aw: Awaitable[T], what: str) -> T:
+async def unstopped(watched: Callable[[], tuple[int, str]], aw: Awaitable[T]) -> T:
     """``aw``, a sentinel's answer during a start, while nothing keeps that sentinel
     stopped. Any program of our uid can SIGSTOP a sentinel: the new leader itself before
     the sentinel reports STARTED, or another pane's program at any moment, and a start
     must never wait on it forever. Found stopped (looked at every ``STOP_CHECK`` seconds
     of waiting, so a quick answer costs one timer), it is continued once; found stopped
     again, it is taken as lost: what it started is killed with it (``kill_stopped``), its
-    channel closes, and ``aw`` fails as for a sentinel that died."""
+    channel closes, and ``aw`` fails as for a sentinel that died. ``watched`` gives the
+    pid to look at and its name for the log: the fork server's while the sentinel does
+    not exist yet, whose death closes the channel it holds the same way."""
     loop = asyncio.get_running_loop()
     continued = False
     handle: asyncio.TimerHandle | None = None
 
     def check() -> None:
         nonlocal continued, handle
-        sentinel = pid()
+        sentinel, what = watched()
         if sentinel and stopped(sentinel):
             if continued:
-                log.error("the sentinel of %s (pid %d) was stopped again: ended", what, sentinel)
+                log.error("the %s (pid %d) was stopped again: ended", what, sentinel)
                 kill_stopped(sentinel)
                 return
             continued = True
-            log.warning("the sentinel of %s (pid %d) was stopped: continued", what, sentinel)
+            log.warning("the %s (pid %d) was stopped: continued", what, sentinel)
             os.kill(sentinel, signal.SIGCONT)
         handle = loop.call_later(STOP_CHECK, check)
 

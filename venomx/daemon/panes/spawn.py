@@ -243,7 +243,15 @@ async def _spawn(
     def answer(c: Channel, kind: type[P.Message]) -> Awaitable[P.Message]:
         """The sentinel's next message of ``kind`` (or FAILED), never waiting on it while
         something keeps it stopped."""
-        return unstopped(lambda: c.sentinel_pid, c.expect(kind), f"pane {pane_id}")
+        return unstopped(lambda: watched(c), c.expect(kind))
+
+    def watched(c: Channel) -> tuple[int, str]:
+        """The process a start waits on: its sentinel, or before that sentinel exists
+        (no spare: a fork asked for) the fork server, which a program of our uid can stop
+        too; stopped for good, it is killed, the channel closes and the start fails."""
+        if c.sentinel_pid:
+            return c.sentinel_pid, f"sentinel of pane {pane_id}"
+        return owner.forkserver.pid, f"fork server, forking the sentinel of pane {pane_id}"
 
     def started(pid: int) -> None:
         leaders.append(pid)
