@@ -303,22 +303,33 @@ def test_venomx_attach_shows_a_terminal_only_what_draws(daemon: Daemon) -> None:
     assert b"[pane exited]" in shown
 
 
-def test_ctrl_backslash_detaches_after_a_refused_keystroke(daemon: Daemon) -> None:
-    """A caller who may read but not write attaches, types, and still gets out with
-    Ctrl-\\: the refusal is said on leaving (with its exit status), not a stuck terminal."""
-    s = daemon.call("session.create")["session"]
-    p = daemon.call("window.create", {"session": s, "argv": ["cat"]})["pane"]
+def attach_on_a_terminal(
+    daemon: Daemon, pane: str, token: str | None
+) -> tuple[int, subprocess.Popen[bytes]]:
+    """``venomx attach`` on a new terminal; its main side (what the person's terminal
+    reads and types into) and the process, whose stderr is a pipe."""
     main, sub = os.openpty()
     env = {k: v for k, v in os.environ.items() if not k.startswith("VENOMX_")}
-    env["VENOMX_SOCKET"] = daemon.socket  # no token: the anonymous caller, read only
+    env["VENOMX_SOCKET"] = daemon.socket
+    if token is not None:
+        env["VENOMX_TOKEN"] = token
     view = subprocess.Popen(
-        [PY, "-m", "venomx", "attach", "--pane", p],
+        [PY, "-m", "venomx", "attach", "--pane", pane],
         stdin=sub,
         stdout=sub,
         stderr=subprocess.PIPE,
         env=env,
     )
     os.close(sub)
+    return main, view
+
+
+def test_ctrl_backslash_detaches_after_a_refused_keystroke(daemon: Daemon) -> None:
+    """A caller who may read but not write attaches, types, and still gets out with
+    Ctrl-\\: the refusal is said on leaving (with its exit status), not a stuck terminal."""
+    s = daemon.call("session.create")["session"]
+    p = daemon.call("window.create", {"session": s, "argv": ["cat"]})["pane"]
+    main, view = attach_on_a_terminal(daemon, p, None)  # the anonymous caller, read only
     shown = b""
 
     def refused() -> bool:
@@ -362,17 +373,7 @@ def test_ctrl_backslash_detaches_at_once_behind_a_paste_the_pane_does_not_read(
         20,
         "the program in raw mode",
     )
-    main, sub = os.openpty()
-    env = {k: v for k, v in os.environ.items() if not k.startswith("VENOMX_")}
-    env.update({"VENOMX_SOCKET": daemon.socket, "VENOMX_TOKEN": "@owner"})
-    view = subprocess.Popen(
-        [PY, "-m", "venomx", "attach", "--pane", p],
-        stdin=sub,
-        stdout=sub,
-        stderr=subprocess.PIPE,
-        env=env,
-    )
-    os.close(sub)
+    main, view = attach_on_a_terminal(daemon, p, "@owner")
     shown = b""
     try:
         while b"\x1b[?1049h" not in shown:
