@@ -109,7 +109,9 @@ def test_a_sentinel_stopped_twice_while_a_start_waits_is_ended_with_what_it_star
 
         os.kill(sentinel.pid, signal.SIGSTOP)
         await until(lambda: state(sentinel.pid) == "T", "stopped")
-        waiting = asyncio.ensure_future(unstopped(lambda: sentinel.pid, closed, "pane p9"))
+        waiting = asyncio.ensure_future(
+            unstopped(lambda: (sentinel.pid, "sentinel of pane p9"), closed)
+        )
         await until(lambda: state(sentinel.pid) != "T", "continued within STOP_CHECK")
         assert not waiting.done()
         os.kill(sentinel.pid, signal.SIGSTOP)  # and again: it is taken as lost
