@@ -15,6 +15,9 @@ MIN_MAX_FRAME = 4096
 MAX_MAX_FRAME = 16777216
 HUGE = 10**100
 INFINITY = float("inf")
+# How an ``unavailable.spawn`` message begins when venomx's own side of the start failed
+# (not an exec of the program): the daemon says it, the CLI tells the two apart by it.
+SPAWN_OURS = "venomx could not "
 
 EXIT_CODES = {
     "internal": 1,

@@ -12,7 +12,7 @@ from typing import Any, NoReturn
 from venomx.cli.out import echo
 from venomx.paths import socket_path
 from venomx.visible import for_terminal, json_line, visible
-from venomx.wire import VenomxError
+from venomx.wire import SPAWN_OURS, VenomxError
 
 NOT_LISTENING = (errno.ENOENT, errno.ECONNREFUSED)
 
@@ -53,7 +53,7 @@ def venomx_failed(err: VenomxError) -> bool:
     """Whether a failed start failed on venomx's own side (its fork server or the pane's
     sentinel lost, out of descriptors), which the daemon's message says: the errno is
     then not an exec's, and blaming the program would send a person looking at it."""
-    return err.code == "unavailable.spawn" and err.message.startswith("venomx could not ")
+    return err.code == "unavailable.spawn" and err.message.startswith(SPAWN_OURS)
 
 
 def spawn_message(err: VenomxError, program: str) -> str:

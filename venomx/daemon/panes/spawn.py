@@ -22,7 +22,7 @@ from venomx.daemon.panes.link import Link
 from venomx.daemon.panes.sentinels import Channel, unstopped
 from venomx.daemon.panes.watch import watch
 from venomx.daemon.registry import Grant, Pane, Principal, Session, Window
-from venomx.wire import VenomxError
+from venomx.wire import SPAWN_OURS, VenomxError
 from workers import protocol as P
 
 if TYPE_CHECKING:
@@ -83,13 +83,14 @@ async def uncancellable(
                 return fut.result(), True
 
 
-def _spawn_failed(errno_name: str) -> VenomxError:
+def _spawn_failed(errno_name: str, message: str | None = None) -> VenomxError:
+    """``unavailable.spawn`` ``{"errno"}``: by default an exec of the program failed;
+    ``message`` says otherwise when venomx's own side did (``SPAWN_OURS``)."""
     return VenomxError(
-        "unavailable.spawn", f"cannot start the program: {errno_name}", {"errno": errno_name}
+        "unavailable.spawn",
+        message or f"cannot start the program: {errno_name}",
+        {"errno": errno_name},
     )
-
-
-OURS = "venomx could not "  # how a start that failed on the daemon's own side is said
 
 
 def _daemon_failed(exc: OSError) -> VenomxError:
@@ -100,20 +101,17 @@ def _daemon_failed(exc: OSError) -> VenomxError:
     name = "EIO"
     if not isinstance(exc, ConnectionError) and exc.errno is not None:
         name = errno.errorcode.get(exc.errno, "EIO")
-    return VenomxError(
-        "unavailable.spawn",
-        f"{OURS}prepare the start: {name}; the program was not started",
-        {"errno": name},
+    return _spawn_failed(
+        name, f"{SPAWN_OURS}prepare the start: {name}; the program was not started"
     )
 
 
 def _sentinel_lost() -> VenomxError:
     """The pane's sentinel was lost between READY and STARTED: the start is undone (its
     cgroup killed, if the leader had begun), and that is venomx's failure."""
-    return VenomxError(
-        "unavailable.spawn",
-        f"{OURS}complete the start: EIO (the pane's sentinel was lost); the start was undone",
-        {"errno": "EIO"},
+    return _spawn_failed(
+        "EIO",
+        f"{SPAWN_OURS}complete the start: EIO (the pane's sentinel was lost); the start was undone",
     )
 
 
