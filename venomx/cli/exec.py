@@ -452,15 +452,13 @@ class Exec:
 
     # -- the whole thing ---------------------------------------------------------------------------
     def run(self) -> int:
-        previous: dict[int, Any] = {}
         # SIGHUP too: the terminal exec ran in went away, as for a shell's job; one that
         # exec was started ignoring (nohup, a background job) stays ignored. Taken before
         # the start: a signal while it is in flight (a CI timeout's SIGTERM) left the run
         # going unwatched, the daemon having started it before exec died or gave up.
         for sig in (signal.SIGINT, signal.SIGTERM, signal.SIGHUP):
             if signal.getsignal(sig) is not signal.SIG_IGN:
-                previous[sig] = signal.signal(sig, self.on_signal)
-        self.previous = previous
+                self.previous[sig] = signal.signal(sig, self.on_signal)
         try:
             return self.start_and_watch()
         finally:
