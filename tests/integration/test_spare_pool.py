@@ -226,13 +226,81 @@ def test_a_fork_server_kept_stopped_under_a_start_is_ended_as_venomxs_failure(
         assert r.returncode == 6, (r.returncode, r.stderr)
         assert "venomx: unavailable.spawn: venomx could not prepare the start: EIO" in r.stderr
         assert "hint: venomx's side of the start failed, not an exec of 'true'" in r.stderr
-        assert "fork server, forking the sentinel of pane" in d.log.read_text()
+        assert "fork server, on the way to the sentinel of pane" in d.log.read_text()
         assert "was stopped again: ended" in d.log.read_text()
         gone.set()
         attacker.join(10)
         assert d.call("pane.list")["panes"] == before
         again = wait_for(lambda: (a := d.cli("exec", "--", "true")).code == 0 and a, 20, "a start")
         assert again.code == 0
+    finally:
+        gone.set()
+        stop_daemon(d)
+
+
+def test_a_fork_kept_stopped_under_a_start_is_ended_as_venomxs_failure() -> None:
+    """A program of our uid stops what a start's fork goes through before its sentinel
+    says HELLO: the fork server's short-lived intermediate, and the new sentinel while
+    it is still the intermediate's child. The start waited on them for ever (only the
+    fork server was watched). Each is continued once; stopped again, it is killed, and
+    the starts it held fail as venomx's own failure. Every start is answered."""
+    import os
+    import signal
+    import threading
+
+    from tests.helpers import forkserver_pid
+    from venomx.daemon.cgroups import children
+    from venomx.wire import SPAWN_OURS
+
+    d = start_daemon(config="[spawn]\nspares_max = 0\n[run]\nmax_active = 64\n")
+    gone = threading.Event()
+    caught: set[int] = set()
+    try:
+        wait_for(lambda: pool(d)[0] == 0, 10, "no spares")
+        fs = forkserver_pid(d.call("doctor"))
+
+        def keep_stopping() -> None:  # the attacker: stops every fork in progress
+            while not gone.is_set():
+                for mid in children(fs):
+                    for pid in (mid, *children(mid)):
+                        try:
+                            os.kill(pid, signal.SIGSTOP)
+                        except ProcessLookupError:
+                            continue
+                        caught.add(pid)
+
+        attacker = threading.Thread(target=keep_stopping, daemon=True)
+        attacker.start()
+        s = d.call("session.create")["session"]
+        answers: list[str] = []
+        for round_ in range(5):  # a round the attacker catches nothing proves nothing
+            with d.client() as c:
+                ids = [
+                    c.start("run", {"key": f"k{round_}.{i}", "session": s, "argv": ["true"]})
+                    for i in range(8)  # one batch: one intermediate forks all eight
+                ]
+                c.sock.settimeout(30)  # before: a start held by a stopped fork, for ever
+                for _ in ids:
+                    frame = c.read()
+                    if "ok" in frame:
+                        answers.append("ok")
+                    else:
+                        assert frame["error"]["code"] == "unavailable.spawn", frame
+                        assert frame["error"]["message"].startswith(SPAWN_OURS), frame
+                        answers.append("failed")
+            if caught:
+                break
+        assert caught, "the attacker never caught a fork"
+        assert "failed" in answers
+        assert "intermediate, on the way to the sentinel of pane" in d.log.read_text()
+        assert "was stopped again: ended" in d.log.read_text()
+        gone.set()
+        attacker.join(10)
+        # a failed start left no pane, and what was killed is not taken for an escapee
+        assert len(d.call("pane.list")["panes"]) == answers.count("ok")
+        assert d.call("doctor")["escapees"]["reaped"] == 0
+        again = d.call("run", {"key": "after", "session": s, "argv": ["true"]})
+        assert d.wait_exit(again["run"])["outcome"] == "succeeded"
     finally:
         gone.set()
         stop_daemon(d)

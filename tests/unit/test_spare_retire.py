@@ -13,7 +13,7 @@ from pathlib import Path
 import pytest
 
 from tests.helpers import wait_for
-from venomx.daemon.panes.sentinels import Channel, ForkServer, unstopped
+from venomx.daemon.panes.sentinels import Channel, ForkServer, kill_stopped, unstopped
 
 
 def _exited_unreaped() -> int:
@@ -110,7 +110,7 @@ def test_a_sentinel_stopped_twice_while_a_start_waits_is_ended_with_what_it_star
         os.kill(sentinel.pid, signal.SIGSTOP)
         await until(lambda: state(sentinel.pid) == "T", "stopped")
         waiting = asyncio.ensure_future(
-            unstopped(lambda: (sentinel.pid, "sentinel of pane p9"), closed)
+            unstopped(lambda: [(sentinel.pid, "sentinel of pane p9", kill_stopped)], closed)
         )
         await until(lambda: state(sentinel.pid) != "T", "continued within STOP_CHECK")
         assert not waiting.done()

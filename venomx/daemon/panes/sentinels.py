@@ -16,7 +16,7 @@ import resource
 import signal
 import socket
 import sys
-from collections.abc import Awaitable, Callable
+from collections.abc import Awaitable, Callable, Container, Iterable
 from typing import TYPE_CHECKING, TypeVar
 
 from venomx.daemon.cgroups import children
@@ -50,31 +50,39 @@ STOP_CHECK = 0.5
 T = TypeVar("T")
 
 
-async def unstopped(watched: Callable[[], tuple[int, str]], aw: Awaitable[T]) -> T:
-    """``aw``, a sentinel's answer during a start, while nothing keeps that sentinel
-    stopped. Any program of our uid can SIGSTOP a sentinel: the new leader itself before
-    the sentinel reports STARTED, or another pane's program at any moment, and a start
-    must never wait on it forever. Found stopped (looked at every ``STOP_CHECK`` seconds
-    of waiting, so a quick answer costs one timer), it is continued once; found stopped
-    again, it is taken as lost: what it started is killed with it (``kill_stopped``), its
-    channel closes, and ``aw`` fails as for a sentinel that died. ``watched`` gives the
-    pid to look at and its name for the log: the fork server's while the sentinel does
-    not exist yet, whose death closes the channel it holds the same way."""
+# A process a start waits on: its pid, what it is (for the log), and how to end it.
+Watched = tuple[int, str, Callable[[int], None]]
+
+
+async def unstopped(watched: Callable[[], Iterable[Watched]], aw: Awaitable[T]) -> T:
+    """``aw``, a sentinel's answer during a start, while nothing keeps what it waits on
+    stopped. Any program of our uid can SIGSTOP a sentinel (the new leader itself before
+    the sentinel reports STARTED, or another pane's program at any moment) or, before the
+    sentinel exists, the fork server, its intermediate or the new sentinel before HELLO,
+    and a start must never wait on it forever. Each found stopped (looked at every
+    ``STOP_CHECK`` seconds of waiting, so a quick answer costs one timer) is continued
+    once; found stopped again, it is taken as lost and ended: the channel it holds
+    closes, and ``aw`` fails as for a sentinel that died. ``watched`` gives what to look
+    at now: the sentinel once it said HELLO, else ``ForkServer.forking``."""
     loop = asyncio.get_running_loop()
-    continued = False
+    continued: set[int] = set()
     handle: asyncio.TimerHandle | None = None
 
     def check() -> None:
-        nonlocal continued, handle
-        sentinel, what = watched()
-        if sentinel and stopped(sentinel):
-            if continued:
-                log.error("the %s (pid %d) was stopped again: ended", what, sentinel)
-                kill_stopped(sentinel)
-                return
-            continued = True
-            log.warning("the %s (pid %d) was stopped: continued", what, sentinel)
-            os.kill(sentinel, signal.SIGCONT)
+        nonlocal handle
+        for pid, what, end in watched():
+            if not stopped(pid):
+                continue
+            if pid in continued:
+                log.error("the %s (pid %d) was stopped again: ended", what, pid)
+                end(pid)
+                continue
+            continued.add(pid)
+            log.warning("the %s (pid %d) was stopped: continued", what, pid)
+            try:
+                os.kill(pid, signal.SIGCONT)
+            except OSError:
+                pass  # gone since
         handle = loop.call_later(STOP_CHECK, check)
 
     handle = loop.call_later(STOP_CHECK, check)
@@ -94,6 +102,10 @@ def kill_stopped(pid: int) -> None:
             os.killpg(child, signal.SIGKILL)
         except OSError:
             pass  # not a group leader (nothing of a leader's yet): the sentinel's kill suffices
+    _kill(pid)
+
+
+def _kill(pid: int) -> None:
     try:
         os.kill(pid, signal.SIGKILL)
     except OSError:
@@ -126,6 +138,7 @@ class ForkServer:
         self.size = self.base = SPARES
         self.shrinking: asyncio.TimerHandle | None = None
         self.retired: set[int] = set()  # spares stopped on purpose, until they are reaped
+        self.looked_at, self.seen_forking = float("-inf"), list[Watched]()  # ``forking``
         self.spares: list[Channel] = []
         self.filling: asyncio.Task[None] | None = None
         self.again = False
@@ -307,6 +320,36 @@ class ForkServer:
     @property
     def spare_pids(self) -> set[int]:
         return {chan.sentinel_pid for chan in self.spares}
+
+    def forking(self, known: Container[int]) -> list[Watched]:
+        """What a fork goes through until its sentinel says HELLO: the fork server, its
+        intermediates, and the sentinels they made that have not said HELLO (neither a
+        spare nor in ``known``), under their intermediate or, once it exited, ours. Found
+        once per half ``STOP_CHECK`` for all starts waiting on a fork (a burst has
+        hundreds); a stopped process cannot fork, exit or be reaped, so its pid holds."""
+        now = asyncio.get_running_loop().time()
+        if now - self.looked_at < STOP_CHECK / 2:
+            return self.seen_forking
+        found: list[Watched] = []
+        if self.pid:
+            found.append((self.pid, "fork server", _kill))
+        said = self.spare_pids
+        new: list[int] = []
+        for mid in children(self.pid) if self.pid else []:
+            found.append((mid, "fork server's intermediate", _kill))
+            new += children(mid)
+        new += (p for p in children(os.getpid()) if p != self.pid and p not in self.retired)
+        for pid in new:
+            if pid not in said and pid not in known and session_of(pid) in self.sessions:
+                found.append((pid, "new sentinel", self.end_new))
+        self.looked_at, self.seen_forking = now, found
+        return found
+
+    def end_new(self, pid: int) -> None:
+        """Kill a new sentinel, before HELLO: its reap (ours, as for every sentinel) is
+        then known as a spare's, not taken for a process that escaped a pane."""
+        _kill(pid)
+        self.retired.add(pid)
 
     def refill(self) -> None:
         """Fork spares in the background, a batch at a time, until there are enough."""

@@ -19,7 +19,7 @@ from typing import TYPE_CHECKING, TypeVar
 
 from venomx.daemon.layout import split_layout
 from venomx.daemon.panes.link import Link
-from venomx.daemon.panes.sentinels import Channel, unstopped
+from venomx.daemon.panes.sentinels import Channel, Watched, kill_stopped, unstopped
 from venomx.daemon.panes.watch import watch
 from venomx.daemon.registry import Grant, Pane, Principal, Session, Window
 from venomx.wire import SPAWN_OURS, VenomxError
@@ -243,13 +243,18 @@ async def _spawn(
         something keeps it stopped."""
         return unstopped(lambda: watched(c), c.expect(kind))
 
-    def watched(c: Channel) -> tuple[int, str]:
-        """The process a start waits on: its sentinel, or before that sentinel exists
-        (no spare: a fork asked for) the fork server, which a program of our uid can stop
-        too; stopped for good, it is killed, the channel closes and the start fails."""
+    def watched(c: Channel) -> list[Watched]:
+        """What a start waits on: its sentinel, or before that sentinel said HELLO (no
+        spare: a fork asked for) the fork server and the fork in progress, which a
+        program of our uid can stop too; stopped for good, each is killed, the channel
+        closes and the start fails."""
         if c.sentinel_pid:
-            return c.sentinel_pid, f"sentinel of pane {pane_id}"
-        return owner.forkserver.pid, f"fork server, forking the sentinel of pane {pane_id}"
+            return [(c.sentinel_pid, f"sentinel of pane {pane_id}", kill_stopped)]
+        forking = owner.forkserver.forking(reg.sentinels)
+        return [
+            (pid, f"{what}, on the way to the sentinel of pane {pane_id}", end)
+            for pid, what, end in forking
+        ]
 
     def started(pid: int) -> None:
         leaders.append(pid)
