@@ -294,3 +294,25 @@ def test_doctor_names_only_the_panes_and_runs_its_caller_may_read(
             assert (pane in doc["exited_panes"]["largest"]) is sees
     finally:
         os.kill(pid, signal.SIGKILL)
+
+
+def test_a_fork_server_that_died_is_remembered(daemon: Daemon) -> None:
+    """The check shows the fork server now; the section also keeps how often one died
+    and how the last one ended (systemd's NRestarts): the restart hid a death that had
+    failed the starts it held."""
+    from tests.helpers import forkserver_pid
+
+    doc = daemon.call("doctor")
+    first = forkserver_pid(doc)
+    assert doc["fork_server"] == {"pid": first, "restarts": 0}
+    assert "restarted" not in daemon.cli("doctor").out
+    os.kill(first, signal.SIGKILL)
+    doc = wait_for(
+        lambda: (d := daemon.call("doctor"))["fork_server"]["restarts"] == 1 and d, 10, "restart"
+    )
+    again = forkserver_pid(doc)
+    assert again not in (0, first) and doc["fork_server"]["pid"] == again
+    last = doc["fork_server"]["last_exit"]
+    assert last["signal"] == "SIGKILL" and set(last) == {"at", "signal"}, last
+    text = daemon.cli("doctor").out
+    assert f"restarted 1 time; last exit {last['at']}: killed by SIGKILL" in text, text

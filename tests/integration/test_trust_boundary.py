@@ -27,6 +27,7 @@ from venomx.client import Client
 from venomx.daemon.cgroups import locate
 from venomx.wire import VenomxError, dumps
 from workers import protocol as P
+from workers.inherited import CHANGED
 from workers.tracer import tracer_of
 
 CENSUS = """
@@ -1172,6 +1173,7 @@ def test_a_run_cannot_set_the_limits_later_runs_inherit(daemon: Daemon, tmp_path
     assert "were changed by another process past repair" in daemon.log.read_text()
     doc = daemon.call("doctor")  # retired spares and a replaced fork server, not escapees
     assert doc["escapees"]["count"] == 0 and doc["escapees"]["reaped"] == 0, doc["escapees"]
+    assert doc["fork_server"]["last_exit"]["exit_code"] == CHANGED, doc["fork_server"]
 
 
 def test_what_can_be_put_back_is_put_back_without_a_new_fork_server(

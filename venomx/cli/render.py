@@ -233,11 +233,23 @@ def doctor_notes(name: str, result: dict[str, Any], panes: Panes) -> tuple[str |
         return None, sentinel_notes(result["sentinels"], panes)
     if name == "escapees" and isinstance(result.get("escapees"), dict):
         return escapee_notes(result["escapees"], panes)
+    if name == "fork_server" and isinstance(result.get("fork_server"), dict):
+        return None, fork_server_notes(result["fork_server"])
     if name == "exited_panes" and isinstance(result.get("exited_panes"), dict):
         x = result["exited_panes"]
         n, held = int(x.get("count", 0)), int(x.get("bytes", 0))
         return f"{plural(n, 'exited pane')} {'holds' if n == 1 else 'hold'} {human_bytes(held)}", []
     return None, []
+
+
+def fork_server_notes(f: dict[str, Any]) -> list[str]:
+    """Its deaths since the daemon started, which the check (the fork server now) hides."""
+    n, last = int(f.get("restarts", 0)), mapping(f.get("last_exit"))
+    if not n:
+        return []
+    code = f"exit code {last.get('exit_code')}"
+    how = f"killed by {last['signal']}" if "signal" in last else code
+    return [f"restarted {plural(n, 'time')}; last exit {last.get('at', '')}: {how}"]
 
 
 def sentinel_notes(s: dict[str, Any], panes: Panes) -> list[str]:

@@ -522,6 +522,7 @@ async def report(d: Doctor) -> dict[str, Any]:
         "uptime_ms": int((time.monotonic() - d.started) * 1000),
         "status": overall,
         "checks": checks,
+        "fork_server": d.panes.forkserver.report(),
         "sentinels": s_section,
         "escapees": e_section,
         "cgroups": cg.report(),

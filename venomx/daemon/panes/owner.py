@@ -327,15 +327,17 @@ class Panes:
                 log.debug("fork server exited (status %d)", status)
             elif self.lifecycle.shutting_down:
                 log.error("fork server exited (status %d) during shutdown", status)
-            elif os.waitstatus_to_exitcode(status) == inherited.CHANGED:
-                log.error(
-                    "fork server's limits or scheduling were changed by another process "
-                    "past repair; restarting it"
-                )
-                self.forkserver.restart()
             else:
-                log.error("fork server exited (status %d); restarting it", status)
-                self.forkserver.restart()
+                if os.waitstatus_to_exitcode(status) == inherited.CHANGED:
+                    log.error(
+                        "fork server's limits or scheduling were changed by another process "
+                        "past repair; restarting it"
+                    )
+                else:
+                    log.error("fork server exited (status %d); restarting it", status)
+                fields = waitstatus_fields(status)
+                fields.pop("signum", None)
+                self.forkserver.died(fields, now_iso())
             return True
         if self.forkserver.lost(pid):
             log.error("a spare sentinel exited (status %d)", status)

@@ -146,6 +146,8 @@ class ForkServer:
         self.demand: list[asyncio.Future[socket.socket]] = []  # starts waiting for a fork
         self.retries: dict[str, asyncio.TimerHandle] = {}
         self.down: OSError | None = None  # why the fork server could not be restarted
+        self.deaths = 0  # exits we did not ask for, each followed by a restart
+        self.last_death: dict[str, object] | None = None  # when, and its exit_code or signal
         self.configure(most, idle_ms, least)
 
     def start(self) -> None:
@@ -487,6 +489,20 @@ class ForkServer:
                 what()
 
             self.retries[name] = asyncio.get_running_loop().call_later(delay, again)
+
+    def died(self, fields: dict[str, object], at: str) -> None:
+        """The fork server exited without being asked to (``fields``: its exit_code or
+        signal, ``at``: when): kept for doctor, which otherwise shows only the new one."""
+        self.deaths += 1
+        self.last_death = {"at": at, **fields}
+        self.restart()
+
+    def report(self) -> dict[str, object]:
+        """Doctor's ``fork_server`` section."""
+        out: dict[str, object] = {"pid": self.pid, "restarts": self.deaths}
+        if self.last_death is not None:
+            out["last_exit"] = self.last_death
+        return out
 
     def restart(self) -> None:
         """A new fork server after the old one died; spare sentinels do not need it. Out
