@@ -326,3 +326,36 @@ def test_a_start_held_at_shutdown_is_answered_and_runs_nothing(tmp_path: Path) -
         assert marker_count(marker) == 0
     finally:
         stop_daemon(d)
+
+
+@pytest.mark.parametrize("first_runs", [True, False])
+def test_other_parameters_under_a_key_still_preparing_wait_for_its_end(
+    daemon: Daemon, tmp_path: Path, first_runs: bool
+) -> None:
+    """RFC-0015 §8: a start still preparing has no run yet, and a failed one binds
+    nothing. A request with the same key and other parameters was answered at once with
+    `conflict.run_key` naming the preparing start's run ID: a run that did not exist
+    yet, and never did when that start failed (then `run.get` said it expired and the
+    same request started a new run). It now waits for that start's end and looks again:
+    a conflict naming the run that committed, or a start of its own."""
+    s = daemon.call("session.create")["session"]
+    argv = ["true"] if first_runs else [str(tmp_path / "missing")]
+    hold(daemon, "run.before_barrier")
+    c, c2 = daemon.client(), daemon.client()
+    first = c.start("run", {"key": "K", "session": s, "argv": argv})
+    reached(daemon, "run.before_barrier")
+    other = c2.start("run", {"key": "K", "session": s, "argv": ["echo", "other"]})
+    release(daemon, "run.before_barrier")
+    if first_runs:
+        run = c.response(first)["run"]
+        with pytest.raises(VenomxError) as err:
+            c2.response(other)
+        assert err.value.code == "conflict.run_key" and err.value.data == {"run": run}
+        assert daemon.call("run.get", {"run": run})["run"] == run  # it exists
+    else:
+        with pytest.raises(VenomxError) as err:
+            c.response(first)
+        assert err.value.code == "unavailable.spawn"
+        mine = c2.response(other)  # the key was never bound: a start of its own
+        assert mine["reused"] is False
+        assert daemon.wait_exit(mine["run"])["outcome"] == "succeeded"

@@ -203,18 +203,18 @@ class RunTable:
         return len(self.runs) - len(self.completed_order) + len(self.pending)
 
     def lookup_key(self, owner: str, key: str, digest: bytes) -> Run | Pending | None:
-        """§8 lookup; raises ``conflict.run_key`` for a different digest."""
-        found: Run | Pending | None = self.bindings.get((owner, key)) or self.pending.get(
-            (owner, key)
-        )
+        """§8 lookup: the run bound to the key, else the start still preparing under it;
+        raises ``conflict.run_key`` for a run with a different digest. A start still
+        preparing is returned whatever its digest: it has no run to name yet, and may
+        never have one (a failed start binds nothing)."""
+        found = self.bindings.get((owner, key))
         if found is None:
-            return None
+            return self.pending.get((owner, key))
         if not hmac.compare_digest(found.digest, digest):
-            run_id = found.id if isinstance(found, Run) else found.run
             raise VenomxError(
                 "conflict.run_key",
-                f"key {key} is bound to run {run_id} with different parameters",
-                {"run": run_id},
+                f"key {key} is bound to run {found.id} with different parameters",
+                {"run": found.id},
             )
         return found
 

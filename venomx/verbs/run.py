@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import asyncio
 import bisect
+import hmac
 from collections.abc import Iterable
 from typing import Any
 
@@ -86,6 +87,14 @@ async def run(
             return found.result(ctx.source, reused=True)
         if not isinstance(found, Pending):
             break
+        if not hmac.compare_digest(found.digest, digest):
+            # Other parameters: the conflict names a run, which this start has only once
+            # it commits, and a start that fails binds nothing; its end decides.
+            try:
+                await asyncio.shield(found.future)
+            except Exception:
+                pass
+            continue
         runs.joined += 1
         try:
             joined = await asyncio.shield(found.future)
