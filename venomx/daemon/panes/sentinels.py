@@ -324,11 +324,12 @@ class ForkServer:
         return {chan.sentinel_pid for chan in self.spares}
 
     def forking(self, known: Container[int]) -> list[Watched]:
-        """What a fork goes through until its sentinel says HELLO: the fork server, its
-        intermediates, and the sentinels they made that have not said HELLO (neither a
-        spare nor in ``known``), under their intermediate or, once it exited, ours. Found
-        once per half ``STOP_CHECK`` for all starts waiting on a fork (a burst has
-        hundreds); a stopped process cannot fork, exit or be reaped, so its pid holds."""
+        """What a fork goes through until its sentinel says HELLO, where it is stopped
+        now: the fork server, its intermediates, and the sentinels they made that have
+        not said HELLO (neither a spare nor in ``known``), under their intermediate or,
+        once it exited, ours. Looked for once per half ``STOP_CHECK`` for all starts
+        waiting on a fork (a burst has hundreds, and nothing is stopped); a stopped
+        process cannot fork, exit or be reaped, so its pid holds."""
         now = asyncio.get_running_loop().time()
         if now - self.looked_at < STOP_CHECK / 2:
             return self.seen_forking
@@ -344,8 +345,9 @@ class ForkServer:
         for pid in new:
             if pid not in said and pid not in known and session_of(pid) in self.sessions:
                 found.append((pid, "new sentinel", self.end_new))
-        self.looked_at, self.seen_forking = now, found
-        return found
+        self.looked_at = now
+        self.seen_forking = [w for w in found if stopped(w[0])]
+        return self.seen_forking
 
     def end_new(self, pid: int) -> None:
         """Kill a new sentinel, before HELLO: its reap (ours, as for every sentinel) is
