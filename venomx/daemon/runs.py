@@ -139,9 +139,9 @@ def run_number(run: Run) -> int:
 
 @dataclass
 class Pending:
-    """A start still preparing: later identical requests join its future."""
+    """A start still preparing: later identical requests join its future (and others
+    wait for it). It names no run: that has no ID anyone may see until it commits."""
 
-    run: str
     digest: bytes
     future: asyncio.Future[Run]
 

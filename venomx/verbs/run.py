@@ -114,7 +114,7 @@ async def run(
     run_id = ctx.registry.next_id("r")
     record = Run(run_id, key, owner, digest, shell is not None, output_rows, output_bytes)
     future: asyncio.Future[Run] = asyncio.get_running_loop().create_future()
-    runs.pending[(owner, key)] = Pending(run_id, digest, future)
+    runs.pending[(owner, key)] = Pending(digest, future)
     req = SpawnRequest(
         ctx.principal,
         command,
