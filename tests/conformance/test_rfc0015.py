@@ -572,6 +572,12 @@ def test_row23_max_active(api: Api, daemon: Daemon) -> None:
 
 def test_row24_retention(api: Api, daemon: Daemon) -> None:
     s = session(daemon)
+
+    # doctor's evictions by limit: each limit named, counted from zero
+    def evictions() -> dict[str, int]:
+        return dict(daemon.call("doctor")["run"]["retained"]["evictions"])
+
+    assert evictions() == {"count": 0, "ms": 0, "bytes": 0}
     daemon.call("config.set", {"path": "run.retain_count", "value": "2"})
     hold = daemon.call("run", {"key": "running", "session": s, "argv": ["sleep", "100"]})["run"]
     done = []
@@ -625,6 +631,7 @@ def test_row24_retention(api: Api, daemon: Daemon) -> None:
     )
     assert [x["run"] for x in daemon.call("run.list")["runs"]] == [hold]
     assert daemon.call("run.get", {"run": hold})["state"] == "running"
+    assert evictions() == {"count": 2, "ms": 2, "bytes": 1}
 
 
 def test_row25_event_order(api: Api, daemon: Daemon) -> None:

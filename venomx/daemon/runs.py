@@ -182,7 +182,8 @@ class RunTable:
         self.hmac_key = secrets.token_bytes(32)
         self.outcomes: Counter[str] = Counter()
         self.causes: Counter[str] = Counter()
-        self.evictions: Counter[str] = Counter()
+        # doctor's evictions by limit, named after run.retain_count, _ms and _bytes
+        self.evictions = {"count": 0, "ms": 0, "bytes": 0}
         self.joined = 0
         self.reused = 0
         self.waiters = 0  # run.wait requests blocked right now
@@ -340,7 +341,7 @@ class RunTable:
             elif self.retained_bytes > cfg["run.retain_bytes"]:
                 self.evict(oldest, "bytes")
             elif now - oldest.completed_mono >= cfg["run.retain_ms"]:
-                self.evict(oldest, "age")
+                self.evict(oldest, "ms")
             else:
                 break
         if self.expiry is not None:
