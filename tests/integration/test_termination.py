@@ -213,6 +213,40 @@ def test_a_killed_leader_is_terminated_while_an_escapee_keeps_writing(
             pass
 
 
+@pytest.mark.parametrize("verb", ["run.cancel", "pane.kill"])
+def test_a_stop_after_the_leader_exited_leaves_its_outcome(
+    daemon: Daemon, tmp_path: Path, verb: str
+) -> None:
+    """RFC-0015 §5: the outcome is what the run was when its exit was observed. A
+    leader that exited 0 while an escaped process kept its PTY busy (the sentinel then
+    drains for up to a second before it reports) was recorded terminated (status 125)
+    by a cancel in that second, and a deadline there gave 124. A stop after the exit now
+    has nothing to stop: the run succeeds, with no cause and no terminating event."""
+    pidfile = tmp_path / "escapee"
+    s = daemon.call("session.create")["session"]
+    script = (
+        f"setsid sh -c 'echo $$ > {pidfile}; while :; do echo x; sleep 0.005; done' & "
+        f"until [ -s {pidfile} ]; do sleep 0.01; done; exit 0"  # out of the group first
+    )
+    r = daemon.call("run", {"key": "early", "session": s, "shell": script})
+    wait_for(lambda: pidfile.exists() and pidfile.read_text().strip() != "", 10, "the escapee")
+    escapee = int(pidfile.read_text())
+    try:
+        # the leader's zombie: the daemon's pidfd has seen the exit; the drain goes on
+        wait_for(lambda: not running(r["pid"]), 10, "the leader exited")
+        stopped = daemon.call(verb, {verb.split(".")[0]: r[verb.split(".")[0]], "grace_ms": 0})
+        assert stopped["state"] in ("completed", "exited"), stopped
+        rec = daemon.call("run.get", {"run": r["run"]})
+        assert rec["outcome"] == "succeeded" and rec["status"] == 0 and "cause" not in rec, rec
+        events = daemon.call("events.read", {"limit": 1024})["events"]
+        assert not [e for e in events if e["type"] in ("pane.terminating", "run.terminating")]
+    finally:
+        try:
+            os.kill(escapee, signal.SIGKILL)
+        except ProcessLookupError:
+            pass
+
+
 def test_removal(daemon: Daemon) -> None:
     s = daemon.call("session.create")["session"]
     a = spawn(daemon, ["sleep", "100"], s)

@@ -18,6 +18,7 @@ import time
 from typing import TYPE_CHECKING
 
 from venomx.daemon.panes.link import Link, Termination
+from venomx.daemon.panes.watch import EXIT_BOUND
 from venomx.manifest.verbs import TERMINATE_GRACE_MS, TERMINATE_SIGNAL
 from venomx.wire import VenomxError
 from workers import protocol as P
@@ -42,6 +43,11 @@ def terminate(
         return None
     if link.termination is not None:
         return link.termination
+    if link.leader_gone.done():
+        # Its exit came first (RFC-0015 §5: the outcome is what the run was when the exit
+        # was observed): nothing is left to stop, no cause is recorded, and the pane ends
+        # as its sentinel reports once the PTY is drained, or is lost (watch.EXIT_BOUND).
+        return None
     t = Termination(pane, signame, grace_ms, cause, functools.partial(_escalate, owner))
     link.termination = t
     pane.state = "terminating"
@@ -93,8 +99,14 @@ async def wait_terminated(pane: Pane, link: Link) -> None:
     Cancellation: ends only this wait; the termination goes on.
     """
     t = link.termination
-    if not pane.live or t is None:
+    if not pane.live:
         return
+    if t is None:  # the leader exited before any termination: its report is on its way
+        await asyncio.wait([link.exited], timeout=EXIT_BOUND + REPORT_WAIT)
+        if link.exited.done():
+            return
+        message = f"pane {pane.id} did not end after its leader"
+        raise VenomxError("timeout.terminate", message, {"panes": [pane.id]})
     if not link.exited.done():
         await asyncio.wait([link.exited, t.killed], return_when=asyncio.FIRST_COMPLETED)
     if link.exited.done():
