@@ -238,18 +238,21 @@ def test_a_fork_server_kept_stopped_under_a_start_is_ended_as_venomxs_failure(
         stop_daemon(d)
 
 
-def test_a_fork_kept_stopped_under_a_start_is_ended_as_venomxs_failure() -> None:
+@pytest.mark.parametrize("what", ["intermediates", "new sentinels"])
+def test_a_fork_kept_stopped_under_a_start_is_ended_as_venomxs_failure(what: str) -> None:
     """A program of our uid stops what a start's fork goes through before its sentinel
-    says HELLO: the fork server's short-lived intermediate, and the new sentinel while
-    it is still the intermediate's child. The start waited on them for ever (only the
-    fork server was watched). Each is continued once; stopped again, it is killed, and
-    the starts it held fail as venomx's own failure. Every start is answered."""
+    says HELLO: the fork server's short-lived intermediate, and the new sentinel (caught
+    as the intermediate's child and kept stopped after the intermediate exits and it is
+    ours). The start waited on them for ever (only the fork server was watched). Each is
+    continued once; stopped again, it is killed, and the starts it held fail as venomx's
+    own failure. Every start is answered."""
     import os
     import signal
     import threading
 
     from tests.helpers import forkserver_pid
     from venomx.daemon.cgroups import children
+    from venomx.daemon.procfs import session_of
     from venomx.wire import SPAWN_OURS
 
     d = start_daemon(config="[spawn]\nspares_max = 0\n[run]\nmax_active = 64\n")
@@ -259,15 +262,22 @@ def test_a_fork_kept_stopped_under_a_start_is_ended_as_venomxs_failure() -> None
         wait_for(lambda: pool(d)[0] == 0, 10, "no spares")
         fs = forkserver_pid(d.call("doctor"))
 
-        def keep_stopping() -> None:  # the attacker: stops every fork in progress
+        def keep_stopping() -> None:  # the attacker
             while not gone.is_set():
+                # intermediates: every fork in progress, as it is seen; new sentinels:
+                # those forked, and again whenever they run (while in the fork server's
+                # session: a pid reused by another process is left alone)
+                targets: list[int] = []
                 for mid in children(fs):
-                    for pid in (mid, *children(mid)):
-                        try:
-                            os.kill(pid, signal.SIGSTOP)
-                        except ProcessLookupError:
-                            continue
-                        caught.add(pid)
+                    targets += [mid, *children(mid)] if what == "intermediates" else children(mid)
+                if what == "new sentinels":
+                    targets += [p for p in caught if session_of(p) == fs]
+                for pid in targets:
+                    try:
+                        os.kill(pid, signal.SIGSTOP)
+                    except ProcessLookupError:
+                        continue
+                    caught.add(pid)
 
         attacker = threading.Thread(target=keep_stopping, daemon=True)
         attacker.start()
@@ -292,8 +302,10 @@ def test_a_fork_kept_stopped_under_a_start_is_ended_as_venomxs_failure() -> None
                 break
         assert caught, "the attacker never caught a fork"
         assert "failed" in answers
-        assert "intermediate, on the way to the sentinel of pane" in d.log.read_text()
-        assert "was stopped again: ended" in d.log.read_text()
+        log = d.log.read_text()
+        said = "intermediate" if what == "intermediates" else "new sentinel"
+        assert f"{said}, on the way to the sentinel of pane" in log
+        assert "was stopped again: ended" in log
         gone.set()
         attacker.join(10)
         # a failed start left no pane, and what was killed is not taken for an escapee
