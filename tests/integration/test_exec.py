@@ -800,3 +800,59 @@ def test_files_and_pipes_get_utf8_whatever_the_encoding(daemon: Daemon) -> None:
         )
         assert done.returncode == 0, done.stderr
         assert "\U0001d11e".encode() in done.stdout
+
+
+def test_keys_go_on_after_a_send_the_run_did_not_take(daemon: Daemon) -> None:
+    """exec on a terminal types the person's keys into the run. A program that does not
+    read for a while (raw mode, its terminal's buffer full) makes a send wait and time
+    out (timeout.input, 5 s): exec stopped forwarding for good, so nothing typed later
+    reached the run, Ctrl-C included, and the person could not end it. Keys typed while
+    such a send waits now go on after it."""
+    prog = (
+        "import select, sys, time, tty\n"
+        "tty.setraw(0); print('ready', flush=True); time.sleep(7)\n"
+        "end = time.monotonic() + 30\n"
+        "while select.select([0], [], [], max(0, end - time.monotonic()))[0]:\n"
+        "    if b'q' in sys.stdin.buffer.raw.read(65536): print('quit', flush=True); break\n"
+        "else: sys.exit(3)"
+    )
+    main, sub = os.openpty()
+    try:
+        proc = subprocess.Popen(
+            [PY, "-m", "venomx", "exec", "--", PY, "-c", prog],
+            stdin=sub,
+            stdout=sub,
+            stderr=subprocess.PIPE,
+            env=exec_env(daemon),
+        )
+    finally:
+        os.close(sub)
+    view = OnPty(main, proc)
+    blocked = threading.Event()
+
+    def type_keys() -> None:  # as a terminal takes them: a paste, then one key behind it
+        with contextlib.suppress(OSError):
+            for _ in range(192):  # 96 KiB: more than the run's terminal holds unread
+                os.write(main, b"y" * 512)
+            blocked.wait(30)
+            os.write(main, b"q")
+
+    try:
+        view.until(b"ready")
+        waiting = daemon.call("doctor")["counters"]["requests_waiting"]
+        threading.Thread(target=type_keys, daemon=True).start()
+        wait_for(
+            lambda: daemon.call("doctor")["counters"]["requests_waiting"] > waiting,
+            30,
+            "a send waiting for the sleeping run",
+        )
+        blocked.set()
+        _, err = proc.communicate(timeout=60)
+        assert proc.returncode == 0, err
+        view.rest()
+        assert b"quit" in view.shown
+    finally:
+        blocked.set()
+        proc.kill()
+        proc.wait()
+        os.close(main)

@@ -28,6 +28,7 @@ from venomx.cli.render import human_duration, usage_text
 from venomx.cli.runlog import RowLog
 from venomx.cli.termguard import TermGuard
 from venomx.cli.textlog import TextLines
+from venomx.cli.typed import Typed, ends_typing
 from venomx.cli.values import cli_int
 from venomx.client import Client, Pin, reconnecting, retryable
 from venomx.visible import for_terminal, json_line
@@ -331,21 +332,38 @@ class Exec:
         except VenomxError:
             pass  # the command may have ended already; its outcome says what happened
 
-    def forward_keys(self) -> None:
-        """A terminal on stdin: keys go to the command as typed (Ctrl-C included)."""
-        fd = sys.stdin.fileno()
+    def read_keys(self, fd: int, typed: Typed) -> None:
+        """A terminal on stdin: keys go to the command as typed (Ctrl-C included). Reading
+        never waits on a send, so keys typed while the command is not taking its input
+        go after it (up to ``Typed.HELD_MAX``), not nowhere."""
+        while True:
+            try:
+                data = os.read(fd, 4096)
+            except OSError:
+                data = b""
+            if not data:  # the terminal hung up: nothing more will be typed
+                typed.close()
+                return
+            typed.put(data)
+
+    def send_keys(self, typed: Typed) -> None:
+        """Send what ``read_keys`` read. A send the command did not take in time loses
+        those keys only; after a refusal that ends typing (the run going) the rest wait
+        for nobody."""
         try:
             with self.client() as c:
-                while True:
-                    data = os.read(fd, 4096)
-                    if not data:
-                        return
+                while (data := typed.take()) is not None:
                     assert self.pane is not None
-                    c.call(
-                        "pane.send", {"pane": self.pane, "data": base64.b64encode(data).decode()}
-                    )
-        except (OSError, VenomxError):
-            return
+                    try:
+                        c.call(
+                            "pane.send",
+                            {"pane": self.pane, "data": base64.b64encode(data).decode()},
+                        )
+                    except VenomxError as err:
+                        if ends_typing(err.code):
+                            return
+        except VenomxError:
+            return  # no connection for the keys: the command's outcome says what happened
 
     # -- output ----------------------------------------------------------------------------------
     def stream(self) -> None:
@@ -541,8 +559,22 @@ class Exec:
             fd = sys.stdin.fileno()
             saved = termios.tcgetattr(fd)
             tty.setraw(fd)
-            threading.Thread(target=self.forward_keys, daemon=True).start()
-            return lambda: termios.tcsetattr(fd, termios.TCSADRAIN, saved)
+            typed = Typed()
+            threading.Thread(target=self.read_keys, args=(fd, typed), daemon=True).start()
+            threading.Thread(target=self.send_keys, args=(typed,), daemon=True).start()
+
+            def restore() -> None:
+                typed.close()
+                # typing not yet read was meant for the command, not the shell after us
+                termios.tcflush(fd, termios.TCIFLUSH)
+                termios.tcsetattr(fd, termios.TCSADRAIN, saved)
+                if typed.dropped:
+                    self.note(
+                        f"{typed.dropped} bytes of typing were not sent: the command was "
+                        "not taking its input"
+                    )
+
+            return restore
         if self.opts.stdin:
             threading.Thread(target=self.feed_stdin, daemon=True).start()
         return lambda: None
