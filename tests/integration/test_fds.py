@@ -177,6 +177,8 @@ def test_a_start_out_of_descriptors_fails_emfile_and_leaves_nothing(tmp: Path) -
         )
         e = c.call("doctor", {})
         assert next(x for x in e["checks"] if x["name"] == "fork_server")["status"] == "fail"
+        # the dead one's pid, free for any process now, is not taken for a fork server
+        assert e["fork_server"]["pid"] == 0 and e["fork_server"]["restarts"] == 1, e
         try:
             c.call("run", {"key": "after-restart", "session": s, "argv": ["true"]})
             raise AssertionError("a run started without a fork server")

@@ -323,6 +323,9 @@ class Panes:
         self.forget_orphans()  # the daemon's children changed: a reaped leader's re-parented
         reg = self.registry
         if pid == self.forkserver.pid:
+            # reaped: its pid may be any process's now, and none of it is the fork
+            # server's until a restart (which may fail, out of descriptors) says so
+            self.forkserver.pid = 0
             if self.forkserver.control is None:  # we closed its socket: its expected exit
                 log.debug("fork server exited (status %d)", status)
             elif self.lifecycle.shutting_down:
