@@ -145,9 +145,15 @@ def main() -> None:
         restore_nofile(int(sys.argv[2]))
     title.set_title("venomx-forkserver")
     # Inherited by every sentinel: a Ctrl-C at the daemon's terminal or a closed channel
-    # must not kill one; SIGTERM keeps its default.
+    # must not kill one; SIGTERM keeps its default. Nor SIGHUP: when an intermediate
+    # exits, the group of each sentinel it forked is orphaned, and the kernel sends an
+    # orphaned group that has a stopped member SIGHUP, then SIGCONT. A sentinel a program
+    # of our uid stopped there died of it, before HELLO: its start failed, and its reap
+    # was counted as a process that escaped a pane. Ignored, it is continued instead.
+    # Every leader starts with every signal at its default (workers.leader.SIGDEF).
     signal.signal(signal.SIGINT, signal.SIG_IGN)
     signal.signal(signal.SIGPIPE, signal.SIG_IGN)
+    signal.signal(signal.SIGHUP, signal.SIG_IGN)
     signal.signal(signal.SIGTERM, signal.SIG_DFL)
     # A session of our own, not only a process group: the scheduler's autogroups are per
     # session, so sentinels starting by the hundred share one group's CPU share instead

@@ -51,7 +51,7 @@ T = TypeVar("T")
 
 
 # A process a start waits on: its pid, what it is (for the log), and how to end it.
-Watched = tuple[int, str, Callable[[int], None]]
+Watched = tuple[int, str, Callable[[int], object]]
 
 
 async def unstopped(watched: Callable[[], Iterable[Watched]], aw: Awaitable[T]) -> T:
@@ -93,16 +93,20 @@ async def unstopped(watched: Callable[[], Iterable[Watched]], aw: Awaitable[T]) 
             handle.cancel()
 
 
-def kill_stopped(pid: int) -> None:
+def kill_stopped(pid: int) -> list[int]:
     """End a stopped sentinel and the process groups of its children (its leader leads
     its own): while it is stopped it reaps nothing, so their IDs are pinned and safe to
-    signal. Its channel then closes; the daemon reaps what re-parents to it."""
-    for child in children(pid):
+    signal. Its channel then closes; the daemon reaps what re-parents to it. Returns its
+    children: a leader forked before the daemon heard of it (STARTED, or HELLO for a
+    sentinel that read its SPAWN first), whose reap must not be taken for an escapee."""
+    found = children(pid)
+    for child in found:
         try:
             os.killpg(child, signal.SIGKILL)
         except OSError:
             pass  # not a group leader (nothing of a leader's yet): the sentinel's kill suffices
     _kill(pid)
+    return found
 
 
 def _stopped_child(pid: int) -> bool:
@@ -361,10 +365,10 @@ class ForkServer:
         return found
 
     def end_new(self, pid: int) -> None:
-        """Kill a new sentinel, before HELLO: its reap (ours, as for every sentinel) is
-        then known as a spare's, not taken for a process that escaped a pane."""
-        _kill(pid)
-        self.retired.add(pid)
+        """Kill a new sentinel, before the daemon read its HELLO, with any leader it forked
+        (its SPAWN waits in the socket from the start): their reaps (ours) are then known
+        as a spare's, not taken for processes that escaped a pane."""
+        self.retired.update([pid, *kill_stopped(pid)])
 
     def refill(self) -> None:
         """Fork spares in the background, a batch at a time, until there are enough."""

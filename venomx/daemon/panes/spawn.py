@@ -249,12 +249,19 @@ async def _spawn(
         program of our uid can stop too; stopped for good, each is killed, the channel
         closes and the start fails."""
         if c.sentinel_pid:
-            return [(c.sentinel_pid, f"sentinel of pane {pane_id}", kill_stopped)]
+            return [(c.sentinel_pid, f"sentinel of pane {pane_id}", end_sentinel)]
         forking = owner.forkserver.forking(reg.sentinels)
         return [
             (pid, f"{what}, on the way to the sentinel of pane {pane_id}", end)
             for pid, what, end in forking
         ]
+
+    def end_sentinel(pid: int) -> None:
+        """Kill the stopped sentinel, and its leader if it forked one before STARTED
+        named it: the start fails, and that leader's reap is a start undone."""
+        for leader in kill_stopped(pid):
+            if leader not in reg.leaders:
+                reg.undone(leader)
 
     def started(pid: int) -> None:
         leaders.append(pid)
