@@ -612,7 +612,7 @@ def main(fd: int) -> NoReturn:
     """Entry point in the freshly forked sentinel; ``fd`` is its channel to the daemon."""
     try:
         # Terminal signals aimed at the daemon's group must not hit us. The signal
-        # dispositions (SIGINT and SIGPIPE ignored, SIGCHLD at its default: our leader
+        # dispositions (SIGINT, SIGPIPE and SIGHUP ignored, SIGCHLD at its default: our leader
         # must stay unreaped until we reap it) come from the intermediate process.
         os.setpgid(0, 0)
         # The C socket type with its family and type given: ``socket.socket``'s Python

@@ -377,7 +377,7 @@ class Panes:
             del reg.undone_leaders[pid]
             return True
         # last: a pid the daemon knows for something else is never taken for a spare
-        return self.forkserver.was_retired(pid)  # a surplus spare, stopped on purpose
+        return self.forkserver.was_retired(pid)  # ours, ended on purpose
 
     # -- what the sentinel says ----------------------------------------------------------
     def on_sentinel(self, pane: Pane, link: Link, m: P.Message) -> None:

@@ -151,7 +151,9 @@ class ForkServer:
         self.nofile: int | None = None
         self.size = self.base = SPARES
         self.shrinking: asyncio.TimerHandle | None = None
-        self.retired: set[int] = set()  # spares stopped on purpose, until they are reaped
+        # ours, ended on purpose, until they are reaped: surplus spares, and new sentinels
+        # a start killed (with any leader they forked)
+        self.retired: set[int] = set()
         self.looked_at, self.seen_forking = float("-inf"), list[Watched]()  # ``forking``
         self.spares: list[Channel] = []
         self.filling: asyncio.Task[None] | None = None
@@ -160,7 +162,7 @@ class ForkServer:
         self.demand: list[asyncio.Future[socket.socket]] = []  # starts waiting for a fork
         self.retries: dict[str, asyncio.TimerHandle] = {}
         self.down: OSError | None = None  # why the fork server could not be restarted
-        self.deaths = 0  # exits we did not ask for, each followed by a restart
+        self.deaths = 0  # deaths while it served (killed, crashed, ended kept stopped)
         self.last_death: dict[str, object] | None = None  # when, and its exit_code or signal
         self.configure(most, idle_ms, least)
 
@@ -327,7 +329,8 @@ class ForkServer:
         self.retired.add(pid)
 
     def was_retired(self, pid: int) -> bool:
-        """Whether ``pid``, just reaped, was a spare stopped on purpose (``retire``)."""
+        """Whether ``pid``, just reaped, was ours and ended on purpose (``retire``,
+        ``end_new``)."""
         if pid in self.retired:
             self.retired.discard(pid)
             return True
@@ -508,8 +511,9 @@ class ForkServer:
             self.retries[name] = asyncio.get_running_loop().call_later(delay, again)
 
     def died(self, fields: dict[str, object], at: str) -> None:
-        """The fork server exited without being asked to (``fields``: its exit_code or
-        signal, ``at``: when): kept for doctor, which otherwise shows only the new one."""
+        """The fork server died while it served (``fields``: its exit_code or signal,
+        ``at``: when), killed, crashed, or ended by us for being kept stopped: kept for
+        doctor, which otherwise shows only the one that replaced it."""
         self.deaths += 1
         self.last_death = {"at": at, **fields}
         self.restart()
