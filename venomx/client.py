@@ -121,11 +121,16 @@ class NotTheDaemon(VenomxError):
     that killed or stopped the daemon and listens in its place, answering with whatever it
     likes; connecting again reaches it again."""
 
-    def __init__(self, path: str, pid: int, first: int) -> None:
+    def __init__(self, path: str, pid: int, first: int | None) -> None:
+        claim = (
+            f"the source of the daemon this client began with (pid {first})"
+            if first is not None
+            else "the source of a daemon this client left behind when it restarted"
+        )
         super().__init__(
             "transport",
-            f"refusing the server at {path}: it claims the source of the daemon this client "
-            f"began with (pid {first}), but it is pid {pid}: not that daemon",
+            f"refusing the server at {path}: it claims {claim}, but it is pid {pid}: not "
+            "that daemon",
             {"socket": path, "server_pid": pid},
         )
 
@@ -149,6 +154,8 @@ class Pin:
 
         self.follow = follow
         self.source: str | None = None
+        # following: the sources of daemons that restarted since, each never taken again
+        self.left: set[str] = set()
         # pid -> (its pidfd, -1 where none could be opened; reached at the abstract address)
         self.seen: dict[int, tuple[int, bool]] = {}
         self.lock = _thread.allocate_lock()
@@ -160,8 +167,12 @@ class Pin:
             self._check(path, pid, source, abstract)
 
     def _check(self, path: str, pid: int, source: str, abstract: bool) -> None:
+        if source in self.left:  # a daemon's source is new at each start
+            raise NotTheDaemon(path, pid, None)
         if self.source is None or (self.follow and source != self.source):
             self.close()
+            if self.source is not None:
+                self.left.add(self.source)
             self.source = source
         elif source != self.source:
             raise VenomxError(

@@ -141,3 +141,19 @@ def test_a_following_client_goes_on_with_a_restarted_daemon(ended: int, living: 
     pin.check("s", living, "venomx/b", ABSTRACT)
     assert pin.source == "venomx/b" and list(pin.seen) == [living]
     pin.close()
+
+
+def test_a_following_client_never_takes_a_source_it_left_behind(ended: int, living: int) -> None:
+    """A daemon's source is new at each start, so a server that presents one the client
+    has followed away from is a program of our uid answering in a daemon's place. It
+    first showed a new source (taken for a restart), then the first one again: the MCP
+    adapter took that for the first daemon and accepted its made-up record of a run."""
+    pin = Pin(follow=True)
+    pin.check("s", ended, "venomx/a", ABSTRACT)  # the daemon, since killed
+    pin.check("s", living, "venomx/b", ABSTRACT)  # the impostor, with a new source
+    with pytest.raises(NotTheDaemon) as caught:
+        pin.check("s", living, "venomx/a", ABSTRACT)  # and the first one again
+    assert caught.value.code == "transport"
+    assert "left behind" in caught.value.message
+    assert pin.source == "venomx/b" and list(pin.seen) == [living]
+    pin.close()
