@@ -4,8 +4,10 @@ connection). Apart from ``venomx.client`` so the CLI never imports asyncio."""
 from __future__ import annotations
 
 import asyncio
+import functools
 import itertools
 import socket
+import threading
 from collections import OrderedDict
 from typing import Any
 
@@ -30,6 +32,43 @@ from venomx.wire import (
 )
 
 STARTED_KEPT = 4096  # runs started through one client that it remembers the daemon of
+
+
+async def connected(sock: socket.socket, path: str) -> socket.socket:
+    """``connect``, off the event loop: it blocks while our daemon's queue is full until
+    the daemon accepts, which a stopped daemon never does, and the adapter must still
+    answer its host (ping, cancellation, the end of its input) meanwhile. A daemon
+    thread, not the loop's executor, so a connect that never returns cannot hold up the
+    adapter's exit; a call cancelled meanwhile closes what it returns."""
+    loop = asyncio.get_running_loop()
+    done: asyncio.Future[socket.socket] = loop.create_future()
+
+    def succeeded(result: socket.socket) -> None:
+        if done.cancelled():
+            result.close()
+        else:
+            done.set_result(result)
+
+    def failed(exc: BaseException) -> None:
+        if done.cancelled():
+            sock.close()
+        else:
+            done.set_exception(exc)
+
+    def work() -> None:
+        try:
+            result = connect(sock, path)
+        except BaseException as exc:  # handed to the waiting call
+            outcome = functools.partial(failed, exc)
+        else:
+            outcome = functools.partial(succeeded, result)
+        try:
+            loop.call_soon_threadsafe(outcome)
+        except RuntimeError:  # the loop is gone: the adapter is ending
+            sock.close()
+
+    threading.Thread(target=work, name="venomx-connect", daemon=True).start()
+    return await done
 
 
 class AsyncClient:
@@ -63,7 +102,7 @@ class AsyncClient:
         self.greeted = False  # until this connection's hello is answered and pinned
         sock = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
         try:
-            sock = connect(sock, self.path)  # a short local connect: blocking is fine here
+            sock = await connected(sock, self.path)
             self.reader, self.writer = await asyncio.open_unix_connection(
                 sock=sock,
                 limit=MAX_MAX_FRAME + 1024,  # whatever max_frame hello agrees

@@ -414,3 +414,70 @@ def test_a_nan_the_agent_sends_is_the_clis_error_for_its_text(daemon: Daemon) ->
         assert json.loads(result["content"][0]["text"])["error"] == cli_error
     assert "Traceback" not in stderr
     assert daemon.call("run.list")["runs"] == []
+
+
+@pytest.mark.timeout(90)
+def test_a_stopped_daemon_with_a_full_queue_does_not_freeze_the_adapter(
+    daemon: Daemon,
+) -> None:
+    """The adapter connected with a blocking connect on its event loop: with the daemon
+    stopped and its address's queue full (ours, so it waits for the daemon to accept),
+    the whole adapter stopped answering, ping, cancellation and its host's end of input
+    included, until the daemon ran again (helper-123). The call waits; the rest goes on."""
+    import signal
+    import socket
+
+    from venomx.paths import abstract_address
+
+    env = {k: v for k, v in os.environ.items() if not k.startswith("VENOMX_")}
+    env.update(VENOMX_SOCKET=daemon.socket, VENOMX_TOKEN="@owner")
+    adapter = subprocess.Popen(
+        [PY, "-m", "venomx", "mcp"],
+        stdin=subprocess.PIPE,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        env=env,
+    )
+    assert adapter.stdin is not None and adapter.stdout is not None
+    held: list[socket.socket] = []
+
+    def send(msg: dict[str, Any]) -> None:
+        assert adapter.stdin is not None
+        adapter.stdin.write(json.dumps(msg).encode() + b"\n")
+        adapter.stdin.flush()
+
+    def answer(i: int) -> dict[str, Any]:  # the test's timeout bounds a silent adapter
+        assert adapter.stdout is not None
+        while True:
+            msg = json.loads(adapter.stdout.readline())
+            if msg.get("id") == i:
+                return dict(msg)
+
+    try:
+        init = {"protocolVersion": "2025-06-18", "capabilities": {}, "clientInfo": {"name": "t"}}
+        send({"jsonrpc": "2.0", "id": 0, "method": "initialize", "params": init})
+        answer(0)
+        send({"jsonrpc": "2.0", "method": "notifications/initialized"})
+        os.kill(daemon.proc.pid, signal.SIGSTOP)
+        name = abstract_address(daemon.socket)
+        while True:  # fill the stopped daemon's queue
+            s = socket.socket(socket.AF_UNIX)
+            s.setblocking(False)
+            try:
+                s.connect(name)
+            except BlockingIOError:
+                s.close()
+                break
+            held.append(s)
+        call = {"name": "whoami", "arguments": {}}
+        send({"jsonrpc": "2.0", "id": 1, "method": "tools/call", "params": call})
+        send({"jsonrpc": "2.0", "id": 2, "method": "ping"})
+        assert answer(2)["result"] == {}  # before: never, while the call waited
+        adapter.stdin.close()
+        assert adapter.wait(30) == 0
+    finally:
+        for s in held:
+            s.close()
+        os.kill(daemon.proc.pid, signal.SIGCONT)
+        adapter.kill()
+        adapter.wait()
