@@ -347,11 +347,22 @@ def test_a_programs_strings_reach_the_host_without_c1_controls(
         api.close()
 
 
+def raw_adapter(daemon: Daemon) -> subprocess.Popen[bytes]:
+    """``venomx mcp`` for the owner of ``daemon``, talked to line by line by the test."""
+    env = {k: v for k, v in os.environ.items() if not k.startswith("VENOMX_")}
+    env.update(VENOMX_SOCKET=daemon.socket, VENOMX_TOKEN="@owner")
+    return subprocess.Popen(
+        [PY, "-m", "venomx", "mcp"],
+        stdin=subprocess.PIPE,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        env=env,
+    )
+
+
 def raw_tool_calls(daemon: Daemon, calls: list[bytes]) -> tuple[list[dict[str, Any]], str]:
     """``tools/call`` lines written as given to ``venomx mcp`` (JSON the SDK's own client
     would never send, such as a bare NaN); each call's response, and the adapter's stderr."""
-    env = {k: v for k, v in os.environ.items() if not k.startswith("VENOMX_")}
-    env.update(VENOMX_SOCKET=daemon.socket, VENOMX_TOKEN="@owner")
     init = {
         "protocolVersion": "2025-06-18",
         "capabilities": {},
@@ -365,13 +376,7 @@ def raw_tool_calls(daemon: Daemon, calls: list[bytes]) -> tuple[list[dict[str, A
             for i, call in enumerate(calls, 1)
         ),
     ]
-    adapter = subprocess.Popen(
-        [PY, "-m", "venomx", "mcp"],
-        stdin=subprocess.PIPE,
-        stdout=subprocess.PIPE,
-        stderr=subprocess.PIPE,
-        env=env,
-    )
+    adapter = raw_adapter(daemon)
     assert adapter.stdin is not None and adapter.stdout is not None
     adapter.stdin.write(b"\n".join(lines) + b"\n")
     adapter.stdin.flush()
@@ -429,15 +434,7 @@ def test_a_stopped_daemon_with_a_full_queue_does_not_freeze_the_adapter(
 
     from venomx.paths import abstract_address
 
-    env = {k: v for k, v in os.environ.items() if not k.startswith("VENOMX_")}
-    env.update(VENOMX_SOCKET=daemon.socket, VENOMX_TOKEN="@owner")
-    adapter = subprocess.Popen(
-        [PY, "-m", "venomx", "mcp"],
-        stdin=subprocess.PIPE,
-        stdout=subprocess.PIPE,
-        stderr=subprocess.PIPE,
-        env=env,
-    )
+    adapter = raw_adapter(daemon)
     assert adapter.stdin is not None and adapter.stdout is not None
     held: list[socket.socket] = []
 
