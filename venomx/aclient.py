@@ -50,9 +50,8 @@ async def connected(sock: socket.socket, path: str) -> socket.socket:
             done.set_result(result)
 
     def failed(exc: BaseException) -> None:
-        if done.cancelled():
-            sock.close()
-        else:
+        sock.close()
+        if not done.cancelled():
             done.set_exception(exc)
 
     def work() -> None:
@@ -86,6 +85,7 @@ class AsyncClient:
         self.connecting = asyncio.Lock()  # concurrent first calls make one connection
         self.max_frame = DEFAULT_MAX_FRAME  # as agreed at hello
         self.pin = Pin(follow=True)
+        self.dialing: asyncio.Future[socket.socket] | None = None  # a connect in flight
         # run ID -> the source of the daemon that started it through us, newest last
         self.started: OrderedDict[str, str] = OrderedDict()
 
@@ -98,17 +98,39 @@ class AsyncClient:
             and not self.pump.done()
         )
 
+    async def dial(self) -> socket.socket:
+        """A socket connected to the daemon: the connect in flight if there is one, else
+        a new one. A call cancelled while it waits leaves its connect to the next call,
+        so a daemon that never accepts holds one thread and one socket, however often
+        its host retries."""
+        if self.dialing is None:
+            sock = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+            self.dialing = asyncio.ensure_future(connected(sock, self.path))
+        dialing = self.dialing
+        try:
+            sock = await asyncio.shield(dialing)
+        except asyncio.CancelledError:
+            if dialing.cancelled():
+                self.dialing = None
+            raise  # this call was cancelled: the connect, or its socket, is the next one's
+        except BaseException:
+            self.dialing = None
+            raise
+        self.dialing = None
+        return sock
+
     async def connect(self) -> None:
         self.greeted = False  # until this connection's hello is answered and pinned
-        sock = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+        sock: socket.socket | None = None
         try:
-            sock = await connected(sock, self.path)
+            sock = await self.dial()
             self.reader, self.writer = await asyncio.open_unix_connection(
                 sock=sock,
                 limit=MAX_MAX_FRAME + 1024,  # whatever max_frame hello agrees
             )
         except OSError as exc:
-            sock.close()
+            if sock is not None:
+                sock.close()
             raise transport_error(
                 f"cannot reach the daemon at {self.path}: {exc.strerror or exc}"
             ) from None
