@@ -355,8 +355,7 @@ class ForkServer:
         ours: list[Watched] = []
         if self.pid:
             ours.append((self.pid, "fork server", _kill))
-        for mid in children(self.pid) if self.pid else []:
-            ours.append((mid, "fork server's intermediate", _kill))
+            ours += [(mid, "fork server's intermediate", _kill) for mid in children(self.pid)]
         found = [w for w in ours if stopped(w[0])]
         said = self.spare_pids
         for pid in children(os.getpid()):
