@@ -7,6 +7,7 @@ import os
 import signal
 import socket
 import subprocess
+import sys
 from collections.abc import Callable
 from pathlib import Path
 
@@ -132,3 +133,54 @@ def test_a_sentinel_stopped_twice_while_a_start_waits_is_ended_with_what_it_star
             except ProcessLookupError:
                 pass
         sentinel.wait()
+
+
+# Run in a process of its own, which becomes a subreaper as the daemon is: the fork
+# server is a session leader that exits, and what it forked is re-parented to us.
+_DRAIN = r"""
+import os, signal, sys, time
+from venomx.daemon.panes.sentinels import ForkServer
+from workers import prctl
+
+def reap(pid):
+    os.waitpid(pid, 0)
+    pool.reaped(pid)
+
+def when(cond):
+    deadline = time.monotonic() + 10
+    while not cond():
+        assert time.monotonic() < deadline, "timed out"
+        time.sleep(0.01)
+
+assert prctl.set_child_subreaper()
+pool = ForkServer(64, 30000)
+# the "fork server": a session of its own, a member forked in it that forks another,
+# and an exit; each prints its pid
+r, w = os.pipe()
+script = "sh -c 'sleep 600 & echo $!; wait' & echo $!; exit 0"
+server = os.posix_spawn("/bin/sh", ["sh", "-c", script], dict(os.environ),
+                        setsid=True, file_actions=[(os.POSIX_SPAWN_DUP2, w, 1)])
+os.close(w)
+with os.fdopen(r) as out:
+    member, inner = int(out.readline()), int(out.readline())
+pool.sessions.add(server)
+os.waitpid(server, 0)
+when(lambda: os.waitid(os.P_PID, member, os.WEXITED | os.WNOHANG | os.WNOWAIT) is None)
+pool.drain(server)
+print(server in pool.sessions, sorted(pool.draining[server]) == [member])
+pool.reaped(12345678)  # not a member: nothing changes
+os.kill(member, signal.SIGKILL)
+reap(member)  # its child, still in the session, is ours now
+print(server in pool.sessions, sorted(pool.draining[server]) == [inner])
+os.kill(inner, signal.SIGKILL)
+reap(inner)
+print(server in pool.sessions, server in pool.draining)
+"""
+
+
+def test_a_dead_fork_servers_session_is_forgotten_with_its_last_member() -> None:
+    # Its number is then free: once the pids wrap, a process given it could make a
+    # session of it (setsid) and be taken for a new sentinel of ours by doctor.
+    out = subprocess.run([sys.executable, "-c", _DRAIN], capture_output=True, text=True, timeout=30)
+    assert out.returncode == 0, out.stderr
+    assert out.stdout.split() == ["True", "True", "True", "True", "False", "False"]

@@ -321,6 +321,7 @@ class Panes:
         """A child of the daemon was reaped: the fork server, a sentinel, a leader whose
         sentinel is gone; False for anything else (an escaped descendant)."""
         self.forget_orphans()  # the daemon's children changed: a reaped leader's re-parented
+        self.forkserver.reaped(pid)
         reg = self.registry
         if pid == self.forkserver.pid:
             # reaped: its pid may be any process's now, and none of it is the fork
@@ -340,7 +341,7 @@ class Panes:
                     log.error("fork server exited (status %d); restarting it", status)
                 fields = waitstatus_fields(status)
                 fields.pop("signum", None)
-                self.forkserver.died(fields, now_iso())
+                self.forkserver.died(pid, fields, now_iso())
             return True
         if self.forkserver.lost(pid):
             log.error("a spare sentinel exited (status %d)", status)

@@ -145,6 +145,10 @@ class ForkServer:
         # one's and those before a restart: its intermediates and sentinels stay in it,
         # and no other process can join it, which a title cannot prove.
         self.sessions: set[int] = set()
+        # A dead fork server's session, and its members among our children: the session
+        # is forgotten with its last member, as its number is then free for any process
+        # to be given and to make a session of (``setsid``) once the pids wrap.
+        self.draining: dict[int, set[int]] = {}
         self.control: socket.socket | None = None
         # The soft RLIMIT_NOFILE every sentinel, and so every pane's leader, starts with
         # (the daemon's own, before it raised it); None: the fork server keeps ours.
@@ -509,13 +513,41 @@ class ForkServer:
 
             self.retries[name] = asyncio.get_running_loop().call_later(delay, again)
 
-    def died(self, fields: dict[str, object], at: str) -> None:
-        """The fork server died while it served (``fields``: its exit_code or signal,
-        ``at``: when), killed, crashed, or ended by us for being kept stopped: kept for
-        doctor, which otherwise shows only the one that replaced it."""
+    def died(self, pid: int, fields: dict[str, object], at: str) -> None:
+        """The fork server ``pid`` died while it served (``fields``: its exit_code or
+        signal, ``at``: when), killed, crashed, or ended by us for being kept stopped:
+        kept for doctor, which otherwise shows only the one that replaced it."""
         self.deaths += 1
         self.last_death = {"at": at, **fields}
+        self.drain(pid)
         self.restart()
+
+    def drain(self, session: int) -> None:
+        """``session``'s fork server was reaped: its session lasts as long as its members
+        (intermediates, and the sentinels of panes it started), which are all our
+        children by now or the children of one of them (we are a subreaper)."""
+        self.draining[session] = set()
+        self.refresh(session)
+
+    def refresh(self, session: int) -> None:
+        """Look again for ``session``'s members among our children; with none, it is
+        forgotten. Only our own code runs in it and each of its processes was forked in
+        it, so one whose parent is reaped has been re-parented to us by then."""
+        members = {pid for pid in children(os.getpid()) if session_of(pid) == session}
+        if members:
+            self.draining[session] = members
+        else:
+            del self.draining[session]
+            self.sessions.discard(session)
+
+    def reaped(self, pid: int) -> None:
+        """A child of ours was reaped: the member of a dead fork server's session that
+        was last, as far as we knew, makes us look again."""
+        for session, members in list(self.draining.items()):
+            if pid in members:
+                members.discard(pid)
+                if not members:
+                    self.refresh(session)
 
     def report(self) -> dict[str, object]:
         """Doctor's ``fork_server`` section."""
