@@ -478,3 +478,47 @@ def test_a_stopped_daemon_with_a_full_queue_does_not_freeze_the_adapter(
         os.kill(daemon.proc.pid, signal.SIGCONT)
         adapter.kill()
         adapter.wait()
+
+
+@pytest.mark.timeout(60)
+def test_a_line_the_sdk_cannot_read_is_answered_not_dropped(daemon: Daemon) -> None:
+    # Valid JSON the SDK's reader refuses: the request was never answered, and the
+    # agent's call waited for ever. Each now gets JSON-RPC's invalid request, with its id.
+    call = (
+        b'{"jsonrpc":"2.0","id":%d,"method":"tools/call","params":{"name":"whoami","arguments":%s}}'
+    )
+    lines = [
+        call % (1, b'{"x":"\\ud800"}'),
+        call % (2, b'{"x":' + b"9" * 5000 + b"}"),
+        call % (3, b'{"x":' + b"[" * 300 + b"]" * 300 + b"}"),
+        b'{"jsonrpc":"2.0","method":"notifications/cancelled","params":{"x":"\\udc00"}}',
+        b"",
+        b"{not json",
+        call % (4, b"{}"),
+    ]
+    init = {
+        "protocolVersion": "2025-06-18",
+        "capabilities": {},
+        "clientInfo": {"name": "raw", "version": "1"},
+    }
+    adapter = raw_adapter(daemon)
+    assert adapter.stdin is not None and adapter.stdout is not None
+    head = json.dumps({"jsonrpc": "2.0", "id": 0, "method": "initialize", "params": init})
+    adapter.stdin.write(head.encode() + b"\n")
+    adapter.stdin.write(b'{"jsonrpc":"2.0","method":"notifications/initialized"}\n')
+    adapter.stdin.write(b"\n".join(lines) + b"\n")
+    adapter.stdin.flush()
+    answers: list[dict[str, Any]] = []
+    while not answers or answers[-1].get("id") != 4:  # answered in order; the timeout bounds it
+        line = adapter.stdout.readline()
+        assert line, "the adapter ended before it answered"
+        answers.append(json.loads(line))
+    _, stderr = adapter.communicate(timeout=30)
+    assert adapter.returncode == 0
+    assert "Traceback" not in stderr.decode()
+    assert [a.get("id") for a in answers] == [0, 1, 2, 3, None, 4]
+    for a in answers[1:4]:
+        assert a["error"]["code"] == -32600, a
+        assert "lone surrogate" in a["error"]["message"]
+    assert answers[4]["error"]["code"] == -32700
+    assert answers[5]["result"]["isError"] is False

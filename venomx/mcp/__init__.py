@@ -32,6 +32,7 @@ from venomx.manifest.generate import instructions
 from venomx.manifest.schema import validate
 from venomx.manifest.verbs import SEAMS, verb_by_name
 from venomx.mcp.progress import wait_with_progress
+from venomx.mcp.refused import Answering
 from venomx.mcp.tools import TOOLS, can_ever_call, every_tool, is_seam, listed
 from venomx.visible import json_controls
 from venomx.wire import VenomxError, unsendable
@@ -157,7 +158,7 @@ def main(socket_path: str | None = None, all_tools: bool = False) -> None:
 
     async def serve() -> None:
         async with stdio_server() as (read, write):
-            await server.run(read, write, server.create_initialization_options())
+            await server.run(Answering(read, write), write, server.create_initialization_options())
 
     anyio.run(serve)
 
