@@ -107,7 +107,10 @@ class Answering:
                 return item  # type: ignore[no-any-return]
             reply = answer(item)
             if reply is not None:
-                await self._write.send(SessionMessage(reply))
+                try:
+                    await self._write.send(SessionMessage(reply))
+                except (anyio.BrokenResourceError, anyio.ClosedResourceError):
+                    pass  # the host's side is gone: lost like any answer would be
 
     async def aclose(self) -> None:
         await self._read.aclose()
