@@ -439,3 +439,40 @@ def test_a_removal_that_revokes_its_caller_answers_once(daemon: Daemon, tmp_path
     second = c.start("whoami")
     answer = c.read()
     assert answer["id"] == second and answer["error"]["code"] == "denied.token", answer
+
+
+def test_self_over_a_window_reaches_no_run_another_principal_started_there(
+    daemon: Daemon, tmp_path: Path
+) -> None:
+    """RFC-0015 §11 gives `self` a run "for its owner and the owner's ancestors" (and the
+    run's own pane principal). A principal owning the window another principal split a run
+    into read its record, key and all, and cancelled it. The pane is still its own (§5:
+    `self` covers what an owned window contains), as a pane had through `pane:*` is."""
+    s = daemon.call("session.create")["session"]
+    grants = [("read", "self"), ("write", "self"), ("spawn", "self"), ("spawn", f"session:{s}")]
+    alice = mint(daemon, *grants)
+    token = alice["token"]
+    mine = daemon.call("run", {"key": "a", "session": s, "argv": ["sleep", "60"]}, token=token)
+    token_file = tmp_path / "token"
+    script = f'printf %s "$VENOMX_TOKEN" > {token_file}.new; mv {token_file}.new {token_file}'
+    theirs = daemon.call(
+        "run",
+        {"key": "secret-key", "pane": mine["pane"], "axis": "cols", "shell": script + "; sleep 60"},
+    )
+    assert theirs["window"] == mine["window"]
+    assert daemon.error("run.get", {"run": theirs["run"]}, token=token).code == "denied.read"
+    assert daemon.error("run.wait", {"run": theirs["run"]}, token=token).code == "denied.read"
+    assert [r["run"] for r in daemon.call("run.list", token=token)["runs"]] == [mine["run"]]
+    cancel = daemon.error("run.cancel", {"run": theirs["run"]}, token=token)
+    assert cancel.code == "denied.write"
+    assert daemon.call("run.get", {"run": mine["run"]}, token=token)["key"] == "a"
+    # the pane itself is in alice's window: hers to read, as before
+    panes = {p["pane"] for p in daemon.call("pane.list", token=token)["panes"]}
+    assert panes == {mine["pane"], theirs["pane"]}
+    assert daemon.call("run.get", {"run": theirs["run"]})["state"] == "running"
+    # and the run's own pane principal, a child of the owner, still reads its own run
+    wait_for(token_file.exists, 10, "the run's program to write its token")
+    own = daemon.call("run.get", {"run": theirs["run"]}, token=token_file.read_text())
+    assert own["run"] == theirs["run"]
+    for r in (mine, theirs):
+        os.kill(r["pid"], 9)

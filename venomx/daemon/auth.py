@@ -98,7 +98,7 @@ class Held:
         if resource in ("*", "session:*"):
             return resource == "session:*" and "session" in self.kinds
         chain = node.chain() if node is not None else []
-        if self.self and owned_by(holder, chain):
+        if self.self and owned_by(holder, chain, run=kind_of(resource) == "run"):
             return True
         if self.kinds:
             kind = kind_of(resource)
@@ -141,10 +141,15 @@ def _within(scopes: set[str], resource: str, chain: list[AuthNode]) -> bool:
     return bool(scopes) and (resource in scopes or any(n.resource in scopes for n in chain))
 
 
-def owned_by(holder: Principal, chain: list[AuthNode]) -> bool:
-    """``self``: the holder's own pane, or a resource the holder or a descendant owns."""
-    for n in chain:
-        if n.lineage is not None and n.lineage.descends_from(holder.id):
+def owned_by(holder: Principal, chain: list[AuthNode], run: bool = False) -> bool:
+    """``self``: the holder's own pane, or a resource the holder or a descendant owns (and
+    what they contain). ``run``: the chain is a run's, which RFC-0015 §11 gives ``self``
+    "for its owner and the owner's ancestors" and the run's own pane principal, not a
+    holder that owns the window or session another principal started the run in. The run's
+    pane is still the holder's, as a ``pane:<id>`` had through ``pane:*`` reaches the pane
+    and not the run in it: it can capture or kill the pane, not read or cancel the run."""
+    for i, n in enumerate(chain):
+        if n.lineage is not None and n.lineage.descends_from(holder.id) and not (run and i):
             return True
         if holder.pane is not None and n.resource == f"pane:{holder.pane}":
             return True
