@@ -67,7 +67,7 @@ def test_text_that_is_not_json_is_a_parse_error_with_no_id() -> None:
     "line",
     [
         "[1,2]",
-        '{"jsonrpc":"2.0","id":1,"method":5}',
+        '{"jsonrpc":"2.0","method":5}',
         _request("1", "[" * 5000 + "]" * 5000),  # deeper than Python reads too
     ],
 )
@@ -78,3 +78,28 @@ def test_json_that_is_no_message_is_an_invalid_request_with_no_id(line: str) -> 
 
 def test_an_exception_that_is_no_refused_line_gets_no_answer() -> None:
     assert answer(OSError("read failed")) is None
+
+
+@pytest.mark.parametrize(
+    "line",
+    [
+        '{"jsonrpc":"2.0","id":7,"method":"tools/call","params":5}',
+        '{"jsonrpc":"2.0","id":7,"method":5}',
+        '{"jsonrpc":"2.0","id":7}',
+    ],
+)
+def test_json_rpc_of_the_wrong_shape_is_answered_with_its_id(line: str) -> None:
+    reply = answer(_refused(line))
+    assert reply is not None and reply.id == 7 and reply.error.code == types.INVALID_REQUEST
+
+
+@pytest.mark.parametrize(
+    "line",
+    [
+        '{"jsonrpc":"2.0","method":"notifications/x","params":5}',
+        '{"jsonrpc":"2.0","id":7,"result":5}',
+        '{"jsonrpc":"2.0","id":7,"error":{"code":"x"}}',
+    ],
+)
+def test_a_notification_or_response_of_the_wrong_shape_gets_no_answer(line: str) -> None:
+    assert answer(_refused(line)) is None

@@ -62,23 +62,36 @@ def answer(refused: Exception) -> types.JSONRPCError | None:
         return None
     errors = refused.errors(include_url=False)
     line = errors[0].get("input") if errors and errors[0]["type"] == "json_invalid" else None
-    if not isinstance(line, str):
-        # valid JSON that is no JSON-RPC message: the SDK keeps the value, so its id is
-        # not known here (JSON-RPC's own example of an invalid request gets null)
-        return _error(None, types.INVALID_REQUEST, "not a JSON-RPC 2.0 message")
-    if not line.strip():
-        return None  # a blank line between messages
-    try:
-        message = json.loads(line, parse_int=_int)
-    except ValueError:
-        return _error(None, types.PARSE_ERROR, "not JSON")
-    except RecursionError:  # deeper than Python reads either: its id is not known
-        return _error(None, types.INVALID_REQUEST, READ_ONLY)
+    if isinstance(line, str):
+        if not line.strip():
+            return None  # a blank line between messages
+        try:
+            message = json.loads(line, parse_int=_int)
+        except ValueError:
+            return _error(None, types.PARSE_ERROR, "not JSON")
+        except RecursionError:  # deeper than Python reads either: its id is not known
+            return _error(None, types.INVALID_REQUEST, READ_ONLY)
+        why = READ_ONLY
+    else:
+        message, why = _whole(errors), "not a JSON-RPC 2.0 message"
     if not isinstance(message, dict):
         return _error(None, types.INVALID_REQUEST, "not a JSON-RPC 2.0 message")
-    if "id" not in message or not isinstance(message.get("method"), str):
-        return None  # a notification, or a response to a request of ours: never answered
-    return _error(_usable_id(message), types.INVALID_REQUEST, READ_ONLY)
+    if "method" not in message and ("result" in message or "error" in message):
+        return None  # a response (to a request of ours): never answered
+    if "id" not in message and isinstance(message.get("method"), str):
+        return None  # a notification: never answered
+    return _error(_usable_id(message), types.INVALID_REQUEST, why)
+
+
+def _whole(errors: list[Any]) -> Any:
+    """The message the SDK read as JSON but could not take as JSON-RPC, from its errors:
+    each names the value it was given, and the whole message is the value of a root
+    error (``model_type``) or the object a field is ``missing`` from."""
+    for e in errors:
+        loc = e.get("loc", ())
+        if len(loc) == 1 or (len(loc) == 2 and e.get("type") == "missing"):
+            return e.get("input")
+    return None
 
 
 def _error(rid: int | str | None, code: int, message: str) -> types.JSONRPCError:
