@@ -24,7 +24,7 @@ import socket
 from typing import TYPE_CHECKING, Any
 
 from venomx import PROTOCOL, __version__, unixdiag
-from venomx.daemon import ancestry
+from venomx.daemon import ancestry, crowd
 from venomx.daemon.dispatch import Context, dispatch, result_size, revoked
 from venomx.daemon.readbuf import ReadsShared
 from venomx.daemon.registry import Principal, token_key
@@ -203,6 +203,7 @@ class Connection(ReadsShared):
         self.services = services
         self.transport: asyncio.Transport | None = None
         self.buf = bytearray()
+        self.counted = 0  # of ``buf``'s bytes, those ``crowd.Crowd.reading`` holds
         self.scanned = 0  # bytes at the start of ``buf`` known to hold no newline
         self.discarding = False
         self.max_frame: int = min(DEFAULT_MAX_FRAME, services.config["protocol.max_frame"])
@@ -223,11 +224,18 @@ class Connection(ReadsShared):
             if sum(not c.same_user for c in self.services.connections) >= FOREIGN_MAX:
                 transport.abort()
                 return
+        elif not self.services.crowd.opened(self):
+            log.warning("refusing a connection: the daemon is at its connection limit")
+            transport.abort()
+            return
         self.services.connections.add(self)
 
     def connection_lost(self, exc: Exception | None) -> None:
         self.closed = True
         self.services.connections.discard(self)
+        self.services.crowd.closed(self)
+        self.buf.clear()
+        self.account()
         for task in list(self.tasks.values()):
             task.cancel()
 
@@ -248,9 +256,35 @@ class Connection(ReadsShared):
         if self.closed or self.transport is None or self.transport.is_closing():
             return
         self.transport.write(frame + b"\n")
-        if self.transport.get_write_buffer_size() > max(BACKLOG_MIN, 4 * self.max_frame):
-            log.warning("dropping a connection that does not read its replies")
+        backlog = self.transport.get_write_buffer_size()
+        if backlog > max(BACKLOG_MIN, 4 * self.max_frame):
+            self.drop("it does not read its replies")
+        elif backlog > crowd.LARGE and self.services.crowd.over_write(self, backlog):
+            self.drop("it does not read its replies, and all such together hold too much")
+
+    # -- what the crowd asks of a connection ----------------------------------------------------
+    def backlog(self) -> int:
+        """Bytes written to this client and not yet taken by it (beyond the socket's)."""
+        t = self.transport
+        return 0 if t is None or t.is_closing() else t.get_write_buffer_size()
+
+    def idle(self) -> bool:
+        """Nothing in flight and nothing half read: closing it loses the client nothing
+        but the connection, which it can make again."""
+        return not self.tasks and not self.buf and not self.closed
+
+    def drop(self, why: str) -> None:
+        log.warning("dropping a connection: %s", why)
+        if self.transport is not None:
             self.transport.abort()
+        self.closed = True
+        self.buf.clear()
+        self.account()
+
+    def account(self) -> None:
+        """Tell the crowd how many bytes ``buf`` holds now."""
+        self.services.crowd.held(len(self.buf) - self.counted)
+        self.counted = len(self.buf)
 
     def reply(self, rid: int | None, result: dict[str, Any]) -> None:
         self.tasks.pop(rid, None) if rid is not None else None
@@ -281,21 +315,39 @@ class Connection(ReadsShared):
 
     # -- framing ------------------------------------------------------------------------------
     def data_received(self, data: bytes | memoryview) -> None:
+        if self.closed:
+            return
+        self.services.crowd.heard_from(self)
         self.buf += data
+        self.account()
+        if len(self.buf) > crowd.PARTIAL_FREE and self.services.crowd.over_read(
+            self.services.config["protocol.max_frame"]
+        ):
+            self.drop("its unfinished frame, with all the others, holds too much")
+            return
         if self.discarding:  # buf held nothing else: drop the rest of an over-long frame
             nl = self.buf.find(b"\n")
             if nl < 0:
                 self.buf.clear()
+                self.account()
                 return
             del self.buf[: nl + 1]
             self.discarding = False
         if not self.draining:
             self.drain()
+        else:
+            self.account()
 
     def drain(self) -> None:
         """Handle the complete frames buffered, at most ``FRAMES_PER_TURN`` per reactor
         turn: a client that pipelines a thousand starts must not hold up every other
         connection for the whole batch. Reading pauses while a backlog is left."""
+        try:
+            self.handle_buffered()
+        finally:
+            self.account()
+
+    def handle_buffered(self) -> None:
         self.draining = False
         self.deferring = False
         handled = 0

@@ -12,6 +12,7 @@ from venomx.daemon.ancestry import Pane
 from venomx.daemon.auth import AuditLog
 from venomx.daemon.collector import Collector
 from venomx.daemon.config import Config
+from venomx.daemon.crowd import Crowd
 from venomx.daemon.doctor import Doctor
 from venomx.daemon.events import EventLog
 from venomx.daemon.inflight import InFlight
@@ -42,6 +43,7 @@ class Services:
     # The venomx panes the daemon was started in: their programs are its owner's.
     launched_in: frozenset[Pane] = frozenset()
     in_flight: InFlight = field(default_factory=InFlight)  # requests waiting, daemon-wide
+    crowd: Crowd = field(default_factory=Crowd)  # all connections together
 
     # The two anonymous principals every connection without a token shares, so that a
     # change of ``auth.default_grants`` reaches the connections already open at once.

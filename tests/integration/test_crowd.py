@@ -1,0 +1,86 @@
+"""Bounds over all connections at once (``venomx.daemon.crowd``): a process of our uid
+needs no token to open connections, and each is bounded only on its own."""
+
+from __future__ import annotations
+
+import socket
+import time
+
+import pytest
+
+from tests.helpers import Daemon, start_daemon, stop_daemon, wait_for
+from tests.integration.test_wire import Raw
+from venomx.daemon import crowd
+
+
+def _closed_by_peer(sock: socket.socket) -> bool:
+    sock.setblocking(False)
+    try:
+        return sock.recv(1) == b""
+    except BlockingIOError:
+        return False
+    except OSError:
+        return True  # reset
+    finally:
+        sock.setblocking(True)
+
+
+@pytest.mark.timeout(120)
+def test_unfinished_frames_together_hold_at_most_the_read_budget(daemon: Daemon) -> None:
+    # Each connection holds a frame one byte short of max_frame (1 MiB): 3,900 of them
+    # held 3.9 GiB. Past the budget (64 MiB), the one that adds to it is dropped.
+    part = b'{"id":1,"verb":"hello","params":{"x":"' + b"a" * (1024 * 1024 - 64)
+    count = crowd.READ_BUDGET // len(part) + 12
+    socks: list[socket.socket] = []
+    dropped = 0
+    try:
+        for _ in range(count):
+            s = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+            s.settimeout(10)
+            s.connect(daemon.socket)
+            socks.append(s)
+            try:
+                s.sendall(part)
+            except OSError:  # reset while it wrote: dropped
+                dropped += 1
+        # the daemon reads what was sent before it looks again: a whoami is answered after
+        assert daemon.cli("whoami", "--json").code == 0
+        dropped = sum(_closed_by_peer(s) for s in socks)
+        assert count - dropped <= crowd.READ_BUDGET // len(part) + 1
+        assert dropped >= 10
+    finally:
+        for s in socks:
+            s.close()
+    assert daemon.cli("whoami", "--json").code == 0
+
+
+@pytest.mark.timeout(120)
+def test_idle_connections_make_room_for_the_next_at_the_descriptor_limit() -> None:
+    # 20,000 connections that sent nothing took every descriptor: the owner's next
+    # `venomx whoami` was never accepted. Past half the descriptors, the connection heard
+    # from longest ago with nothing in flight is closed for the new one.
+    d = start_daemon(wrap=["prlimit", "--nofile=256:256", "--"])
+    try:
+        busy = Raw(d.socket)
+        busy.hello()
+        s = d.call("session.create")["session"]
+        r = d.call("run", {"key": "k", "session": s, "argv": ["sleep", "60"]})
+        busy.send_frames([{"id": 5, "verb": "run.wait", "params": {"run": r["run"]}}])
+        wait_for(lambda: d.call("doctor")["counters"]["requests_waiting"] >= 1, 10, "the wait")
+        idle: list[socket.socket] = []
+        for _ in range(300):  # more than the daemon has descriptors for
+            s2 = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+            s2.connect(d.socket)
+            idle.append(s2)
+        start = time.monotonic()
+        assert d.cli("whoami", "--json").code == 0
+        assert time.monotonic() - start < 30  # (the test's timeout bounds it anyway)
+        assert d.call("doctor")["counters"]["connections"] <= 256 // crowd.SHARE
+        assert sum(_closed_by_peer(s2) for s2 in idle) >= 100
+        # the wait in flight was not the one closed: it is answered when the run ends
+        d.call("run.cancel", {"run": r["run"], "signal": "SIGKILL", "grace_ms": 0})
+        assert busy.frame()["ok"]["outcome"] == "terminated"
+        for s2 in idle:
+            s2.close()
+    finally:
+        stop_daemon(d)
