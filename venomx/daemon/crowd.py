@@ -2,9 +2,9 @@
 be open before the quiet ones make room.
 
 Each connection is bounded on its own: an unfinished frame by ``max_frame``, replies it
-has not read by ``server.BACKLOG_MIN`` (or four frames). Connections themselves are
-bounded only by descriptors (20,000 where this was measured), and a process of our uid needs no
-token to open them: 3,900 connections each holding a frame one byte short of
+has not read by ``server.BACKLOG_MIN`` (or four frames). Connections themselves were
+bounded only by descriptors (20,000 where this was measured), and a process of our uid
+needs no token to open them: 3,900 connections each holding a frame one byte short of
 ``max_frame`` held 3.9 GiB of the daemon's memory, and 20,000 that sent nothing left no
 descriptor to accept the owner's next `venomx whoami` with (helper-125). Architecture
 rule 7 bounds everything; these are the bounds over all connections at once.
