@@ -3,8 +3,8 @@ needs no token to open connections, and each is bounded only on its own."""
 
 from __future__ import annotations
 
+import contextlib
 import socket
-import time
 
 import pytest
 
@@ -32,17 +32,14 @@ def test_unfinished_frames_together_hold_at_most_the_read_budget(daemon: Daemon)
     part = b'{"id":1,"verb":"hello","params":{"x":"' + b"a" * (1024 * 1024 - 64)
     count = crowd.READ_BUDGET // len(part) + 12
     socks: list[socket.socket] = []
-    dropped = 0
     try:
         for _ in range(count):
             s = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
             s.settimeout(10)
             s.connect(daemon.socket)
             socks.append(s)
-            try:
+            with contextlib.suppress(OSError):  # reset while it wrote: dropped, counted below
                 s.sendall(part)
-            except OSError:  # reset while it wrote: dropped
-                dropped += 1
         # the daemon reads what was sent before it looks again: a whoami is answered after
         assert daemon.cli("whoami", "--json").code == 0
         dropped = sum(_closed_by_peer(s) for s in socks)
@@ -60,6 +57,7 @@ def test_idle_connections_make_room_for_the_next_at_the_descriptor_limit() -> No
     # `venomx whoami` was never accepted. Past half the descriptors, the connection heard
     # from longest ago with nothing in flight is closed for the new one.
     d = start_daemon(wrap=["prlimit", "--nofile=256:256", "--"])
+    idle: list[socket.socket] = []
     try:
         busy = Raw(d.socket)
         busy.hello()
@@ -67,20 +65,17 @@ def test_idle_connections_make_room_for_the_next_at_the_descriptor_limit() -> No
         r = d.call("run", {"key": "k", "session": s, "argv": ["sleep", "60"]})
         busy.send_frames([{"id": 5, "verb": "run.wait", "params": {"run": r["run"]}}])
         wait_for(lambda: d.call("doctor")["counters"]["requests_waiting"] >= 1, 10, "the wait")
-        idle: list[socket.socket] = []
         for _ in range(300):  # more than the daemon has descriptors for
             s2 = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
             s2.connect(d.socket)
             idle.append(s2)
-        start = time.monotonic()
-        assert d.cli("whoami", "--json").code == 0
-        assert time.monotonic() - start < 30  # (the test's timeout bounds it anyway)
+        assert d.cli("whoami", "--json").code == 0  # (before: never accepted, its 30 s out)
         assert d.call("doctor")["counters"]["connections"] <= 256 // crowd.SHARE
         assert sum(_closed_by_peer(s2) for s2 in idle) >= 100
         # the wait in flight was not the one closed: it is answered when the run ends
         d.call("run.cancel", {"run": r["run"], "signal": "SIGKILL", "grace_ms": 0})
         assert busy.frame()["ok"]["outcome"] == "terminated"
+    finally:
         for s2 in idle:
             s2.close()
-    finally:
         stop_daemon(d)

@@ -30,6 +30,7 @@ READ_ONLY = (
     "the request holds text that is not Unicode (a lone surrogate escape), an integer of "
     f"more than {INT_DIGITS} digits, or JSON nested more than about {DEPTH} deep"
 )
+NOT_RPC = "not a JSON-RPC 2.0 message"
 
 
 def _int(text: str) -> int | float:
@@ -73,9 +74,9 @@ def answer(refused: Exception) -> types.JSONRPCError | None:
             return _error(None, types.INVALID_REQUEST, READ_ONLY)
         why = READ_ONLY
     else:
-        message, why = _whole(errors), "not a JSON-RPC 2.0 message"
+        message, why = _whole(errors), NOT_RPC
     if not isinstance(message, dict):
-        return _error(None, types.INVALID_REQUEST, "not a JSON-RPC 2.0 message")
+        return _error(None, types.INVALID_REQUEST, NOT_RPC)
     if "method" not in message and ("result" in message or "error" in message):
         return None  # a response (to a request of ours): never answered
     if "id" not in message and isinstance(message.get("method"), str):
