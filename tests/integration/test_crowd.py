@@ -4,6 +4,7 @@ needs no token to open connections, and each is bounded only on its own."""
 from __future__ import annotations
 
 import contextlib
+import json
 import socket
 
 import pytest
@@ -64,7 +65,11 @@ def test_idle_connections_make_room_for_the_next_at_the_descriptor_limit() -> No
         s = d.call("session.create")["session"]
         r = d.call("run", {"key": "k", "session": s, "argv": ["sleep", "60"]})
         busy.send_frames([{"id": 5, "verb": "run.wait", "params": {"run": r["run"]}}])
-        wait_for(lambda: d.call("doctor")["counters"]["requests_waiting"] >= 1, 10, "the wait")
+        watching = Raw(d.socket)  # a stream is in flight as long as it streams
+        watching.hello()
+        watching.send_frames([{"id": 6, "verb": "events.subscribe", "params": {}}])
+        assert "snapshot" in watching.frame()["item"]
+        wait_for(lambda: d.call("doctor")["counters"]["requests_waiting"] >= 2, 10, "both")
         for _ in range(300):  # more than the daemon has descriptors for
             s2 = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
             s2.connect(d.socket)
@@ -75,7 +80,57 @@ def test_idle_connections_make_room_for_the_next_at_the_descriptor_limit() -> No
         # the wait in flight was not the one closed: it is answered when the run ends
         d.call("run.cancel", {"run": r["run"], "signal": "SIGKILL", "grace_ms": 0})
         assert busy.frame()["ok"]["outcome"] == "terminated"
+        assert watching.frame()["item"]["event"]  # and the subscriber still hears
     finally:
         for s2 in idle:
             s2.close()
+        stop_daemon(d)
+
+
+@pytest.mark.timeout(120)
+def test_a_large_request_is_answered_when_others_fill_the_read_budget(daemon: Daemon) -> None:
+    # The connection whose bytes crossed the budget was the one dropped: a client sending
+    # a legitimate 700 KiB request lost it to connections holding 1 MiB each since long
+    # before. The one holding the most is dropped instead.
+    part = b'{"id":1,"verb":"hello","params":{"x":"' + b"a" * (1024 * 1024 - 64)
+    socks: list[socket.socket] = []
+    try:
+        for _ in range(crowd.READ_BUDGET // len(part) + 4):
+            s = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+            s.settimeout(10)
+            s.connect(daemon.socket)
+            socks.append(s)
+            with contextlib.suppress(OSError):
+                s.sendall(part)
+        assert daemon.cli("whoami", "--json").code == 0  # every part above is read by now
+        legit = Raw(daemon.socket)
+        legit.hello()
+        pad = "b" * (700 * 1024)
+        legit.send(json.dumps({"id": 7, "verb": "whoami", "params": {}, "pad": pad}).encode())
+        legit.send(b"\n")
+        assert legit.frame()["id"] == 7  # answered (an error or not), not dropped
+        assert sum(_closed_by_peer(s) for s in socks) >= 1
+    finally:
+        for s in socks:
+            s.close()
+
+
+@pytest.mark.timeout(120)
+def test_connections_holding_a_byte_of_a_frame_make_room_too() -> None:
+    # A connection that sent one byte of a frame was never closable: 300 of them that
+    # sent `{` locked the owner out as 300 silent ones no longer could.
+    d = start_daemon(wrap=["prlimit", "--nofile=256:256", "--"])
+    held: list[socket.socket] = []
+    try:
+        for _ in range(300):
+            s = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+            s.connect(d.socket)
+            with contextlib.suppress(OSError):  # closed already: room was made
+                s.sendall(b"{")
+            held.append(s)
+        assert d.cli("whoami", "--json").code == 0
+        assert sum(_closed_by_peer(s) for s in held) >= 100
+    finally:
+        for s in held:
+            s.close()
         stop_daemon(d)

@@ -10,30 +10,58 @@ from venomx.daemon.crowd import Crowd
 
 
 class Peer:
-    def __init__(self, backlog: int = 0, idle: bool = True) -> None:
-        self.size, self.quiet, self.why = backlog, idle, ""
+    def __init__(self, backlog: int = 0, busy: bool = False, held: int = 0) -> None:
+        self.size, self.busy, self.held, self.why = backlog, busy, held, ""
 
     def backlog(self) -> int:
         return self.size
 
+    def unfinished(self) -> int:
+        return self.held
+
     def idle(self) -> bool:
-        return self.quiet
+        return not self.busy and not self.held
+
+    def waiting(self) -> bool:
+        return self.busy
 
     def drop(self, why: str) -> None:
         self.why = why
 
 
-def test_slow_readers_together_pass_the_write_budget_and_the_next_is_told() -> None:
+def test_slow_readers_together_pass_the_write_budget_and_the_slowest_is_named() -> None:
     c = Crowd()
     each = 8 * crowd.MIB
     fits = crowd.WRITE_BUDGET // each
     peers = [Peer(each) for _ in range(fits + 1)]
-    assert not any(c.over_write(p, each) for p in peers[:fits])
-    assert c.over_write(peers[fits], each)
+    peers[3].size = each + 1  # it has read the least
+    assert not any(c.over_write(p, p.size) for p in peers[: fits - 1])
+    assert c.over_write(peers[fits], each) is peers[3]
     # one that read its replies since is no longer counted
     peers[0].size = 0
-    assert not c.over_write(peers[fits], each)
-    assert peers[0] not in c.slow
+    peers[3].size = 0
+    assert c.over_write(peers[fits], each) is None
+    assert peers[0] not in c.slow and peers[3] not in c.slow
+
+
+def test_past_the_read_budget_the_connection_holding_the_most_is_named() -> None:
+    c = Crowd()
+    budget = crowd.read_budget(crowd.MIB)
+    hoarder = Peer(held=crowd.MIB)
+    c.held(hoarder, crowd.MIB, crowd.MIB)
+    reader = Peer(held=700 * 1024)
+    c.held(reader, 700 * 1024, 700 * 1024)
+    assert c.over_read(crowd.MIB, reader) is None
+    filler = Peer(held=budget)  # the rest of the budget, in short pieces
+    c.held(filler, budget, crowd.PARTIAL_FREE)
+    assert c.over_read(crowd.MIB, reader) is hoarder  # not the one just read from
+    c.held(hoarder, -crowd.MIB, 0)
+    assert c.over_read(crowd.MIB, reader) is reader
+    c.held(reader, -700 * 1024, 0)
+    c.held(filler, 1, crowd.PARTIAL_FREE)  # still over, and no one holds much
+    short = Peer(held=10)
+    assert c.over_read(crowd.MIB, short) is short
+    assert c.over_read(crowd.MIB, Peer()) is None  # it holds nothing to let go of
 
 
 def test_at_the_limit_the_quietest_idle_connection_makes_room() -> None:
@@ -41,13 +69,17 @@ def test_at_the_limit_the_quietest_idle_connection_makes_room() -> None:
     most = crowd.most_connections()
     soft = resource.getrlimit(resource.RLIMIT_NOFILE)[0]
     assert most == max(64, soft // crowd.SHARE)
-    peers = [Peer(idle=i != 0) for i in range(most)]  # the first heard has a wait in flight
+    peers = [Peer(busy=i == 0) for i in range(most)]  # the first heard has a wait in flight
     assert all(c.opened(p) for p in peers)
     c.heard_from(peers[1])  # heard again: now the last to go
     new = Peer()
     assert c.opened(new)
     assert peers[2].why and not peers[0].why and not peers[1].why
     assert peers[2] not in c.heard and new in c.heard
-    for p in [*peers, new]:
-        p.quiet = False
-    assert not c.opened(Peer())  # every one busy: the new one is refused
+    for p in [*peers[1:], new]:
+        p.busy = p is not peers[5]
+    peers[5].held = 1  # only part of a frame: closed when none holds nothing
+    last = Peer(busy=True)
+    assert c.opened(last)
+    assert peers[5].why and not peers[0].why
+    assert not c.opened(Peer())  # every one waits on an answer: the new one is refused

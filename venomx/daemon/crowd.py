@@ -19,8 +19,8 @@ from typing import Protocol
 MIB = 1024 * 1024
 # Unfinished frames held, over all connections: at least this, and eight full frames.
 READ_BUDGET = 64 * MIB
-# An unfinished frame this short never counts against a connection (a request is read
-# in a few pieces); only longer ones are dropped once READ_BUDGET is passed.
+# Past READ_BUDGET, the connection holding the most is dropped; those holding more than
+# this are the ones compared (a request is read in a few pieces).
 PARTIAL_FREE = 64 * 1024
 # Replies written and not yet read by their clients, over all connections; only a
 # connection whose own backlog passes LARGE is counted (the slow readers).
@@ -35,7 +35,9 @@ class Peer(Protocol):
     """What the crowd needs of a connection (``server.Connection``)."""
 
     def backlog(self) -> int: ...
+    def unfinished(self) -> int: ...
     def idle(self) -> bool: ...
+    def waiting(self) -> bool: ...
     def drop(self, why: str) -> None: ...
 
 
@@ -54,36 +56,61 @@ class Crowd:
 
     def __init__(self) -> None:
         self.reading = 0  # bytes of unfinished (or not yet handled) frames held
+        self.big: dict[Peer, None] = {}  # connections holding more than PARTIAL_FREE
         self.slow: dict[Peer, None] = {}  # connections whose backlog passed LARGE
         # our uid's connections, the one heard from longest ago first
         self.heard: OrderedDict[Peer, None] = OrderedDict()
 
-    def held(self, delta: int) -> None:
+    def held(self, peer: Peer, delta: int, now: int) -> None:
+        """``peer`` holds ``now`` bytes of frames not yet handled, ``delta`` more than
+        it did."""
         self.reading += delta
+        if now > PARTIAL_FREE:
+            self.big[peer] = None
+        else:
+            self.big.pop(peer, None)
 
-    def over_read(self, max_frame: int) -> bool:
-        return self.reading > read_budget(max_frame)
+    def over_read(self, max_frame: int, reader: Peer) -> Peer | None:
+        """The connection to drop because all unfinished frames together pass the read
+        budget, ``reader`` having just been read from: the one holding the most, not the
+        one whose bytes crossed it (a client sending one large request, while others
+        hold frames they never finish). None if within the budget. Only connections
+        holding more than PARTIAL_FREE are looked at, and there are at most
+        READ_BUDGET / PARTIAL_FREE of them; when none is, the budget was filled by many
+        short ones, and ``reader`` goes if it holds part of a frame."""
+        if self.reading <= read_budget(max_frame):
+            return None
+        if self.big:
+            return max(self.big, key=lambda p: p.unfinished())
+        return reader if reader.unfinished() else None
 
-    def over_write(self, peer: Peer, backlog: int) -> bool:
-        """``peer``'s backlog is ``backlog`` (past LARGE): whether all the slow readers'
-        backlogs together now pass WRITE_BUDGET. Only the slow readers are summed, and
-        there are at most WRITE_BUDGET / LARGE of them before the next is dropped."""
+    def over_write(self, peer: Peer, backlog: int) -> Peer | None:
+        """``peer``'s backlog is ``backlog`` (past LARGE): the slow reader to drop if all
+        their backlogs together now pass WRITE_BUDGET, the one holding the most. Only
+        the slow readers are summed, and there are at most WRITE_BUDGET / LARGE of them
+        before one is dropped."""
         self.slow[peer] = None
-        total = 0
+        total, most, worst = 0, -1, peer
         for p in list(self.slow):
             size = backlog if p is peer else p.backlog()
             if size < LARGE:
                 del self.slow[p]
             total += size
-        return total > WRITE_BUDGET
+            if size > most:
+                most, worst = size, p
+        return worst if total > WRITE_BUDGET else None
 
     def opened(self, peer: Peer) -> bool:
-        """A new connection of our uid: make room by dropping the one heard from longest
-        ago that has nothing in flight, if the daemon is at ``most_connections``. False
-        if there is none to drop: every connection is waiting on a request, and those
-        are bounded by ``InFlight``."""
+        """A new connection of our uid: make room, if the daemon is at
+        ``most_connections``, by dropping the one heard from longest ago that holds
+        nothing (else, the one heard from longest ago that holds only part of a frame:
+        one byte of one kept such connections from ever being closed). False if there
+        is none to drop: every connection is waiting on a request, and those are
+        bounded by ``InFlight``."""
         if len(self.heard) >= most_connections():
             quiet = next((p for p in self.heard if p.idle()), None)
+            if quiet is None:
+                quiet = next((p for p in self.heard if not p.waiting()), None)
             if quiet is None:
                 return False
             self.closed(quiet)
@@ -98,3 +125,4 @@ class Crowd:
     def closed(self, peer: Peer) -> None:
         self.heard.pop(peer, None)
         self.slow.pop(peer, None)
+        self.big.pop(peer, None)

@@ -259,8 +259,12 @@ class Connection(ReadsShared):
         backlog = self.transport.get_write_buffer_size()
         if backlog > max(BACKLOG_MIN, 4 * self.max_frame):
             self.drop("it does not read its replies")
-        elif backlog > crowd.LARGE and self.services.crowd.over_write(self, backlog):
-            self.drop("it does not read its replies, and all such together hold too much")
+        elif backlog > crowd.LARGE:
+            slowest = self.services.crowd.over_write(self, backlog)
+            if slowest is not None:
+                slowest.drop(
+                    "it has read the least of its replies, and all such together hold too much"
+                )
 
     # -- what the crowd asks of a connection ----------------------------------------------------
     def backlog(self) -> int:
@@ -268,10 +272,19 @@ class Connection(ReadsShared):
         t = self.transport
         return 0 if t is None or t.is_closing() else t.get_write_buffer_size()
 
+    def unfinished(self) -> int:
+        """Bytes of frames read and not yet handled."""
+        return self.counted
+
     def idle(self) -> bool:
         """Nothing in flight and nothing half read: closing it loses the client nothing
         but the connection, which it can make again."""
         return not self.tasks and not self.buf and not self.closed
+
+    def waiting(self) -> bool:
+        """A request of its in flight or waiting its turn (closing it loses an answer);
+        true of a closed one too, which there is no point in closing again."""
+        return bool(self.tasks) or self.draining or self.closed
 
     def drop(self, why: str) -> None:
         log.warning("dropping a connection: %s", why)
@@ -280,10 +293,11 @@ class Connection(ReadsShared):
         self.closed = True
         self.buf.clear()
         self.account()
+        self.services.crowd.closed(self)
 
     def account(self) -> None:
         """Tell the crowd how many bytes ``buf`` holds now."""
-        self.services.crowd.held(len(self.buf) - self.counted)
+        self.services.crowd.held(self, len(self.buf) - self.counted, len(self.buf))
         self.counted = len(self.buf)
 
     def reply(self, rid: int | None, result: dict[str, Any]) -> None:
@@ -319,17 +333,10 @@ class Connection(ReadsShared):
             return
         self.services.crowd.heard_from(self)
         self.buf += data
-        self.account()
-        if len(self.buf) > crowd.PARTIAL_FREE and self.services.crowd.over_read(
-            self.services.config["protocol.max_frame"]
-        ):
-            self.drop("its unfinished frame, with all the others, holds too much")
-            return
         if self.discarding:  # buf held nothing else: drop the rest of an over-long frame
             nl = self.buf.find(b"\n")
             if nl < 0:
                 self.buf.clear()
-                self.account()
                 return
             del self.buf[: nl + 1]
             self.discarding = False
@@ -337,6 +344,10 @@ class Connection(ReadsShared):
             self.drain()
         else:
             self.account()
+        # after the drain: the complete frames just read are handled and held no more
+        most = self.services.config["protocol.max_frame"]
+        while (biggest := self.services.crowd.over_read(most, self)) is not None:
+            biggest.drop("it holds the most of the unfinished frames, which together hold too much")
 
     def drain(self) -> None:
         """Handle the complete frames buffered, at most ``FRAMES_PER_TURN`` per reactor
