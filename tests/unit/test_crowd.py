@@ -47,21 +47,27 @@ def test_slow_readers_together_pass_the_write_budget_and_the_slowest_is_named() 
 def test_past_the_read_budget_the_connection_holding_the_most_is_named() -> None:
     c = Crowd()
     budget = crowd.read_budget(crowd.MIB)
-    hoarder = Peer(held=crowd.MIB)
+    hoarder, reader = Peer(held=crowd.MIB), Peer(held=700 * 1024)
+    quiet, filler = Peer(held=10), Peer(held=budget)
+    for p in (quiet, hoarder, filler, reader):
+        c.opened(p)
     c.held(hoarder, crowd.MIB, crowd.MIB)
-    reader = Peer(held=700 * 1024)
     c.held(reader, 700 * 1024, 700 * 1024)
-    assert c.over_read(crowd.MIB, reader) is None
-    filler = Peer(held=budget)  # the rest of the budget, in short pieces
-    c.held(filler, budget, crowd.PARTIAL_FREE)
-    assert c.over_read(crowd.MIB, reader) is hoarder  # not the one just read from
+    assert c.over_read(crowd.MIB) is None
+    c.held(filler, budget, crowd.PARTIAL_FREE)  # the rest of the budget, in short pieces
+    assert c.over_read(crowd.MIB) is hoarder  # not the reader, whose bytes crossed it
+    hoarder.held = 0
     c.held(hoarder, -crowd.MIB, 0)
-    assert c.over_read(crowd.MIB, reader) is reader
+    assert c.over_read(crowd.MIB) is reader
+    reader.held = 0
     c.held(reader, -700 * 1024, 0)
-    c.held(filler, 1, crowd.PARTIAL_FREE)  # still over, and no one holds much
-    short = Peer(held=10)
-    assert c.over_read(crowd.MIB, short) is short
-    assert c.over_read(crowd.MIB, Peer()) is None  # it holds nothing to let go of
+    c.held(filler, 1, crowd.PARTIAL_FREE)  # still over, and none holds much
+    assert c.over_read(crowd.MIB) is quiet  # heard from longest ago, with part of a frame
+    quiet.held = 0
+    c.heard_from(filler)
+    assert c.over_read(crowd.MIB) is filler
+    filler.held = 0
+    assert c.over_read(crowd.MIB) is None  # none holds anything to let go of
 
 
 def test_at_the_limit_the_quietest_idle_connection_makes_room() -> None:

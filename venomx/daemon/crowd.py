@@ -70,19 +70,19 @@ class Crowd:
         else:
             self.big.pop(peer, None)
 
-    def over_read(self, max_frame: int, reader: Peer) -> Peer | None:
+    def over_read(self, max_frame: int) -> Peer | None:
         """The connection to drop because all unfinished frames together pass the read
-        budget, ``reader`` having just been read from: the one holding the most, not the
-        one whose bytes crossed it (a client sending one large request, while others
-        hold frames they never finish). None if within the budget. Only connections
-        holding more than PARTIAL_FREE are looked at, and there are at most
-        READ_BUDGET / PARTIAL_FREE of them; when none is, the budget was filled by many
-        short ones, and ``reader`` goes if it holds part of a frame."""
+        budget: the one holding the most, not the one whose bytes crossed it (a client
+        sending one large request, while others hold frames they never finish). None if
+        within the budget. Only connections holding more than PARTIAL_FREE are compared,
+        and there are at most READ_BUDGET / PARTIAL_FREE of them; when none does, the
+        budget was filled by many short ones, and the one heard from longest ago that
+        holds part of a frame goes."""
         if self.reading <= read_budget(max_frame):
             return None
         if self.big:
             return max(self.big, key=lambda p: p.unfinished())
-        return reader if reader.unfinished() else None
+        return next((p for p in self.heard if p.unfinished()), None)
 
     def over_write(self, peer: Peer, backlog: int) -> Peer | None:
         """``peer``'s backlog is ``backlog`` (past LARGE): the slow reader to drop if all

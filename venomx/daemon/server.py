@@ -346,7 +346,7 @@ class Connection(ReadsShared):
             self.account()
         # after the drain: the complete frames just read are handled and held no more
         most = self.services.config["protocol.max_frame"]
-        while (biggest := self.services.crowd.over_read(most, self)) is not None:
+        while (biggest := self.services.crowd.over_read(most)) is not None:
             biggest.drop("it holds the most of the unfinished frames, which together hold too much")
 
     def drain(self) -> None:
