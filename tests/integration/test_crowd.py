@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import contextlib
 import json
+import resource
 import socket
 
 import pytest
@@ -88,17 +89,25 @@ def test_idle_connections_make_room_for_the_next_at_the_descriptor_limit() -> No
 
 
 @pytest.mark.timeout(120)
-def test_a_large_request_is_answered_when_others_fill_the_read_budget(daemon: Daemon) -> None:
+@pytest.mark.parametrize("size", [1024 * 1024 - 64, 64 * 1024 - 1])
+def test_a_large_request_is_answered_when_others_fill_the_read_budget(
+    daemon: Daemon, size: int
+) -> None:
     # The connection whose bytes crossed the budget was the one dropped: a client sending
     # a legitimate 700 KiB request lost it to connections holding 1 MiB each since long
-    # before. The one holding the most is dropped instead.
-    part = b'{"id":1,"verb":"hello","params":{"x":"' + b"a" * (1024 * 1024 - 64)
+    # before, or 64 KiB each (which were not counted against anyone). The quietest
+    # connection holding part of a frame is dropped instead.
+    part = b'{"id":1,"verb":"hello","params":{"x":"' + b"a" * (size - 38)
+    count = crowd.READ_BUDGET // len(part) + 4
+    soft, hard = resource.getrlimit(resource.RLIMIT_NOFILE)
+    if soft < count + 64:
+        resource.setrlimit(resource.RLIMIT_NOFILE, (hard, hard))
     socks: list[socket.socket] = []
     try:
-        for _ in range(crowd.READ_BUDGET // len(part) + 4):
+        for _ in range(count):
             s = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+            s.connect(daemon.socket)  # blocking: the backlog may be full for a moment
             s.settimeout(10)
-            s.connect(daemon.socket)
             socks.append(s)
             with contextlib.suppress(OSError):
                 s.sendall(part)

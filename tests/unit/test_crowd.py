@@ -10,14 +10,11 @@ from venomx.daemon.crowd import Crowd
 
 
 class Peer:
-    def __init__(self, backlog: int = 0, busy: bool = False, held: int = 0) -> None:
+    def __init__(self, backlog: int = 0, busy: bool = False, held: bool = False) -> None:
         self.size, self.busy, self.held, self.why = backlog, busy, held, ""
 
     def backlog(self) -> int:
         return self.size
-
-    def unfinished(self) -> int:
-        return self.held
 
     def idle(self) -> bool:
         return not self.busy and not self.held
@@ -44,30 +41,26 @@ def test_slow_readers_together_pass_the_write_budget_and_the_slowest_is_named() 
     assert peers[0] not in c.slow and peers[3] not in c.slow
 
 
-def test_past_the_read_budget_the_connection_holding_the_most_is_named() -> None:
+def test_past_the_read_budget_the_quietest_connection_holding_part_of_a_frame_is_named() -> None:
     c = Crowd()
     budget = crowd.read_budget(crowd.MIB)
-    hoarder, reader = Peer(held=crowd.MIB), Peer(held=700 * 1024)
-    quiet, filler = Peer(held=10), Peer(held=budget)
-    for p in (quiet, hoarder, filler, reader):
+    hoarder, short, reader = Peer(), Peer(), Peer()
+    for p in (hoarder, short, reader):
         c.opened(p)
-    c.held(hoarder, crowd.MIB, crowd.MIB)
-    c.held(reader, 700 * 1024, 700 * 1024)
+    c.held(hoarder, budget - 10, True)
+    c.held(short, 10, True)
     assert c.over_read(crowd.MIB) is None
-    c.held(filler, budget, crowd.PARTIAL_FREE)  # the rest of the budget, in short pieces
+    c.heard_from(reader)
+    c.held(reader, 700 * 1024, True)  # a large request, read as it comes
     assert c.over_read(crowd.MIB) is hoarder  # not the reader, whose bytes crossed it
-    hoarder.held = 0
-    c.held(hoarder, -crowd.MIB, 0)
-    assert c.over_read(crowd.MIB) is reader
-    reader.held = 0
-    c.held(reader, -700 * 1024, 0)
-    c.held(filler, 1, crowd.PARTIAL_FREE)  # still over, and none holds much
-    assert c.over_read(crowd.MIB) is quiet  # heard from longest ago, with part of a frame
-    quiet.held = 0
-    c.heard_from(filler)
-    assert c.over_read(crowd.MIB) is filler
-    filler.held = 0
-    assert c.over_read(crowd.MIB) is None  # none holds anything to let go of
+    c.held(hoarder, 10 - budget, False)  # dropped
+    c.held(short, budget, True)
+    assert c.over_read(crowd.MIB) is short
+    c.heard_from(short)
+    assert c.over_read(crowd.MIB) is reader  # now the one heard from longest ago
+    c.held(reader, 0, False)  # its frame is whole and waits its turn: not chosen
+    c.closed(short)
+    assert c.over_read(crowd.MIB) is None
 
 
 def test_at_the_limit_the_quietest_idle_connection_makes_room() -> None:
@@ -84,7 +77,7 @@ def test_at_the_limit_the_quietest_idle_connection_makes_room() -> None:
     assert peers[2] not in c.heard and new in c.heard
     for p in [*peers[1:], new]:
         p.busy = p is not peers[5]
-    peers[5].held = 1  # only part of a frame: closed when none holds nothing
+    peers[5].held = True  # only part of a frame: closed when none holds nothing
     last = Peer(busy=True)
     assert c.opened(last)
     assert peers[5].why and not peers[0].why

@@ -19,9 +19,6 @@ from typing import Protocol
 MIB = 1024 * 1024
 # Unfinished frames held, over all connections: at least this, and eight full frames.
 READ_BUDGET = 64 * MIB
-# Past READ_BUDGET, the connection holding the most is dropped; those holding more than
-# this are the ones compared (a request is read in a few pieces).
-PARTIAL_FREE = 64 * 1024
 # Replies written and not yet read by their clients, over all connections; only a
 # connection whose own backlog passes LARGE is counted (the slow readers).
 WRITE_BUDGET = 128 * MIB
@@ -35,7 +32,6 @@ class Peer(Protocol):
     """What the crowd needs of a connection (``server.Connection``)."""
 
     def backlog(self) -> int: ...
-    def unfinished(self) -> int: ...
     def idle(self) -> bool: ...
     def waiting(self) -> bool: ...
     def drop(self, why: str) -> None: ...
@@ -56,33 +52,33 @@ class Crowd:
 
     def __init__(self) -> None:
         self.reading = 0  # bytes of unfinished (or not yet handled) frames held
-        self.big: dict[Peer, None] = {}  # connections holding more than PARTIAL_FREE
+        # connections holding part of a frame and no whole one, the one heard from
+        # longest ago first
+        self.holding: OrderedDict[Peer, None] = OrderedDict()
         self.slow: dict[Peer, None] = {}  # connections whose backlog passed LARGE
         # our uid's connections, the one heard from longest ago first
         self.heard: OrderedDict[Peer, None] = OrderedDict()
 
-    def held(self, peer: Peer, delta: int, now: int) -> None:
-        """``peer`` holds ``now`` bytes of frames not yet handled, ``delta`` more than
-        it did."""
+    def held(self, peer: Peer, delta: int, partial: bool) -> None:
+        """``peer`` holds ``delta`` more bytes of frames not yet handled than it did;
+        ``partial``: they are part of a frame, and no whole frame waits its turn."""
         self.reading += delta
-        if now > PARTIAL_FREE:
-            self.big[peer] = None
-        else:
-            self.big.pop(peer, None)
+        if not partial:
+            self.holding.pop(peer, None)
+        elif peer not in self.holding:
+            self.holding[peer] = None
 
     def over_read(self, max_frame: int) -> Peer | None:
         """The connection to drop because all unfinished frames together pass the read
-        budget: the one holding the most, not the one whose bytes crossed it (a client
-        sending one large request, while others hold frames they never finish). None if
-        within the budget. Only connections holding more than PARTIAL_FREE are compared,
-        and there are at most READ_BUDGET / PARTIAL_FREE of them; when none does, the
-        budget was filled by many short ones, and the one heard from longest ago that
-        holds part of a frame goes."""
+        budget: the one holding part of a frame that was heard from longest ago, not the
+        one whose bytes crossed the budget (a client sending one large request while
+        others hold frames they never finish: it is heard from as it sends, they are
+        quiet). A connection whose whole frames wait their turn is not chosen: what it
+        holds is requests being handled, a read's worth at most. None if within the
+        budget."""
         if self.reading <= read_budget(max_frame):
             return None
-        if self.big:
-            return max(self.big, key=lambda p: p.unfinished())
-        return next((p for p in self.heard if p.unfinished()), None)
+        return next(iter(self.holding), None)
 
     def over_write(self, peer: Peer, backlog: int) -> Peer | None:
         """``peer``'s backlog is ``backlog`` (past LARGE): the slow reader to drop if all
@@ -121,8 +117,10 @@ class Crowd:
     def heard_from(self, peer: Peer) -> None:
         if peer in self.heard:
             self.heard.move_to_end(peer)
+        if peer in self.holding:
+            self.holding.move_to_end(peer)
 
     def closed(self, peer: Peer) -> None:
         self.heard.pop(peer, None)
         self.slow.pop(peer, None)
-        self.big.pop(peer, None)
+        self.holding.pop(peer, None)

@@ -272,10 +272,6 @@ class Connection(ReadsShared):
         t = self.transport
         return 0 if t is None or t.is_closing() else t.get_write_buffer_size()
 
-    def unfinished(self) -> int:
-        """Bytes of frames read and not yet handled."""
-        return self.counted
-
     def idle(self) -> bool:
         """Nothing in flight and nothing half read: closing it loses the client nothing
         but the connection, which it can make again."""
@@ -297,7 +293,8 @@ class Connection(ReadsShared):
 
     def account(self) -> None:
         """Tell the crowd how many bytes ``buf`` holds now."""
-        self.services.crowd.held(self, len(self.buf) - self.counted, len(self.buf))
+        partial = bool(self.buf) and not self.draining
+        self.services.crowd.held(self, len(self.buf) - self.counted, partial)
         self.counted = len(self.buf)
 
     def reply(self, rid: int | None, result: dict[str, Any]) -> None:
@@ -346,8 +343,11 @@ class Connection(ReadsShared):
             self.account()
         # after the drain: the complete frames just read are handled and held no more
         most = self.services.config["protocol.max_frame"]
-        while (biggest := self.services.crowd.over_read(most)) is not None:
-            biggest.drop("it holds the most of the unfinished frames, which together hold too much")
+        while (quiet := self.services.crowd.over_read(most)) is not None:
+            quiet.drop(
+                "it holds part of a frame and is the quietest such, "
+                "the unfinished frames together holding too much"
+            )
 
     def drain(self) -> None:
         """Handle the complete frames buffered, at most ``FRAMES_PER_TURN`` per reactor
