@@ -109,9 +109,7 @@ def test_a_page_is_the_plain_filter(
     for name, value in (("after", after), ("key", key), ("pane", pane)):
         if value is not None:
             params[name] = value
-    floor = -1
-    if after is not None and after.startswith("r"):
-        floor = int(after[1:])
+    floor = int(after[1:]) if after is not None and after.startswith("r") else -1
     if pane is not None:
         mine = world.daemon.call("pane.list", {}, token=world.tokens[who])["panes"]
         seen = {p["pane"] for p in mine}
@@ -122,6 +120,13 @@ def test_a_page_is_the_plain_filter(
             code = "not_found.pane" if who == "owner" else "denied.read"
             assert world.daemon.error("run.list", params, token=world.tokens[who]).code == code
             return
+    if after == "x":  # not a run ID: said so, after the pane's check
+        err = world.daemon.error("run.list", params, token=world.tokens[who])
+        assert (err.code, err.data) == (
+            "invalid_params.after",
+            {"param": "after", "reason": "syntax"},
+        )
+        return
     matching = [
         r["run"]
         for r in world.retained
@@ -150,3 +155,24 @@ def test_paging_by_next_visits_each_readable_record_once(world: World) -> None:
             params["after"] = page["next"]
         expected = [r["run"] for r in world.retained if r["run"] in world.readable[who]]
         assert seen == expected
+
+
+@pytest.mark.parametrize(
+    ("params", "code"),
+    [
+        ({"after": "r01"}, "invalid_params.after"),
+        ({"after": "p3"}, "invalid_params.after"),
+        ({"after": ""}, "invalid_params.after"),
+        ({"key": "a b"}, "invalid_params.key"),
+        ({"key": "k" * 129}, "invalid_params.key"),
+    ],
+)
+def test_an_after_or_key_no_run_can_have_is_an_error(
+    world: World, params: dict[str, Any], code: str
+) -> None:
+    # An `after` that was not a run ID listed from the start, and a key no run can have
+    # listed nothing: both now say what is wrong (RFC-0015 §8's key syntax).
+    err = world.daemon.error("run.list", params)
+    assert err.code == code
+    assert err.data == {"param": code.split(".")[1], "reason": "syntax"}
+    assert world.daemon.call("run.list", {"after": "r" + "9" * 30})["runs"] == []

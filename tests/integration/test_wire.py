@@ -373,8 +373,9 @@ def test_run_list_after_ids_of_any_length(shared_daemon: Daemon) -> None:
     assert rid in everything
     for after in (LONG_RUN, "r" + "9" * 21, "r" + "9" * 20):
         assert listed(after=after) == []
-    for after in ("r²", "r١", "x"):  # not a run ID: listed from the start
-        assert listed(after=after) == everything
+    for after in ("r²", "r١", "x"):  # not a run ID: said so
+        err = shared_daemon.error("run.list", {"after": after})
+        assert err.code == "invalid_params.after", after
     assert listed(after=rid) == everything[everything.index(rid) + 1 :]
 
 

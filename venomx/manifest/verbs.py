@@ -37,6 +37,7 @@ SEAMS = ("run.before_barrier", "run.after_barrier", "terminate.unkillable")
 NAME_PATTERN = r"[A-Za-z0-9._:-]{1,64}"
 NAME_HINT = "1-64 of [A-Za-z0-9._:-]"
 KEY_PATTERN = r"[A-Za-z0-9._:-]{1,128}"
+RUN_ID_PATTERN = r"r(?:0|[1-9][0-9]*)"  # as the daemon writes them (wire.id_number)
 GRANT_RIGHTS = ("read", "write", "spawn", "admin")
 GRANT_SCOPE_PATTERN = r"\*|self|(?:session|window|pane|run):(?:\*|[A-Za-z0-9._-]{1,64})"
 ENV_NAME_PATTERN = r"[A-Za-z_][A-Za-z0-9_]*"
@@ -249,6 +250,18 @@ def F(name: str, kind: str = "string", required: bool = True) -> Field:
 NAME_FIELD = Field("name", "string", nullable=True)
 # The principal a connection acts as: null for the anonymous caller, which has none.
 PRINCIPAL_FIELD = Field("principal", "string", nullable=True)
+
+
+def key_param(summary: str, required: bool = False) -> Param:
+    """A run's idempotency key (RFC-0015 §8: otherwise ``invalid_params.key``)."""
+    return S(
+        "key",
+        summary,
+        required=required,
+        pattern=KEY_PATTERN,
+        hint="1-128 of [A-Za-z0-9._:-]",
+        code="invalid_params.key",
+    )
 
 
 def name_param(summary: str) -> Param:
@@ -767,14 +780,10 @@ VERBS: tuple[Verb, ...] = (
         "return the same run instead of starting the command again. argv uses no shell; "
         "shell runs /bin/sh -c explicitly.",
         (
-            S(
-                "key",
+            key_param(
                 "Idempotency key: a retry with the same key and parameters returns the "
                 "same run instead of starting the command again",
                 required=True,
-                pattern=KEY_PATTERN,
-                hint="1-128 of [A-Za-z0-9._:-]",
-                code="invalid_params.key",
             ),
             S(
                 "session",
@@ -931,14 +940,27 @@ VERBS: tuple[Verb, ...] = (
         "List runs you can read, ordered by run ID, a page at a time.",
         (
             S("pane", "Only runs of this pane"),
-            S("key", "Only your run with this key"),
-            S("after", "List runs after this run ID"),
+            key_param("Only your run with this key"),
+            S(
+                "after",
+                "List runs after this run ID",
+                pattern=RUN_ID_PATTERN,
+                hint="a run ID (r0, r1, ...)",
+                code="invalid_params.after",
+            ),
             I("limit", "Most runs in one page", default=256, min=1, max=1024),
         ),
         (F("source"), F("runs", "array"), F("next", "string", False)),
         "read",
         Check("read", ("pane",)),
-        errors=("not_found.pane", "denied.read", "unsupported.result_size"),
+        rules=("key", "after"),
+        errors=(
+            "not_found.pane",
+            "denied.read",
+            "invalid_params.key",
+            "invalid_params.after",
+            "unsupported.result_size",
+        ),
         title="List runs",
         effect="read",
         render="runs",

@@ -196,11 +196,6 @@ def get(ctx: Context, run: Run, output: bool) -> dict[str, Any]:
     return run.record(ctx.source, output)
 
 
-def _num(run_id: str) -> int:
-    n = id_number(run_id, "r")
-    return -1 if n is None else n
-
-
 @handler("run.list")
 def run_list(
     ctx: Context,
@@ -217,7 +212,8 @@ def run_list(
     runs = ctx.runs
     if pane is not None and pane not in ctx.registry.panes and pane not in runs.by_pane:
         raise not_found("pane", pane)
-    floor = _num(after) if after is not None else -1
+    floor = -1 if after is None else id_number(after, "r")
+    assert floor is not None  # the manifest's pattern for after
     candidates: Iterable[Run]
     if key is not None:
         one = runs.bindings.get((ctx.principal.id, key))
