@@ -161,7 +161,8 @@ def test_no_input_reaches_internal(shared_daemon: Daemon) -> None:
     for after in (LONG_RUN, "r" + "9" * 21):
         r = d.cli("run", "list", "--after", after, "--json")
         assert r.code == 0 and r.json["runs"] == [], r.out
-    assert d.cli("run", "list", "--after", "r²", "--json").code == 0
+    r = d.cli("run", "list", "--after", "r²", "--json")  # no run ID: said so
+    assert r.code == 2 and json.loads(r.out)["error"]["code"] == "invalid_params.after"
 
 
 def test_a_streaming_verb_prints_its_items_then_its_result(shared_daemon: Daemon) -> None:
