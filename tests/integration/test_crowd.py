@@ -27,21 +27,28 @@ def _closed_by_peer(sock: socket.socket) -> bool:
         sock.setblocking(True)
 
 
+def _hoard(path: str, part: bytes, count: int, socks: list[socket.socket]) -> None:
+    """Open ``count`` connections, each sending ``part`` (a frame it never finishes), into
+    ``socks`` (closed by the caller however this ends)."""
+    for _ in range(count):
+        s = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+        s.connect(path)  # blocking: the listen backlog may be full for a moment
+        s.settimeout(10)
+        socks.append(s)
+        with contextlib.suppress(OSError):  # reset while it wrote: dropped, counted after
+            s.sendall(part)
+
+
 @pytest.mark.timeout(120)
 def test_unfinished_frames_together_hold_at_most_the_read_budget(daemon: Daemon) -> None:
     # Each connection holds a frame one byte short of max_frame (1 MiB): 3,900 of them
-    # held 3.9 GiB. Past the budget (64 MiB), the one that adds to it is dropped.
+    # held 3.9 GiB. Past the budget (64 MiB), connections holding part of a frame are
+    # dropped, the quietest first, until the rest fit.
     part = b'{"id":1,"verb":"hello","params":{"x":"' + b"a" * (1024 * 1024 - 64)
     count = crowd.READ_BUDGET // len(part) + 12
     socks: list[socket.socket] = []
     try:
-        for _ in range(count):
-            s = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
-            s.settimeout(10)
-            s.connect(daemon.socket)
-            socks.append(s)
-            with contextlib.suppress(OSError):  # reset while it wrote: dropped, counted below
-                s.sendall(part)
+        _hoard(daemon.socket, part, count, socks)
         # the daemon reads what was sent before it looks again: a whoami is answered after
         assert daemon.cli("whoami", "--json").code == 0
         dropped = sum(_closed_by_peer(s) for s in socks)
@@ -104,13 +111,7 @@ def test_a_large_request_is_answered_when_others_fill_the_read_budget(
         resource.setrlimit(resource.RLIMIT_NOFILE, (hard, hard))
     socks: list[socket.socket] = []
     try:
-        for _ in range(count):
-            s = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
-            s.connect(daemon.socket)  # blocking: the backlog may be full for a moment
-            s.settimeout(10)
-            socks.append(s)
-            with contextlib.suppress(OSError):
-                s.sendall(part)
+        _hoard(daemon.socket, part, count, socks)
         assert daemon.cli("whoami", "--json").code == 0  # every part above is read by now
         legit = Raw(daemon.socket)
         legit.hello()
