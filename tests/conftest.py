@@ -2,6 +2,7 @@ from __future__ import annotations
 
 import os
 import shutil
+import signal
 import tempfile
 from collections.abc import Iterator
 from pathlib import Path
@@ -15,6 +16,17 @@ from tests.helpers import MADE, Daemon, start_daemon, stop_daemon
 # pauses is not a failure (an explicit @settings inherits this).
 settings.register_profile("venomx", deadline=None)
 settings.load_profile("venomx")
+
+
+def pytest_configure(config: pytest.Config) -> None:
+    """Children start with SIGINT and SIGHUP at their defaults. A suite started under
+    nohup, or as a background job of a shell without job control, inherits them
+    ignored, and exec rightly leaves an ignored signal ignored, so the tests that
+    interrupt exec would wait out its run instead."""
+    if signal.getsignal(signal.SIGINT) is signal.SIG_IGN:
+        signal.signal(signal.SIGINT, signal.default_int_handler)
+    if signal.getsignal(signal.SIGHUP) is signal.SIG_IGN:
+        signal.signal(signal.SIGHUP, signal.SIG_DFL)
 
 
 def pytest_sessionfinish(session: pytest.Session, exitstatus: int) -> None:
