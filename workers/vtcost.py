@@ -75,6 +75,7 @@ def vt_costs(
 WIDE_PATTERNS: list[tuple[str, int, int, bytes]] = [
     ("bare LF, 65535 columns", 65535, 16, b"\n"),
     ("text and bare LF, 65535 columns", 65535, 16, b"ab\r\x1b[K\n"),
+    ("bare LF carrying the column, 65535 columns", 65535, 16, b"\nb"),
     ("REP to the line's end, 65535 columns", 65535, 16, b"a\x1b[65535b"),
     ("tab stop set and tab, 65535 columns", 65535, 16, b"\x1bH\t"),
     ("RIS, 65535 columns", 65535, 16, b"\x1bc"),

@@ -498,12 +498,42 @@ def test_the_fast_path_holds_only_rows_history_can_keep() -> None:
     wide = Terminal(400, 24, 1000)
     tracemalloc.start()
     try:
-        wide.feed(b"a\n" * 65536)
+        wide.feed((b"a" * 15 + b"\n") * 65536)  # a row costs 16 bytes and its column
         peak = tracemalloc.get_traced_memory()[1]
     finally:
         tracemalloc.stop()
-    assert wide.fast_bytes == 131072 and len(wide.history) == 1000
+    assert wide.fast_bytes == 16 * 65536 and len(wide.history) == 1000
     assert peak < 40 << 20  # 1000 + 24 rows of 400 cells; every row of the read was 200 MB
+
+
+def test_bare_line_feeds_carrying_the_column_do_not_build_every_width() -> None:
+    """With ``~OPOST`` a bare LF keeps the column, so "\\nb" repeated writes each row one
+    column further out. The fast path padded every such row to its column: on a
+    65535-column pane a read of them held rows of every width (1.4 GB per MB, session
+    32). Past a few blanks per byte the parser takes the chunk, its rows sparse; the
+    result is pyte's."""
+    import tracemalloc
+
+    data = b"\nb" * 6000
+    old = fastpath.FAST_MIN
+    try:
+        fastpath.FAST_MIN = 1 << 30
+        ref = Terminal(65535, 16)
+        ref.feed(data)
+    finally:
+        fastpath.FAST_MIN = old
+    fast = Terminal(65535, 16)
+    tracemalloc.start()
+    try:
+        fast.feed(data)
+        peak = tracemalloc.get_traced_memory()[1]
+    finally:
+        tracemalloc.stop()
+    assert view(fast) == view(ref)
+    assert peak < 48 << 20  # every row of the read, padded as a list of cells: 144 MB
+    narrow = Terminal(80, 24)
+    narrow.feed(b"\nb" * 6000)  # rows at most 80 wide: the fast path keeps the chunk
+    assert narrow.fast_bytes == 12000
 
 
 def test_a_code_point_waiting_at_column_0_never_moves_to_another_row() -> None:
