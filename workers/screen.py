@@ -220,23 +220,61 @@ class Screen(pyte.Screen):
         data = data.translate(self.g1_charset if self.charset else self.g0_charset)
         if data:
             self._last = data[-1]
-        if (
-            data.isascii()
-            and data.isprintable()
-            and self._lead is None
-            and mo.DECAWM in self.mode
-            and mo.IRM not in self.mode
+        if mo.IRM in self.mode:
+            self._draw_inserting(data)
+        elif (
+            data.isascii() and data.isprintable() and self._lead is None and mo.DECAWM in self.mode
         ):
             try:
                 self._draw_ascii(data)
             except Exception:
                 self._term._lost()
-            return
+        else:
+            self._draw_cells(data, insert=False)
+
+    def _draw_inserting(self, data: str) -> None:
+        """``draw`` in insert mode: the room for the characters that fit on the cursor's
+        line is made by one ICH, not one per character (each moves every written cell
+        after the cursor: REP in insert mode cost 65535 moves of 65535 cells). A
+        character that does not fit is drawn alone, wrapping as it would."""
+        columns = self.columns
+        widths = [w if 0 < w <= columns else 0 for w in map(wcwidth, data)]
+        i, n = 0, len(data)
+        while i < n:
+            room = columns - self.cursor.x
+            total, j = 0, i
+            while j < n and total + widths[j] <= room:
+                total += widths[j]
+                j += 1
+            if j == i:  # it wraps first
+                self._draw_cells(data[i], insert=True)
+                i += 1
+                continue
+            if total:
+                try:
+                    self.insert_characters(total)
+                except Exception:  # no room made: the characters are dropped, not drawn over
+                    self._term._lost()
+                    self._term.dropped += j - i - 1
+                    i = j
+                    continue
+            fits = data[i:j]
+            if fits.isascii() and fits.isprintable() and self._lead is None:
+                try:
+                    self._draw_ascii(fits)  # it fits: no wrap, whatever DECAWM says
+                except Exception:
+                    self._term._lost()
+            else:
+                self._draw_cells(fits, insert=False)
+            i = j
+
+    def _draw_cells(self, data: str, insert: bool) -> None:
+        """``draw`` character by character: wide ones, zero-width ones joining the cell
+        before, and with ``insert`` an ICH before each."""
         cursor = self.cursor
         columns = self.columns
         buffer = self.buffer
         autowrap = mo.DECAWM in self.mode
-        insert = mo.IRM in self.mode
         attrs = tuple(cursor.attrs)[1:]
         make = tuple.__new__
         stub = make(Char, ("", *attrs))

@@ -77,6 +77,8 @@ WIDE_PATTERNS: list[tuple[str, int, int, bytes]] = [
     ("text and bare LF, 65535 columns", 65535, 16, b"ab\r\x1b[K\n"),
     ("bare LF carrying the column, 65535 columns", 65535, 16, b"\nb"),
     ("REP to the line's end, 65535 columns", 65535, 16, b"a\x1b[65535b"),
+    ("insert mode and REP, 65535 columns", 65535, 16, b"\x1b[4h\rb\x1b[65535b"),
+    ("insert mode, a character and SGR, 65535 columns", 65535, 16, b"\x1b[4hb\x1b[m"),
     ("tab stop set and tab, 65535 columns", 65535, 16, b"\x1bH\t"),
     ("RIS, 65535 columns", 65535, 16, b"\x1bc"),
     ("SU 999, 1024 rows", 1024, 1024, b"\x1b[999S"),

@@ -7,6 +7,7 @@ parsing a flood stays bounded by what it keeps.
 
 from __future__ import annotations
 
+import functools
 import itertools
 import os
 import random
@@ -696,3 +697,52 @@ def test_a_row_entering_history_is_its_text_without_trailing_blanks(
     for x, text in cells.items():
         line[x] = screen._BLANK._replace(data=text)
     assert screen.row_text(line, cols, pad=False) == screen.row_text(line, cols).rstrip(" ")
+
+
+INSERTED = st.lists(
+    st.one_of(
+        st.text("ab中é\u0301\u200b", min_size=1, max_size=8),
+        st.sampled_from(["\r", "\n", "\x1b[3b", "\x1b[99b", "\x1b[?7l", "\x1b[?7h", "\x1b#8"]),
+        st.integers(1, 14).map(lambda x: f"\x1b[{x}G"),
+    ),
+    max_size=14,
+)
+
+
+@settings(max_examples=300, deadline=None)
+@given(st.integers(1, 12), INSERTED)
+def test_insert_mode_makes_room_once_and_draws_as_character_by_character(
+    cols: int, pieces: list[str]
+) -> None:
+    """Insert mode drew each character after its own ICH, which moves every written cell
+    after the cursor: REP in insert mode cost 65535 moves of 65535 cells. The room for
+    what fits on the line is made at once; rows, cursor and the cells that fall off the
+    end are exactly those of the character-by-character drawing."""
+    data = ("\x1b[4h" + "".join(pieces)).encode()
+    ours = Terminal(cols, 3, 5)
+    ours.feed(b"xyz" * 8 + b"\x1b[H")
+    ours.feed(data)
+    ref = Terminal(cols, 3, 5)
+    per_character = functools.partial(ref.screen._draw_cells, insert=True)
+    ref.screen._draw_inserting = per_character  # type: ignore[method-assign]
+    ref.feed(b"xyz" * 8 + b"\x1b[H")
+    ref.feed(data)
+    assert view(ours) == view(ref)
+
+
+def test_rep_in_insert_mode_on_a_very_wide_pane_moves_the_row_once() -> None:
+    term = Terminal(65535, 4, 0)
+    moved = 0
+    shift = term.screen._shift_cells
+
+    def counting(n: int) -> None:
+        nonlocal moved
+        moved += len(term.screen.buffer[term.screen.cursor.y])
+        shift(n)
+
+    term.feed(b"a\x1b[65535b\r")
+    n = len(term.row(0).rstrip())  # REP's count is clamped as any parameter is
+    term.screen._shift_cells = counting  # type: ignore[method-assign]
+    term.feed(b"\x1b[4hb\x1b[65535b")
+    assert moved <= 3 * n  # once per draw ("b", then REP), not once per character (n * n)
+    assert term.row(0).rstrip() == "b" * n + "a" * n
