@@ -20,9 +20,10 @@ class History:
     """At most ``maxlen`` rows, oldest first, with the indexing and appending of the
     ``deque(maxlen=...)`` it replaces.
 
-    With a ``budget``, the oldest blocks also go while the rows hold more code points
-    than that (the newest block and the one being filled stay): a program that fills
-    every row of a 65535-column pane must not make its sentinel hold gigabytes.
+    With a ``budget``, the oldest rows also go while the rows hold more code points
+    than that (whole blocks while there are newer rows, then row by row; the newest row
+    stays): a program that fills every row of a 65535-column pane must not make its
+    sentinel hold gigabytes.
     """
 
     __slots__ = (
@@ -72,8 +73,24 @@ class History:
         if excess > 0:
             self._drop(excess)
         budget = self.budget
-        while budget is not None and self._chars > budget and len(self._blocks) > 1:
+        while budget is not None and self._chars > budget and self._len > 1:
+            self._trim()
+
+    def _trim(self) -> None:
+        """Forget the oldest rows for the budget: a whole block while another block or
+        rows after it remain, else one row, the last block split back into rows first
+        (its string is held whole while any of its rows is)."""
+        if len(self._blocks) > 1 or (self._blocks and self._tail):
             self._drop(BLOCK - self._skip)
+            return
+        if self._blocks:
+            block = self._blocks.pop()
+            rows = block.split("\n")[self._skip :]
+            self._chars -= len(block) - sum(map(len, rows))
+            self._tail[:0] = rows
+            self._skip = 0
+            self._seen = -1
+        self._drop(1)
 
     def _drop(self, n: int) -> None:
         """Forget the ``n`` oldest rows."""
