@@ -144,3 +144,40 @@ def test_connections_holding_a_byte_of_a_frame_make_room_too() -> None:
         for s in held:
             s.close()
         stop_daemon(d)
+
+
+@pytest.mark.timeout(120)
+def test_unread_replies_together_hold_at_most_the_write_budget(daemon: Daemon) -> None:
+    # Only a connection leaving more than 1 MiB unread was counted: 3,000 connections
+    # each leaving ~0.8 MiB held 2.5 GB. Every backlog counts now, and past the budget
+    # the connections holding the most are dropped.
+    maker = Raw(daemon.socket)
+    maker.hello()
+    maker.send_frames([{"id": i, "verb": "session.create", "params": {}} for i in range(1, 801)])
+    for _ in range(800):
+        assert "ok" in maker.frame()
+    maker.send_frames([{"id": 1, "verb": "session.list", "params": {}}])
+    size = len(maker.line())
+    per = (900 * 1024) // size  # replies a connection asks for and never reads: < 1 MiB
+    count = crowd.WRITE_BUDGET // (per * size - 400 * 1024) + 8  # the kernel holds some
+    frames = b"".join(b'{"id":%d,"verb":"session.list","params":{}}\n' % i for i in range(per))
+    socks: list[socket.socket] = []
+    soft, hard = resource.getrlimit(resource.RLIMIT_NOFILE)
+    if soft < count + 64:
+        resource.setrlimit(resource.RLIMIT_NOFILE, (hard, hard))
+    try:
+        for _ in range(count):
+            s = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+            s.connect(daemon.socket)
+            socks.append(s)
+            s.sendall(
+                b'{"id":0,"verb":"hello","params":{"protocol":1,"token":"@owner"}}\n' + frames
+            )
+        assert daemon.cli("whoami", "--json").code == 0
+        wait_for(
+            lambda: "all together hold too much" in daemon.log.read_text(), 20, "a slow reader"
+        )
+        assert daemon.cli("whoami", "--json").code == 0
+    finally:
+        for s in socks:
+            s.close()

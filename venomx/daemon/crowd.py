@@ -17,12 +17,14 @@ from collections import OrderedDict
 from typing import Protocol
 
 MIB = 1024 * 1024
-# Unfinished frames held, over all connections: at least this, and eight full frames.
+# Bytes of frames not yet handled, over all connections: at least this, and eight full
+# frames. Parts of frames and whole frames waiting their turn are bounded apart, each by
+# this: a flood of pipelined requests must not push out a client's one large request.
 READ_BUDGET = 64 * MIB
-# Replies written and not yet read by their clients, over all connections; only a
-# connection whose own backlog passes LARGE is counted (the slow readers).
+# Replies written and not yet read by their clients, over all connections: every
+# backlog counts (3,000 connections each leaving 0.8 MiB unread held 2.5 GB while only
+# backlogs past 1 MiB were counted).
 WRITE_BUDGET = 128 * MIB
-LARGE = MIB
 # Descriptors a connection may take: half of what the daemon may open; the other half
 # is for panes (a channel and a pidfd each), spares, the log and the listeners.
 SHARE = 2
@@ -32,7 +34,6 @@ class Peer(Protocol):
     """What the crowd needs of a connection (``server.Connection``)."""
 
     def backlog(self) -> int: ...
-    def idle(self) -> bool: ...
     def waiting(self) -> bool: ...
     def drop(self, why: str) -> None: ...
 
@@ -51,63 +52,96 @@ class Crowd:
     """The daemon's connections as a whole."""
 
     def __init__(self) -> None:
-        self.reading = 0  # bytes of unfinished (or not yet handled) frames held
         # connections holding part of a frame and no whole one, the one heard from
-        # longest ago first
-        self.holding: OrderedDict[Peer, None] = OrderedDict()
-        self.slow: dict[Peer, None] = {}  # connections whose backlog passed LARGE
+        # longest ago first, with the bytes each holds
+        self.holding: OrderedDict[Peer, int] = OrderedDict()
+        self.partial = 0
+        # connections whose whole frames wait their turn (reading paused), and bytes
+        self.queued: dict[Peer, int] = {}
+        self.queued_bytes = 0
+        # replies not yet taken, as last seen: a backlog is looked at when written to,
+        # and a connection says when it has none; ``writing`` may be stale high
+        self.backlogs: dict[Peer, int] = {}
+        self.writing = 0
         # our uid's connections, the one heard from longest ago first
         self.heard: OrderedDict[Peer, None] = OrderedDict()
 
-    def held(self, peer: Peer, delta: int, partial: bool) -> None:
-        """``peer`` holds ``delta`` more bytes of frames not yet handled than it did;
-        ``partial``: they are part of a frame, and no whole frame waits its turn."""
-        self.reading += delta
-        if not partial:
-            self.holding.pop(peer, None)
-        elif peer not in self.holding:
-            self.holding[peer] = None
+    # -- bytes read and not yet handled ------------------------------------------------
+    def held(self, peer: Peer, size: int, partial: bool) -> None:
+        """``peer`` holds ``size`` bytes of frames not yet handled; ``partial``: they
+        are part of a frame, and no whole frame waits its turn."""
+        was = self.holding.get(peer)
+        if was is not None:
+            self.partial -= was
+            if not (partial and size):
+                del self.holding[peer]
+        else:
+            self.queued_bytes -= self.queued.pop(peer, 0)
+        if not size:
+            return
+        if partial:
+            self.holding[peer] = size  # where it was in the order, or last: heard now
+            self.partial += size
+        else:
+            self.queued[peer] = size
+            self.queued_bytes += size
 
     def over_read(self, max_frame: int) -> Peer | None:
-        """The connection to drop because all unfinished frames together pass the read
-        budget: the one holding part of a frame that was heard from longest ago, not the
-        one whose bytes crossed the budget (a client sending one large request while
-        others hold frames they never finish: it is heard from as it sends, they are
-        quiet). A connection whose whole frames wait their turn is not chosen: what it
-        holds is requests being handled, a read's worth at most. None if within the
-        budget."""
-        if self.reading <= read_budget(max_frame):
-            return None
-        return next(iter(self.holding), None)
+        """The connection to drop because the frames held together pass the read
+        budget, or None. Past it with parts of frames: the one holding part of a frame
+        that was heard from longest ago, not the one whose bytes crossed the budget (a
+        client sending one large request while others hold frames they never finish:
+        it is heard from as it sends, they are quiet). Past it with whole frames waiting
+        their turn: the connection with the most of them (each stopped reading when its
+        turn ended, so it holds at most a read's worth more than it could be handled)."""
+        budget = read_budget(max_frame)
+        if self.partial > budget:
+            return next(iter(self.holding))
+        if self.queued_bytes > budget:
+            return max(self.queued, key=self.queued.__getitem__)
+        return None
 
-    def over_write(self, peer: Peer, backlog: int) -> Peer | None:
-        """``peer``'s backlog is ``backlog`` (past LARGE): the slow reader to drop if all
-        their backlogs together now pass WRITE_BUDGET, the one holding the most. Only
-        the slow readers are summed, and there are at most WRITE_BUDGET / LARGE of them
-        before one is dropped."""
-        self.slow[peer] = None
-        total, most, worst = 0, -1, peer
-        for p in list(self.slow):
-            size = backlog if p is peer else p.backlog()
-            if size < LARGE:
-                del self.slow[p]
-            total += size
-            if size > most:
-                most, worst = size, p
-        return worst if total > WRITE_BUDGET else None
+    # -- bytes written and not yet read ------------------------------------------------
+    def wrote(self, peer: Peer, backlog: int) -> None:
+        """``peer``'s replies not yet taken are ``backlog`` bytes now."""
+        self.writing += backlog - self.backlogs.pop(peer, 0)
+        if backlog:
+            self.backlogs[peer] = backlog
 
+    def over_write(self) -> list[Peer]:
+        """The slow readers to drop because all backlogs together pass WRITE_BUDGET:
+        those holding the most, until the rest fit. The backlogs are looked at again
+        first (a client that read part of its replies never said so), so a look costs
+        one step per connection with a backlog, and only when the budget seems passed."""
+        if self.writing <= WRITE_BUDGET:
+            return []
+        for p in list(self.backlogs):
+            self.wrote(p, p.backlog())
+        drop: list[Peer] = []
+        total = self.writing
+        for p, size in sorted(self.backlogs.items(), key=lambda item: -item[1]):
+            if total <= WRITE_BUDGET:
+                break
+            drop.append(p)
+            total -= size
+        return drop
+
+    # -- how many connections ------------------------------------------------------------
     def opened(self, peer: Peer) -> bool:
         """A new connection of our uid: make room, if the daemon is at
-        ``most_connections``, by dropping the one heard from longest ago that holds
-        nothing (else, the one heard from longest ago that holds only part of a frame:
-        one byte of one kept such connections from ever being closed). False if there
-        is none to drop: every connection is waiting on a request, and those are
-        bounded by ``InFlight``."""
+        ``most_connections``, by dropping the one heard from longest ago that has no
+        request in flight or waiting its turn (idle, or holding part of a frame: one
+        byte of one kept such connections from ever being closed). Ones with requests
+        are passed over and count as heard now, so each is looked at once per round.
+        False if there is none to drop: every connection is waiting on a request, and
+        those are bounded by ``InFlight``."""
         if len(self.heard) >= most_connections():
-            quiet = next((p for p in self.heard if p.idle()), None)
-            if quiet is None:
-                quiet = next((p for p in self.heard if not p.waiting()), None)
-            if quiet is None:
+            for _ in range(len(self.heard)):
+                quiet = next(iter(self.heard))
+                if not quiet.waiting():
+                    break
+                self.heard.move_to_end(quiet)
+            else:
                 return False
             self.closed(quiet)
             quiet.drop("a connection with nothing in flight, the daemon being at its limit")
@@ -122,5 +156,5 @@ class Crowd:
 
     def closed(self, peer: Peer) -> None:
         self.heard.pop(peer, None)
-        self.slow.pop(peer, None)
-        self.holding.pop(peer, None)
+        self.held(peer, 0, False)
+        self.wrote(peer, 0)

@@ -24,7 +24,7 @@ import socket
 from typing import TYPE_CHECKING, Any
 
 from venomx import PROTOCOL, __version__, unixdiag
-from venomx.daemon import ancestry, crowd
+from venomx.daemon import ancestry
 from venomx.daemon.dispatch import Context, dispatch, result_size, revoked
 from venomx.daemon.readbuf import ReadsShared
 from venomx.daemon.registry import Principal, token_key
@@ -203,7 +203,6 @@ class Connection(ReadsShared):
         self.services = services
         self.transport: asyncio.Transport | None = None
         self.buf = bytearray()
-        self.counted = 0  # of ``buf``'s bytes, those ``crowd.Crowd.reading`` holds
         self.scanned = 0  # bytes at the start of ``buf`` known to hold no newline
         self.discarding = False
         self.max_frame: int = min(DEFAULT_MAX_FRAME, services.config["protocol.max_frame"])
@@ -228,6 +227,9 @@ class Connection(ReadsShared):
             log.warning("refusing a connection: the daemon is at its connection limit")
             transport.abort()
             return
+        # told (resume_writing) when every reply written has been taken: the crowd
+        # counts each connection's backlog
+        transport.set_write_buffer_limits(high=0)
         self.services.connections.add(self)
 
     def connection_lost(self, exc: Exception | None) -> None:
@@ -259,23 +261,21 @@ class Connection(ReadsShared):
         backlog = self.transport.get_write_buffer_size()
         if backlog > max(BACKLOG_MIN, 4 * self.max_frame):
             self.drop("it does not read its replies")
-        elif backlog > crowd.LARGE:
-            slowest = self.services.crowd.over_write(self, backlog)
-            if slowest is not None:
-                slowest.drop(
-                    "it has read the least of its replies, and all such together hold too much"
-                )
+            return
+        if backlog:
+            self.services.crowd.wrote(self, backlog)
+            for slow in self.services.crowd.over_write():
+                slow.drop("it has read the least of its replies, and all together hold too much")
+
+    def resume_writing(self) -> None:
+        """Every reply written has been taken by the client."""
+        self.services.crowd.wrote(self, 0)
 
     # -- what the crowd asks of a connection ----------------------------------------------------
     def backlog(self) -> int:
         """Bytes written to this client and not yet taken by it (beyond the socket's)."""
         t = self.transport
         return 0 if t is None or t.is_closing() else t.get_write_buffer_size()
-
-    def idle(self) -> bool:
-        """Nothing in flight and nothing half read: closing it loses the client nothing
-        but the connection, which it can make again."""
-        return not self.tasks and not self.buf and not self.closed
 
     def waiting(self) -> bool:
         """A request of its in flight or waiting its turn (closing it loses an answer);
@@ -293,9 +293,7 @@ class Connection(ReadsShared):
 
     def account(self) -> None:
         """Tell the crowd how many bytes ``buf`` holds now."""
-        partial = bool(self.buf) and not self.draining
-        self.services.crowd.held(self, len(self.buf) - self.counted, partial)
-        self.counted = len(self.buf)
+        self.services.crowd.held(self, 0 if self.closed else len(self.buf), not self.draining)
 
     def reply(self, rid: int | None, result: dict[str, Any]) -> None:
         self.tasks.pop(rid, None) if rid is not None else None
