@@ -101,7 +101,12 @@ class Context:
 
     def item(self, obj: dict[str, Any]) -> None:
         """Send one stream item; one that would exceed max_frame fails the request."""
-        frame = dumps({"id": self.rid, "item": obj})
+        self.item_encoded(dumps(obj))
+
+    def item_encoded(self, item: bytes) -> None:
+        """``item`` for an item already encoded (``dumps``): one encoding sent to many
+        streams."""
+        frame = b'{"id":' + dumps(self.rid) + b',"item":' + item + b"}"
         size = len(frame)
         if size > self.conn.max_frame:
             raise VenomxError(
