@@ -9,6 +9,11 @@ from venomx.daemon import crowd
 from venomx.daemon.crowd import Crowd
 
 
+def chosen(c: Crowd) -> object:
+    over = c.over_read(crowd.MIB)
+    return None if over is None else over[0]
+
+
 class Peer:
     def __init__(self, backlog: int = 0, busy: bool = False) -> None:
         self.size, self.busy, self.why = backlog, busy, ""
@@ -23,28 +28,34 @@ class Peer:
         self.why = why
 
 
-def test_every_backlog_counts_and_past_the_write_budget_the_largest_go() -> None:
+def test_every_backlog_counts_and_past_the_write_budget_the_longest_behind_go() -> None:
     """Backlogs under 1 MiB were never counted: 3,000 connections each leaving 0.8 MiB
-    unread held 2.5 GB. Every backlog counts now; past the budget the slow readers
-    holding the most are named until the rest fit."""
+    unread held 2.5 GB. Every backlog counts now; past the budget the connections that
+    have been behind on their replies for longest are named until the rest fit, not
+    the largest: a client reading normally whose one large reply was just written
+    would be that among connections that never read (helper-133)."""
     c = Crowd()
-    each = 800 * 1024
+    each = 400 * 1024
     fits = crowd.WRITE_BUDGET // each
     peers = [Peer(each) for _ in range(fits + 2)]
-    peers[3].size = each + 1  # it has read the least
     for p in peers[:fits]:
         c.wrote(p, p.size)
         assert c.over_write() == []
-    c.wrote(peers[fits], each)
-    assert c.over_write() == [peers[3]]
-    c.closed(peers[3])
-    # two that read their replies since (and did not say so) are not counted again
-    peers[0].size = peers[1].size = 0
-    c.wrote(peers[fits + 1], 3 * each)
+    peers[0].size = each - 1  # it took part of its replies: still behind since first
+    victim = Peer(3 * each)  # one large reply, written just now
+    c.wrote(victim, victim.size)
+    assert c.over_write() == peers[:3]
+    for p in peers[:3]:
+        c.closed(p)
+    # two that took everything since (and did not say so) are not counted again
+    peers[3].size = peers[4].size = 0
+    c.wrote(peers[fits], 2 * each)
     assert c.over_write() == []
-    assert peers[0] not in c.backlogs and c.writing == sum(c.backlogs.values())
-    c.wrote(peers[fits + 1], 0)  # it took everything: told at once
-    assert peers[fits + 1] not in c.backlogs
+    assert peers[3] not in c.backlogs and c.writing == sum(c.backlogs.values())
+    c.wrote(victim, 0)  # it took everything: told at once
+    assert victim not in c.backlogs
+    c.wrote(peers[5], each + 1)  # a write to one behind keeps its place
+    assert next(iter(c.backlogs)) is peers[5]
 
 
 def test_past_the_read_budget_the_quietest_connection_holding_part_of_a_frame_is_named() -> None:
@@ -55,18 +66,18 @@ def test_past_the_read_budget_the_quietest_connection_holding_part_of_a_frame_is
         c.opened(p)
     c.held(hoarder, budget - 10, True)
     c.held(short, 10, True)
-    assert c.over_read(crowd.MIB) is None
+    assert chosen(c) is None
     c.heard_from(reader)
     c.held(reader, 700 * 1024, True)  # a large request, read as it comes
-    assert c.over_read(crowd.MIB) is hoarder  # not the reader, whose bytes crossed it
+    assert chosen(c) is hoarder  # not the reader, whose bytes crossed it
     c.held(hoarder, 0, False)  # dropped
     c.held(short, budget, True)
-    assert c.over_read(crowd.MIB) is short
+    assert chosen(c) is short
     c.heard_from(short)
-    assert c.over_read(crowd.MIB) is reader  # now the one heard from longest ago
+    assert chosen(c) is reader  # now the one heard from longest ago
     c.held(reader, 700 * 1024, False)  # its frame is whole and waits its turn: not chosen
     c.closed(short)
-    assert c.over_read(crowd.MIB) is None
+    assert chosen(c) is None
     assert c.partial == 0 and c.queued_bytes == 700 * 1024
 
 
@@ -82,9 +93,9 @@ def test_whole_frames_waiting_their_turn_are_bounded_apart() -> None:
     pipes = [Peer() for _ in range(budget // (240 * 1024) + 1)]
     for i, p in enumerate(pipes):
         c.held(p, 240 * 1024 + (i == 7), False)
-    assert c.over_read(crowd.MIB) is pipes[7]
+    assert chosen(c) is pipes[7]
     c.closed(pipes[7])
-    assert c.over_read(crowd.MIB) is None
+    assert chosen(c) is None
     assert c.partial == 700 * 1024
 
 

@@ -59,8 +59,9 @@ class Crowd:
         # connections whose whole frames wait their turn (reading paused), and bytes
         self.queued: dict[Peer, int] = {}
         self.queued_bytes = 0
-        # replies not yet taken, as last seen: a backlog is looked at when written to,
-        # and a connection says when it has none; ``writing`` may be stale high
+        # replies not yet taken, as last seen, in the order the connections last had
+        # none: a backlog is looked at when written to, and a connection says when it
+        # has none; ``writing`` may be stale high
         self.backlogs: dict[Peer, int] = {}
         self.writing = 0
         # our uid's connections, the one heard from longest ago first
@@ -86,40 +87,53 @@ class Crowd:
             self.queued[peer] = size
             self.queued_bytes += size
 
-    def over_read(self, max_frame: int) -> Peer | None:
+    def over_read(self, max_frame: int) -> tuple[Peer, str] | None:
         """The connection to drop because the frames held together pass the read
         budget, or None. Past it with parts of frames: the one holding part of a frame
         that was heard from longest ago, not the one whose bytes crossed the budget (a
         client sending one large request while others hold frames they never finish:
         it is heard from as it sends, they are quiet). Past it with whole frames waiting
         their turn: the connection with the most of them (each stopped reading when its
-        turn ended, so it holds at most a read's worth more than it could be handled)."""
+        turn ended, so it holds at most a read's worth more than it could be handled).
+        With the reason to log."""
         budget = read_budget(max_frame)
         if self.partial > budget:
-            return next(iter(self.holding))
+            return next(iter(self.holding)), (
+                "it holds part of a frame and is the quietest such, "
+                "the unfinished frames together holding too much"
+            )
         if self.queued_bytes > budget:
-            return max(self.queued, key=self.queued.__getitem__)
+            return max(self.queued, key=self.queued.__getitem__), (
+                "it has the most requests waiting their turn, "
+                "those of every connection together holding too much"
+            )
         return None
 
     # -- bytes written and not yet read ------------------------------------------------
     def wrote(self, peer: Peer, backlog: int) -> None:
         """``peer``'s replies not yet taken are ``backlog`` bytes now."""
-        self.writing += backlog - self.backlogs.pop(peer, 0)
+        self.writing += backlog - self.backlogs.get(peer, 0)
         if backlog:
-            self.backlogs[peer] = backlog
+            self.backlogs[peer] = backlog  # where it was in the order, or last
+        else:
+            self.backlogs.pop(peer, None)
 
     def over_write(self) -> list[Peer]:
         """The slow readers to drop because all backlogs together pass WRITE_BUDGET:
-        those holding the most, until the rest fit. The backlogs are looked at again
-        first (a client that read part of its replies never said so), so a look costs
-        one step per connection with a backlog, and only when the budget seems passed."""
+        those that have not taken all their replies for longest, until the rest fit.
+        Not the largest: a client reading normally whose one large reply was just
+        written would be that, among connections that each leave less unread and never
+        read; to look new, a connection must take everything it was sent. The backlogs
+        are looked at again first (a client that took part of its replies never said
+        so), so a look costs one step per connection with a backlog, and only when the
+        budget seems passed."""
         if self.writing <= WRITE_BUDGET:
             return []
         for p in list(self.backlogs):
             self.wrote(p, p.backlog())
         drop: list[Peer] = []
         total = self.writing
-        for p, size in sorted(self.backlogs.items(), key=lambda item: -item[1]):
+        for p, size in self.backlogs.items():
             if total <= WRITE_BUDGET:
                 break
             drop.append(p)

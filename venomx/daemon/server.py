@@ -265,7 +265,9 @@ class Connection(ReadsShared):
         if backlog:
             self.services.crowd.wrote(self, backlog)
             for slow in self.services.crowd.over_write():
-                slow.drop("it has read the least of its replies, and all together hold too much")
+                slow.drop(
+                    "it has been behind on its replies for longest, and all together hold too much"
+                )
 
     def resume_writing(self) -> None:
         """Every reply written has been taken by the client."""
@@ -341,11 +343,9 @@ class Connection(ReadsShared):
             self.account()
         # after the drain: the complete frames just read are handled and held no more
         most = self.services.config["protocol.max_frame"]
-        while (quiet := self.services.crowd.over_read(most)) is not None:
-            quiet.drop(
-                "it holds part of a frame and is the quietest such, "
-                "the unfinished frames together holding too much"
-            )
+        while (over := self.services.crowd.over_read(most)) is not None:
+            quiet, why = over
+            quiet.drop(why)
 
     def drain(self) -> None:
         """Handle the complete frames buffered, at most ``FRAMES_PER_TURN`` per reactor
