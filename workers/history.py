@@ -65,16 +65,31 @@ class History:
         self._len += len(tail) - before
         self._chars += sum(map(len, islice(tail, before, None)))
         if len(tail) >= BLOCK:
-            full = len(tail) - len(tail) % BLOCK
-            self._blocks.extend("\n".join(tail[i : i + BLOCK]) for i in range(0, full, BLOCK))
-            self._chars += (BLOCK - 1) * (full // BLOCK)  # the newlines that join them
-            del tail[:full]
+            self._join()
         excess = self._len - self.maxlen
         if excess > 0:
             self._drop(excess)
         budget = self.budget
         while budget is not None and self._chars > budget and self._len > 1:
             self._trim()
+
+    def _join(self) -> None:
+        """Join the tail's oldest rows into blocks, ``BLOCK`` rows each, while a block
+        would hold at most a quarter of the budget: a block goes whole, so one larger
+        would be split back into rows by the next trim and joined again by the next
+        row (3.2 ms a row of 132,000 code points), and dropping it would take most of
+        the history with it. Rows that large stay rows: each is its own object anyway."""
+        tail, most = self._tail, None if self.budget is None else self.budget // 4
+        i = 0
+        while len(tail) - i >= BLOCK:
+            rows = tail[i : i + BLOCK]
+            size = sum(map(len, rows)) + BLOCK - 1  # and the newlines that join them
+            if most is not None and size > most:
+                break
+            self._blocks.append("\n".join(rows))
+            self._chars += BLOCK - 1
+            i += BLOCK
+        del tail[:i]
 
     def _trim(self) -> None:
         """Forget the oldest rows for the budget: a whole block while another block or

@@ -90,3 +90,20 @@ def test_the_newest_block_is_no_way_past_the_budget() -> None:
     h.budget = 1
     h.append("tail")
     assert list(h) == ["tail"]
+
+
+def test_a_block_is_at_most_a_quarter_of_the_budget() -> None:
+    """Rows of ~132,000 code points: 64 of them joined into one block past the budget,
+    which the next trim split back into rows and the next row joined again (3.2 ms a
+    row), and dropping a block that size took the history down to one row where the
+    budget holds 63 (helper-133). Such rows stay rows; every row the budget holds is
+    kept."""
+    budget = 8 * 1024 * 1024
+    for size in (131_000, 132_000):
+        h = History(10000, budget=budget)
+        for i in range(200):
+            h.append("x" * (size - 1) + chr(65 + i % 26))
+            assert all(len(b) <= budget // 4 for b in h._blocks)
+            assert len(h) == min(i + 1, budget // size)
+    small = History(10000, (f"{i:079d}" for i in range(5000)), budget=budget)
+    assert len(small._blocks) == 5000 // BLOCK  # rows of a common width are still joined
