@@ -3,6 +3,7 @@ exercised against a real daemon in tests/integration/test_crowd.py)."""
 
 from __future__ import annotations
 
+import itertools
 import resource
 
 from venomx.daemon import crowd
@@ -16,12 +17,13 @@ def chosen(c: Crowd) -> object:
 
 class Peer:
     def __init__(self, backlog: int = 0, busy: bool = False) -> None:
-        self.size, self.busy, self.why = backlog, busy, ""
+        self.size, self.busy, self.why, self.asked = backlog, busy, "", 0
 
     def backlog(self) -> int:
         return self.size
 
     def waiting(self) -> bool:
+        self.asked += 1
         return self.busy
 
     def drop(self, why: str) -> None:
@@ -111,10 +113,35 @@ def test_at_the_limit_the_quietest_connection_with_nothing_in_flight_makes_room(
     assert c.opened(new)
     assert peers[2].why and not peers[0].why and not peers[1].why
     assert peers[2] not in c.heard and new in c.heard
-    assert next(iter(c.heard)) is peers[3]  # the busy one was passed over: heard as now
-    for p in [*peers[1:], new]:
-        p.busy = p is not peers[5]
+    assert next(iter(c.heard)) is peers[3] and peers[0] in c.parked  # passed over, parked
+    churned = [Peer() for _ in range(20)]
+    for i, again in enumerate(churned):  # opened again and again at the limit
+        assert c.opened(again) and peers[3 + i].why
+    c.heard_from(peers[0])  # heard from: back among the rest, as heard now
+    assert peers[0] in c.heard and peers[0] not in c.parked
+    idle = peers[-1]
+    for p in [*peers, new, *churned]:
+        p.busy = p is not idle
     last = Peer(busy=True)
     assert c.opened(last)
-    assert peers[5].why and not peers[0].why
+    assert idle.why and not peers[0].why
+    assert not c.opened(Peer())  # every one waits on an answer: the new one is refused
+
+
+def test_connections_waiting_on_a_request_are_passed_over_once() -> None:
+    """With every connection but one waiting on a request, each new connection at the
+    limit walked past all of them again (842 µs a connection at 8,192; helper-133)."""
+    c = Crowd()
+    most = crowd.most_connections()
+    busy = [Peer(busy=True) for _ in range(most - 1)]
+    for p in busy:
+        c.opened(p)
+    churned = [Peer() for _ in range(51)]
+    c.opened(churned[0])
+    for before, again in itertools.pairwise(churned):
+        assert c.opened(again) and before.why
+    assert sum(p.asked for p in busy) == most - 1  # each once, parked
+    churned[-1].busy = True
+    busy[7].busy = False  # its request answered: looked at again once no other is left
+    assert c.opened(Peer(busy=True)) and busy[7].why
     assert not c.opened(Peer())  # every one waits on an answer: the new one is refused
