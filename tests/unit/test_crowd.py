@@ -33,31 +33,34 @@ class Peer:
 def test_every_backlog_counts_and_past_the_write_budget_the_longest_behind_go() -> None:
     """Backlogs under 1 MiB were never counted: 3,000 connections each leaving 0.8 MiB
     unread held 2.5 GB. Every backlog counts now; past the budget the connections that
-    have been behind on their replies for longest are named until the rest fit, not
-    the largest: a client reading normally whose one large reply was just written
-    would be that among connections that never read (helper-133)."""
+    have been behind on their replies for longest are named until an eighth of it is
+    free, not the largest: a client reading normally whose one large reply was just
+    written would be that among connections that never read (helper-133)."""
     c = Crowd()
     each = 400 * 1024
     fits = crowd.WRITE_BUDGET // each
-    peers = [Peer(each) for _ in range(fits + 2)]
-    for p in peers[:fits]:
+    peers = [Peer(each) for _ in range(fits)]
+    for p in peers:
         c.wrote(p, p.size)
         assert c.over_write() == []
     peers[0].size = each - 1  # it took part of its replies: still behind since first
     victim = Peer(3 * each)  # one large reply, written just now
     c.wrote(victim, victim.size)
-    assert c.over_write() == peers[:3]
-    for p in peers[:3]:
-        c.closed(p)
+    gone = c.over_write()
+    assert gone == peers[: len(gone)]
+    left = c.writing - (len(gone) - 1) * each + 1
+    assert left - each <= crowd.WRITE_BUDGET * 7 // 8 < left  # room made, no more
+    for q in gone:
+        c.closed(q)
+    rest = peers[len(gone) :]
     # two that took everything since (and did not say so) are not counted again
-    peers[3].size = peers[4].size = 0
-    c.wrote(peers[fits], 2 * each)
+    rest[0].size = rest[1].size = 0
+    c.wrote(rest[2], crowd.WRITE_BUDGET // 8 + 2 * each - 1)
     assert c.over_write() == []
-    assert peers[3] not in c.backlogs and c.writing == sum(c.backlogs.values())
+    assert rest[0] not in c.backlogs and c.writing == sum(c.backlogs.values())
     c.wrote(victim, 0)  # it took everything: told at once
     assert victim not in c.backlogs
-    c.wrote(peers[5], each + 1)  # a write to one behind keeps its place
-    assert next(iter(c.backlogs)) is peers[5]
+    assert next(iter(c.backlogs)) is rest[2]  # a write to one behind keeps its place
 
 
 def test_past_the_read_budget_the_quietest_connection_holding_part_of_a_frame_is_named() -> None:
