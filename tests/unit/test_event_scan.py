@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import json
 from collections.abc import Coroutine
 from types import SimpleNamespace
 from typing import Any
@@ -69,7 +70,14 @@ def test_a_key_under_many_metas() -> None:
 # A context with what the event handlers use of one: a caller who may read everything.
 def context(log: EventLog) -> tuple[Any, list[dict[str, Any]]]:
     items: list[dict[str, Any]] = []
-    return SimpleNamespace(events=log, source="s", can=lambda *a: True, item=items.append), items
+    ctx = SimpleNamespace(
+        events=log,
+        source="s",
+        can=lambda *a: True,
+        item=items.append,
+        item_encoded=lambda item: items.append(json.loads(item)),
+    )
+    return ctx, items
 
 
 def coroutine(answer: object) -> Coroutine[Any, Any, dict[str, Any]]:
@@ -137,3 +145,21 @@ def test_a_finished_replay_is_not_failed_by_evictions_after_it() -> None:
 
     seqs = [item["event"]["seq"] for item in asyncio.run(case())]
     assert seqs == list(range(1, 2 * SCAN_PER_TURN + 7))
+
+
+def test_an_event_is_encoded_once_for_every_subscriber() -> None:
+    """1,000 subscribers each encoding every event made 200 runs take 13.7 s instead of
+    0.6 s (7.7 s with this): the newest events' items are kept, a bounded number."""
+    from venomx.daemon import events as log_module
+
+    async def emitting() -> None:
+        log = EventLog("s", 10)
+        evs = [log.emit("session.created", f"session:s{i}", {"n": i}) for i in range(3000)]
+        first = log.item(evs[-1])
+        assert log.item(evs[-1]) is first
+        assert json.loads(first) == {"event": evs[-1].body}
+        for ev in evs:  # one further behind than kept is encoded again, the same
+            assert json.loads(log.item(ev)) == {"event": ev.body}
+        assert len(log.encoded) == log_module.ENCODED_MAX
+
+    asyncio.run(emitting())

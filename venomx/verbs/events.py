@@ -59,7 +59,7 @@ async def replay(ctx: Context, after: int) -> None:
                 return
             nxt = ev.seq
             if readable(ctx, ev):
-                ctx.item({"event": ev.body})
+                ctx.item_encoded(log.item(ev))
         if len(chunk) < SCAN_PER_TURN or nxt >= end:
             return
         await asyncio.sleep(0)
@@ -108,7 +108,7 @@ async def subscribe(
             item = await sub.queue.get()
             if item is None:
                 raise VenomxError("unavailable.backlog", "subscriber fell too far behind", {})
-            ctx.item({"event": item.body})
+            ctx.item_encoded(ctx.events.item(item))
     finally:
         ctx.events.subscribers.discard(sub)
 
