@@ -11,7 +11,6 @@ from __future__ import annotations
 
 from collections import deque
 from collections.abc import Iterable, Iterator
-from itertools import islice
 
 BLOCK = 64
 
@@ -60,10 +59,10 @@ class History:
         if self.maxlen <= 0:
             return
         tail = self._tail
-        before = len(tail)
+        rows = list(rows)
         tail.extend(rows)
-        self._len += len(tail) - before
-        self._chars += sum(map(len, islice(tail, before, None)))
+        self._len += len(rows)
+        self._chars += sum(map(len, rows))  # the new rows: a tail may be long (``_join``)
         if len(tail) >= BLOCK:
             self._join()
         excess = self._len - self.maxlen
