@@ -82,8 +82,8 @@ class History:
         i = 0
         while len(tail) - i >= BLOCK:
             rows = tail[i : i + BLOCK]
-            size = sum(map(len, rows)) + BLOCK - 1  # and the newlines that join them
-            if most is not None and size > most:
+            # with the newlines that join them
+            if most is not None and sum(map(len, rows)) + BLOCK - 1 > most:
                 break
             self._blocks.append("\n".join(rows))
             self._chars += BLOCK - 1
@@ -91,20 +91,10 @@ class History:
         del tail[:i]
 
     def _trim(self) -> None:
-        """Forget the oldest rows for the budget: a whole block while another block or
-        rows after it remain, else one row, the last block split back into rows first
-        (its string is held whole while any of its rows is)."""
-        if len(self._blocks) > 1 or (self._blocks and self._tail):
-            self._drop(BLOCK - self._skip)
-            return
-        if self._blocks:
-            block = self._blocks.pop()
-            rows = block.split("\n")[self._skip :]
-            self._chars -= len(block) - sum(map(len, rows))
-            self._tail[:0] = rows
-            self._skip = 0
-            self._seen = -1
-        self._drop(1)
+        """Forget the oldest rows for the budget: the oldest block, which holds at most
+        a quarter of it (``_join``), else the tail's oldest row. A lone block is never
+        over the budget, so the newest row always stays."""
+        self._drop(BLOCK - self._skip if self._blocks else 1)
 
     def _drop(self, n: int) -> None:
         """Forget the ``n`` oldest rows."""
