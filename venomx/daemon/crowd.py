@@ -128,19 +128,19 @@ class Crowd:
         read; to look new, a connection must take everything it was sent. The backlogs
         are looked at again first (a client that took part of its replies never said
         so), so a look costs one step per connection with a backlog, and only when the
-        budget seems passed. Past it, they go until an eighth of the budget is free:
-        else each later reply would pass it again, and a look at thousands of small
-        backlogs would be paid for every reply."""
+        budget seems passed. A look leaves an eighth of the budget free, finding it so
+        or dropping until it is: else, with the total held within one reply of the
+        budget by connections taking parts of theirs, each later reply would pass it
+        again as last seen, and pay for a look at thousands of backlogs (helper-134)."""
         if self.writing <= WRITE_BUDGET:
             return []
         for p in list(self.backlogs):
             self.wrote(p, p.backlog())
-        if self.writing <= WRITE_BUDGET:
-            return []
+        room = WRITE_BUDGET - WRITE_BUDGET // 8
         drop: list[Peer] = []
         total = self.writing
         for p, size in self.backlogs.items():
-            if total <= WRITE_BUDGET - WRITE_BUDGET // 8:
+            if total <= room:
                 break
             drop.append(p)
             total -= size
