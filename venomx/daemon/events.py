@@ -43,12 +43,39 @@ class Event:
 
 
 class Subscriber:
-    """One events.subscribe stream: a bounded backlog of events the caller may read."""
+    """One events.subscribe stream: a bounded backlog of events the caller may read.
+    A deque and one waiter rather than an ``asyncio.Queue``: every event is put to
+    every subscriber, and the queue's bookkeeping was a fifth of the daemon's time with
+    1,000 of them."""
 
     def __init__(self, allowed: Callable[[Event], bool]) -> None:
         self.allowed = allowed
-        self.queue: asyncio.Queue[Event | None] = asyncio.Queue()
-        self.overflowed = False
+        self.pending: deque[Event] = deque()
+        self.overflowed = False  # SUBSCRIBER_QUEUE events waited: the rest are not kept
+        self._waiter: asyncio.Future[None] | None = None
+
+    def put(self, ev: Event) -> None:
+        if len(self.pending) >= SUBSCRIBER_QUEUE:
+            self.overflowed = True
+        else:
+            self.pending.append(ev)
+        waiter = self._waiter
+        if waiter is not None and not waiter.done():
+            waiter.set_result(None)
+
+    async def take(self, most: int) -> list[Event] | None:
+        """Up to ``most`` waiting events, oldest first, waiting for one; None once the
+        backlog overflowed and what it kept has been taken."""
+        while not self.pending:
+            if self.overflowed:
+                return None
+            self._waiter = asyncio.get_running_loop().create_future()
+            try:
+                await self._waiter
+            finally:
+                self._waiter = None
+        pending = self.pending
+        return [pending.popleft() for _ in range(min(most, len(pending)))]
 
 
 @dataclass
@@ -182,13 +209,8 @@ class EventLog:
         ev = Event(self.seq, body, node)
         self.events.append(ev)
         for sub in list(self.subscribers):
-            if sub.overflowed or not sub.allowed(ev):
-                continue
-            if sub.queue.qsize() >= SUBSCRIBER_QUEUE:
-                sub.overflowed = True
-                sub.queue.put_nowait(None)
-            else:
-                sub.queue.put_nowait(ev)
+            if not sub.overflowed and sub.allowed(ev):
+                sub.put(ev)
         self.changed.set()
         self.changed = asyncio.Event()
         return ev

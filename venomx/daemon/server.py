@@ -254,7 +254,8 @@ class Connection(ReadsShared):
         self.send_frame(dumps(obj))
 
     def send_frame(self, frame: bytes) -> None:
-        """Write one frame, already encoded (``dumps``), and its newline."""
+        """Write one frame, already encoded (``dumps``), and its newline; or several
+        joined by newlines, in one write."""
         if self.closed or self.transport is None or self.transport.is_closing():
             return
         self.transport.write(frame + b"\n")

@@ -213,8 +213,7 @@ async def attach(ctx: Context, pane: Pane, after: int | None = None) -> dict[str
         ctx.item({"screen": screen})
 
     def on_output(data: bytes, end: int) -> None:
-        for item in _output_items(data, end, chunk):
-            ctx.item_encoded(item)
+        ctx.items_encoded(_output_items(data, end, chunk))
 
     await ctx.panes.stream(pane, on_screen, on_output, after)
     return {"exit": _exit_info(pane)}
