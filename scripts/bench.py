@@ -1271,8 +1271,10 @@ def bench_exec(n: int) -> None:
     def timed(name: str, *cmds: list[str]) -> Callable[[], None]:
         def sample() -> None:
             t0 = time.perf_counter()
-            for cmd in cmds:
-                subprocess.run(cmd, check=True, env=env, stdout=subprocess.DEVNULL)
+            for cmd in cmds:  # exec's outcome line goes to stderr, not into the table
+                subprocess.run(
+                    cmd, check=True, env=env, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL
+                )
             times[name].append(time.perf_counter() - t0)
 
         return sample
