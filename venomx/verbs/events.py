@@ -44,8 +44,9 @@ def entities(ctx: Context) -> list[dict[str, Any]]:
 # Events one request looks at in a reactor turn: a log may retain a million, and a
 # caller may read none of them.
 SCAN_PER_TURN = 1024
-# Live events a subscriber sends in one write: those queued since its last turn (a
-# write each cost 1,000 subscribers a system call per event).
+# Live events a subscriber sends in one write, at most: those queued since its last
+# turn go out in writes of this many (a write each cost 1,000 subscribers a system call
+# per event).
 SEND_AT_ONCE = 64
 
 
