@@ -141,6 +141,21 @@ def test_bad_frames(shared_daemon: Daemon, data: bytes, code: str, rid: Any) -> 
     r.close()
 
 
+def test_a_verb_missing_or_not_a_string_is_said_so(shared_daemon: Daemon) -> None:
+    """A verb of another type read "unknown verb None" (helper-136)."""
+    r = Raw(shared_daemon.socket)
+    r.hello()
+    for frame, message, shown in (
+        (b'{"id":1,"verb":5}\n', "verb must be a string", None),
+        (b'{"id":2}\n', "verb missing", None),
+        (b'{"id":3,"verb":"nope"}\n', "unknown verb nope", "nope"),
+    ):
+        r.send(frame)
+        err = r.frame()["error"]
+        assert err == {"code": "invalid_request.verb", "message": message, "data": {"verb": shown}}
+    r.close()
+
+
 def test_max_frame_defaults_to_the_configured_one(daemon: Daemon) -> None:
     """foundation §2: max_frame's default and server maximum are protocol.max_frame."""
     daemon.call("config.set", {"path": "protocol.max_frame", "value": "4194304"})

@@ -461,9 +461,14 @@ class Connection(ReadsShared):
         verb = verb_by_name(name) if isinstance(name, str) else None
         if verb is None:
             shown = name[:64] if isinstance(name, str) else None
-            self.refuse_frame(
-                rid, VenomxError("invalid_request.verb", f"unknown verb {shown}", {"verb": shown})
+            why = (
+                f"unknown verb {shown}"
+                if shown is not None
+                else "verb missing"
+                if name is None
+                else "verb must be a string"
             )
+            self.refuse_frame(rid, VenomxError("invalid_request.verb", why, {"verb": shown}))
             return
         params = obj.get("params", {})
         if verb.name == "hello":
