@@ -329,33 +329,37 @@ def test_a_start_held_at_shutdown_is_answered_and_runs_nothing(tmp_path: Path) -
 
 
 @pytest.mark.parametrize("first_runs", [True, False])
-def test_other_parameters_under_a_key_still_preparing_wait_for_its_end(
+def test_other_parameters_under_a_key_still_preparing_are_told_at_once(
     daemon: Daemon, tmp_path: Path, first_runs: bool
 ) -> None:
-    """RFC-0015 §8: a start still preparing has no run yet, and a failed one binds
-    nothing. A request with the same key and other parameters was answered at once with
-    `conflict.run_key` naming the preparing start's run ID: a run that did not exist
-    yet, and never did when that start failed (then `run.get` said it expired and the
-    same request started a new run). It now waits for that start's end and looks again:
-    a conflict naming the run that committed, or a start of its own."""
+    """RFC-0015 §11: the key lookup is answered in the request's first reactor turn, and
+    §13 row 16 sends "K with different argv" beside a start held while preparing. Such
+    a request waited for the held start (a caller waiting for that answer before it
+    releases the start would wait forever); it is told `conflict.run_key` at once,
+    naming the ID the start will commit under. A start that then fails binds nothing:
+    that ID never becomes a run, and the same request again starts its own."""
     s = daemon.call("session.create")["session"]
     argv = ["true"] if first_runs else [str(tmp_path / "missing")]
     hold(daemon, "run.before_barrier")
-    c, c2 = daemon.client(), daemon.client()
+    c = daemon.client()
     first = c.start("run", {"key": "K", "session": s, "argv": argv})
     reached(daemon, "run.before_barrier")
-    other = c2.start("run", {"key": "K", "session": s, "argv": ["echo", "other"]})
+    other = {"key": "K", "session": s, "argv": ["echo", "other"]}
+    with pytest.raises(VenomxError) as err:
+        daemon.call("run", other)  # answered while the first is still held
+    assert err.value.code == "conflict.run_key"
+    named = err.value.data["run"]
     release(daemon, "run.before_barrier")
     if first_runs:
-        run = c.response(first)["run"]
-        with pytest.raises(VenomxError) as err:
-            c2.response(other)
-        assert err.value.code == "conflict.run_key" and err.value.data == {"run": run}
-        assert daemon.call("run.get", {"run": run})["run"] == run  # it exists
+        assert c.response(first)["run"] == named
+        assert daemon.call("run.get", {"run": named})["run"] == named  # it exists
+        with pytest.raises(VenomxError) as again:
+            daemon.call("run", other)
+        assert again.value.code == "conflict.run_key" and again.value.data == {"run": named}
     else:
-        with pytest.raises(VenomxError) as err:
+        with pytest.raises(VenomxError) as failed:
             c.response(first)
-        assert err.value.code == "unavailable.spawn"
-        mine = c2.response(other)  # the key was never bound: a start of its own
-        assert mine["reused"] is False
+        assert failed.value.code == "unavailable.spawn"
+        mine = daemon.call("run", other)  # the key was never bound: a start of its own
+        assert mine["reused"] is False and mine["run"] != named
         assert daemon.wait_exit(mine["run"])["outcome"] == "succeeded"

@@ -139,9 +139,11 @@ def run_number(run: Run) -> int:
 
 @dataclass
 class Pending:
-    """A start still preparing: later identical requests join its future (and others
-    wait for it). It names no run: that has no ID anyone may see until it commits."""
+    """A start still preparing: later identical requests join its future; others are
+    told ``conflict.run_key`` naming the ID it will commit under (RFC-0015 §11: the key
+    lookup is answered in the request's first reactor turn)."""
 
+    run: str
     digest: bytes
     future: asyncio.Future[Run]
 
@@ -204,18 +206,19 @@ class RunTable:
         return len(self.runs) - len(self.completed_order) + len(self.pending)
 
     def lookup_key(self, owner: str, key: str, digest: bytes) -> Run | Pending | None:
-        """§8 lookup: the run bound to the key, else the start still preparing under it;
-        raises ``conflict.run_key`` for a run with a different digest. A start still
-        preparing is returned whatever its digest: it has no run to name yet, and may
-        never have one (a failed start binds nothing)."""
-        found = self.bindings.get((owner, key))
+        """§8 lookup: the run bound to the key, else the start with the same digest still
+        preparing under it; raises ``conflict.run_key`` for either with a different
+        digest. A start still preparing is named by the ID it will commit under: if it
+        fails, that ID never becomes a run and the key is free again."""
+        found: Run | Pending | None = self.bindings.get((owner, key))
         if found is None:
-            return self.pending.get((owner, key))
-        if not hmac.compare_digest(found.digest, digest):
+            found = self.pending.get((owner, key))
+        if found is not None and not hmac.compare_digest(found.digest, digest):
+            run = found.run if isinstance(found, Pending) else found.id
             raise VenomxError(
                 "conflict.run_key",
-                f"key {key} is bound to run {found.id} with different parameters",
-                {"run": found.id},
+                f"key {key} is bound to run {run} with different parameters",
+                {"run": run},
             )
         return found
 

@@ -10,7 +10,6 @@ from __future__ import annotations
 
 import asyncio
 import bisect
-import hmac
 from collections.abc import Iterable
 from typing import Any
 
@@ -87,14 +86,6 @@ async def run(
             return found.result(ctx.source, reused=True)
         if not isinstance(found, Pending):
             break
-        if not hmac.compare_digest(found.digest, digest):
-            # Other parameters: the conflict names a run, which this start has only once
-            # it commits, and a start that fails binds nothing; its end decides.
-            try:
-                await asyncio.shield(found.future)
-            except Exception:
-                pass
-            continue
         runs.joined += 1
         try:
             joined = await asyncio.shield(found.future)
@@ -114,7 +105,7 @@ async def run(
     run_id = ctx.registry.next_id("r")
     record = Run(run_id, key, owner, digest, shell is not None, output_rows, output_bytes)
     future: asyncio.Future[Run] = asyncio.get_running_loop().create_future()
-    runs.pending[(owner, key)] = Pending(digest, future)
+    runs.pending[(owner, key)] = Pending(run_id, digest, future)
     req = SpawnRequest(
         ctx.principal,
         command,
