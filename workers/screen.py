@@ -32,6 +32,8 @@ _BLANK, _BLANK_REVERSE = Char(" "), Char(" ", reverse=True)  # pyte's default_ch
 # at most 10 marks, tmux 21 bytes); more are dropped and counted. Without a bound a flood
 # of U+E0100 on one cell grew the sentinel by 5 MB/s and the exited pane by 210 MB.
 CELL_MAX = 32
+CELLS_KEPT = 8  # attribute sets whose cells are kept for reuse (``_cells_for``)
+CHARS_KEPT = 128  # and characters drawn one by one for each (printable ASCII is kept too)
 CSI_MAX_PARAMS = 256  # further parameters of one CSI are ignored (xterm keeps 30)
 STRING_MAX = 4096  # characters of an OSC kept (the title); the rest is parsed, not kept
 SAVEPOINTS_MAX = 1  # DECSC keeps one cursor, as xterm: DECRC restores the last saved
@@ -70,14 +72,33 @@ def row_cells(line: Any, cols: int) -> list[str]:
 def paired(cells: list[str]) -> list[str]:
     """``cells`` with each half of a wide character whose other half was written over
     made a blank, so that a row is always exactly its columns wide (foundation §7)."""
-    if "" not in cells and "".join(cells).isascii():
-        return cells
+    if "" not in cells:
+        joined = "".join(cells)
+        if joined.isascii():
+            return cells
+        # no wide character, no mark alone: nothing to change (rows of box drawing and
+        # check marks, which cost a step per cell each time they entered history)
+        narrow = _narrow
+        if all(narrow.get(c) or _is_narrow(c) for c in set(_NON_ASCII.findall(joined))):
+            return cells
     last = len(cells) - 1
     for x, c in enumerate(cells):
         if c == "" or not c.isascii():
             before = cells[x - 1] if x else ""
             cells[x] = _cell(c, before, cells[x + 1] if x < last else " ")
     return cells
+
+
+_NON_ASCII = re.compile("[^\x00-\x7f]")
+_narrow: dict[str, bool] = {}  # code points found one cell wide, or not
+NARROW_MAX = 4096
+
+
+def _is_narrow(c: str) -> bool:
+    if len(_narrow) >= NARROW_MAX:
+        _narrow.clear()
+    found = _narrow[c] = wcwidth(c) == 1
+    return found
 
 
 def _cell(c: str, before: str, after: str) -> str:
@@ -210,6 +231,7 @@ class Screen(pyte.Screen):
         # zero-width code points met at column 0, kept for the next character drawn there
         self._lead: str | None = None
         self._lead_y = 0
+        self._cells: dict[Char, dict[str, Char]] = {}  # see _cells_for
         super().__init__(cols, rows)
         self.buffer = _Buffer(  # type: ignore[assignment]
             lambda: StaticDefaultDict(_BLANK_REVERSE if mo.DECSCNM in self.mode else _BLANK)
@@ -294,7 +316,7 @@ class Screen(pyte.Screen):
         attrs = tuple(cursor.attrs)[1:]
         make = tuple.__new__
         stub = make(Char, ("", *attrs))
-        cells: dict[str, Char] = {}
+        cells = self._cells_for(cursor.attrs)
         for char in data:
             try:
                 width = wcwidth(char)
@@ -315,7 +337,9 @@ class Screen(pyte.Screen):
                     if self._lead is None:
                         cell = cells.get(char)
                         if cell is None:
-                            cell = cells[char] = make(Char, (char, *attrs))
+                            cell = make(Char, (char, *attrs))
+                            if len(cells) < CHARS_KEPT:
+                                cells[char] = cell
                     else:
                         cell = make(Char, (self._take_lead(char), *attrs))
                     line[x] = cell
@@ -334,9 +358,14 @@ class Screen(pyte.Screen):
         """``draw`` for printable ASCII with autowrap: a row's worth of cells at a time."""
         cursor = self.cursor
         columns = self.columns
-        attrs = tuple(cursor.attrs)[1:]
-        make = tuple.__new__
-        cell = {ch: make(Char, (ch, *attrs)) for ch in set(data)}.__getitem__
+        cells = self._cells_for(cursor.attrs)
+        missing = set(data).difference(cells)
+        if missing:
+            attrs = tuple(cursor.attrs)[1:]
+            make = tuple.__new__
+            for ch in missing:
+                cells[ch] = make(Char, (ch, *attrs))
+        cell = cells.__getitem__
         i, n = 0, len(data)
         while i < n:
             if cursor.x >= columns:
@@ -344,11 +373,24 @@ class Screen(pyte.Screen):
                 self.linefeed()
             x = cursor.x
             k = min(n - i, columns - x)
-            cells = map(cell, data[i : i + k])
-            self.buffer[cursor.y].update(zip(range(x, x + k), cells, strict=True))
+            self.buffer[cursor.y].update(
+                zip(range(x, x + k), map(cell, data[i : i + k]), strict=True)
+            )
             cursor.x = x + k
             i += k
         self.dirty.add(cursor.y)
+
+    def _cells_for(self, attrs: Char) -> dict[str, Char]:
+        """The cells drawn with ``attrs``, by character, shared by every draw with them:
+        colour output changes attributes every few characters, and each draw made a
+        cell for each of its characters (a third of a draw's cost)."""
+        known = self._cells
+        cells = known.get(attrs)
+        if cells is None:
+            if len(known) >= CELLS_KEPT:
+                known.clear()
+            cells = known[attrs] = {}
+        return cells
 
     def _join(self, char: str) -> None:
         """A zero-width code point joins the cell before the cursor, as written (no NFC)."""
