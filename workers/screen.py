@@ -21,6 +21,7 @@ from typing import Any, Protocol
 import pyte
 from pyte import charsets as cs
 from pyte import control as ctrl
+from pyte import graphics
 from pyte import modes as mo
 from pyte.graphics import FG_BG_256
 from pyte.screens import Char, Margins, StaticDefaultDict, wcwidth
@@ -32,6 +33,14 @@ _BLANK, _BLANK_REVERSE = Char(" "), Char(" ", reverse=True)  # pyte's default_ch
 # at most 10 marks, tmux 21 bytes); more are dropped and counted. Without a bound a flood
 # of U+E0100 on one cell grew the sentinel by 5 MB/s and the exited pane by 210 MB.
 CELL_MAX = 32
+# SGR parameters that set one attribute, as pyte's tables give them: index in a cell
+_SGR_SET: dict[int, tuple[int, str | bool]] = {
+    **{k: (1, v) for k, v in graphics.FG_ANSI.items()},
+    **{k: (2, v) for k, v in graphics.BG_ANSI.items()},
+    **{k: (Char._fields.index(v[1:]), v[0] == "+") for k, v in graphics.TEXT.items()},
+    **{k: (1, v) for k, v in graphics.FG_AIXTERM.items()},
+    **{k: (2, v) for k, v in graphics.BG_AIXTERM.items()},
+}
 CELLS_KEPT = 8  # attribute sets whose cells are kept for reuse (``_cells_for``)
 CHARS_KEPT = 128  # and characters drawn one by one for each (printable ASCII is kept too)
 CSI_MAX_PARAMS = 256  # further parameters of one CSI are ignored (xterm keeps 30)
@@ -240,18 +249,35 @@ class Screen(pyte.Screen):
 
     # -- attributes ---------------------------------------------------------------------
     def select_graphic_rendition(self, *attrs: int) -> None:
-        """pyte's, with one 256-colour foreground or background (``38;5;n``, ``48;5;n``)
-        set directly: the usual SGR of colour output, which pyte handles by the general
-        path (a fifth of the time such output costs)."""
-        if len(attrs) == 3 and attrs[1] == 5 and attrs[2] < 256:
-            a = self.cursor.attrs
-            if attrs[0] == 38:
-                self.cursor.attrs = tuple.__new__(Char, (a[0], FG_BG_256[attrs[2]], *a[2:]))
-                return
-            if attrs[0] == 48:
-                self.cursor.attrs = tuple.__new__(Char, (*a[:2], FG_BG_256[attrs[2]], *a[3:]))
-                return
-        super().select_graphic_rendition(*attrs)
+        """pyte's rule, applied to the attributes as a list and made into a cell once:
+        pyte's general path (a dict of changes, then ``_replace``) took a fifth of the
+        time colour output costs. Parameters it does not know are skipped, as there."""
+        if not attrs or attrs == (0,):
+            self.cursor.attrs = self.default_char
+            return
+        a = list(self.cursor.attrs)
+        i, n = 0, len(attrs)
+        while i < n:
+            code = attrs[i]
+            i += 1
+            hit = _SGR_SET.get(code)
+            if hit is not None:
+                a[hit[0]] = hit[1]
+            elif code == 0:
+                a = list(self.default_char)
+            elif (code == 38 or code == 48) and i < n:
+                field = 1 if code == 38 else 2
+                kind = attrs[i]
+                i += 1
+                if kind == 5 and i < n:
+                    if attrs[i] < len(FG_BG_256):
+                        a[field] = FG_BG_256[attrs[i]]
+                    i += 1
+                elif kind == 2:
+                    if i + 3 <= n:
+                        a[field] = "{:02x}{:02x}{:02x}".format(*attrs[i : i + 3])
+                    i += 3
+        self.cursor.attrs = tuple.__new__(Char, a)
 
     # -- text -------------------------------------------------------------------------
     def draw(self, data: str) -> None:
