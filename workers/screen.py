@@ -492,6 +492,11 @@ class Screen(pyte.Screen):
         """Rows ``first``..``bottom`` move ``n`` rows down (up when ``n`` < 0): those moved
         past either end are gone, and those left behind are blank (unwritten)."""
         buf = self.buffer
+        if first == 0 and bottom >= max(buf, default=0):  # every written row moves
+            moved = {y + n: line for y, line in buf.items() if 0 <= y + n <= bottom}
+            buf.clear()
+            buf.update(moved)
+            return
         moved = {}
         for y in [y for y in buf if first <= y <= bottom]:  # written rows only
             line = buf.pop(y)
