@@ -10,12 +10,15 @@ from __future__ import annotations
 
 import json
 import os
+import resource
 import shutil
 import signal
 import subprocess
 import sys
 import sysconfig
 import tempfile
+from collections.abc import Iterator
+from contextlib import contextmanager
 from pathlib import Path
 from typing import Any
 
@@ -364,10 +367,11 @@ print(json.dumps({"record": rec, "sentinel": sentinel}))
 """
 
 
-def test_same_uid_program_cannot_ptrace_or_steal_fds() -> None:
-    """A daemon run as uid 65534, driven by a client of that uid (clients refuse a server
-    of another uid): a program in its run tries ptrace and pidfd_getfd on the daemon, the
-    fork server, its own sentinel and another pane's sentinel. No Yama here to hide it."""
+@contextmanager
+def nobody_daemon() -> Iterator[tuple[subprocess.Popen[bytes], str, str, int, dict[str, str]]]:
+    """A daemon run as uid 65534 in a directory of its own: the process, its socket, an
+    interpreter that uid may run, its fork server and the environment for its clients
+    (clients refuse a server of another uid)."""
     if shutil.which("setpriv") is None or os.geteuid() != 0:
         pytest.skip("needs root and setpriv to run a daemon as another uid")
     python = nobody_python()
@@ -407,25 +411,7 @@ def test_same_uid_program_cannot_ptrace_or_steal_fds() -> None:
                 None,
             )
 
-        fs = wait_for(forkserver, 15, "nobody daemon")
-        out = subprocess.run(
-            [*AS_NOBODY, python, "-c", DRIVER, sock, python, PTRACE, str(fs), str(proc.pid)],
-            capture_output=True,
-            text=True,
-            env=env,
-            timeout=40,
-            cwd=d,
-        )
-        assert out.returncode == 0, out.stderr
-        got = json.loads(out.stdout.strip().splitlines()[-1])
-        line = " ".join(ln.rstrip() for ln in got["record"]["output"]["lines"])
-        assert got["record"]["outcome"] == "succeeded", got
-        assert "ATTACHED" not in line and "STOLE" not in line, line
-        # the daemon, the fork server, another pane's sentinel and its own
-        assert line.count(":EPERM:nofd") == 4, line
-        # and a non-dumpable process's /proc entries belong to root
-        for pid in (proc.pid, fs):
-            assert os.stat(f"/proc/{pid}/environ").st_uid == 0
+        yield proc, sock, python, wait_for(forkserver, 15, "nobody daemon"), env
     finally:
         proc.send_signal(signal.SIGTERM)
         try:
@@ -434,6 +420,31 @@ def test_same_uid_program_cannot_ptrace_or_steal_fds() -> None:
             os.killpg(proc.pid, signal.SIGKILL)
             proc.wait(5)
         shutil.rmtree(d, ignore_errors=True)
+
+
+def as_nobody(env: dict[str, str], *argv: str) -> Any:
+    """Run ``argv`` as uid 65534 and return the JSON its last line printed."""
+    out = subprocess.run(
+        [*AS_NOBODY, *argv], capture_output=True, text=True, env=env, timeout=60, cwd="/"
+    )
+    assert out.returncode == 0, out.stderr
+    return json.loads(out.stdout.strip().splitlines()[-1])
+
+
+def test_same_uid_program_cannot_ptrace_or_steal_fds() -> None:
+    """A daemon run as uid 65534, driven by a client of that uid: a program in its run
+    tries ptrace and pidfd_getfd on the daemon, the fork server, its own sentinel and
+    another pane's sentinel. No Yama here to hide it."""
+    with nobody_daemon() as (proc, sock, python, fs, env):
+        got = as_nobody(env, python, "-c", DRIVER, sock, python, PTRACE, str(fs), str(proc.pid))
+        line = " ".join(ln.rstrip() for ln in got["record"]["output"]["lines"])
+        assert got["record"]["outcome"] == "succeeded", got
+        assert "ATTACHED" not in line and "STOLE" not in line, line
+        # the daemon, the fork server, another pane's sentinel and its own
+        assert line.count(":EPERM:nofd") == 4, line
+        # and a non-dumpable process's /proc entries belong to root
+        for pid in (proc.pid, fs):
+            assert os.stat(f"/proc/{pid}/environ").st_uid == 0
 
 
 # -- requests to a sentinel have a bound ---------------------------------------------------
@@ -1174,6 +1185,91 @@ def test_a_run_cannot_set_the_limits_later_runs_inherit(daemon: Daemon, tmp_path
     doc = daemon.call("doctor")  # retired spares and a replaced fork server, not escapees
     assert doc["escapees"]["count"] == 0 and doc["escapees"]["reaped"] == 0, doc["escapees"]
     assert doc["fork_server"]["last_exit"]["exit_code"] == CHANGED, doc["fork_server"]
+
+
+# A program of the daemon's uid lowers the daemon's own file size limit (with "1", the
+# hard one too) and the fork server's: the fork server exits at its next fork, past
+# repair, and the daemon starts another, which inherited the daemon's (helper-138).
+POISON_DAEMON = """
+import resource, sys
+daemon, forkserver, hard = map(int, sys.argv[1:])
+keep = resource.prlimit(daemon, resource.RLIMIT_FSIZE)[1]
+resource.prlimit(daemon, resource.RLIMIT_FSIZE, (0, 0 if hard else keep))
+resource.prlimit(forkserver, resource.RLIMIT_FSIZE, (0, 0))
+print("poisoned")
+"""
+LIMITS_DRIVER = """
+import json, sys
+from venomx.client import Client
+from venomx.wire import VenomxError
+sock, python, poison, daemon, forkserver, out = sys.argv[1:7]
+with Client(sock, "@owner") as c:
+    s = c.call("session.create", {})["session"]
+    r = c.call("run", {"key": "poison", "session": s,
+                       "argv": [python, "-c", poison, daemon, forkserver, "1"]})
+    rec = c.call("run.wait", {"run": r["run"], "timeout_ms": 20000})
+    victims = []
+    for n in range(12):  # past the spares at rest, into forks on demand
+        try:
+            v = c.call("run", {"key": f"victim-{n}", "session": s,
+                               "shell": f"printf data > {out}{n}"})
+        except VenomxError as err:
+            victims.append(err.code)
+            continue
+        victims.append(c.call("run.wait", {"run": v["run"], "timeout_ms": 20000})["outcome"])
+    checks = {ck["name"]: ck for ck in c.call("doctor")["checks"]}
+print(json.dumps({"poison": rec, "victims": victims, "fork_server": checks["fork_server"]}))
+"""
+
+
+def test_a_run_cannot_hand_later_runs_the_daemons_own_lowered_limits() -> None:
+    """A fork server started after a program lowered the daemon's own limits would have
+    inherited them: every later run of every principal ended SIGXFSZ at its first write,
+    no fault said so, and doctor was all ok. The daemon puts its own values back before
+    it starts a fork server; what only privilege could put back (a lowered hard limit,
+    as uid 65534) it refuses, and the starts fail as venomx's own failure."""
+    with nobody_daemon() as (proc, sock, python, fs, env):
+        out = os.path.join(os.path.dirname(sock), "out")
+        got = as_nobody(
+            env,
+            python,
+            "-c",
+            LIMITS_DRIVER,
+            sock,
+            python,
+            POISON_DAEMON,
+            str(proc.pid),
+            str(fs),
+            out,
+        )
+        assert got["poison"]["outcome"] == "succeeded", got["poison"]
+        victims = got["victims"]
+        assert set(victims) <= {"succeeded", "unavailable.spawn"}, victims  # never SIGXFSZ
+        assert victims[-1] == "unavailable.spawn", victims  # the new fork server refused
+        check = got["fork_server"]
+        assert check["status"] == "fail" and "past repair" in check["detail"], check
+
+
+def test_the_daemons_own_limits_are_put_back_for_a_new_fork_server(
+    daemon: Daemon, tmp_path: Path
+) -> None:
+    """What the daemon may put back itself (a soft limit lowered under its hard one) it
+    puts back before the next fork server starts: later runs write as before."""
+    server = wait_for(daemon.fork_server, 10, "the fork server")
+    poison = run_and_wait(
+        daemon, [PY, "-c", POISON_DAEMON, str(daemon.proc.pid), str(server), "0"], "poison"
+    )
+    assert lines_of(poison)[0] == "poisoned", poison
+    for n in range(12):  # past the spares at rest, into forks on demand
+        try:
+            rec = run_and_wait(daemon, ["sh", "-c", f"printf data > {tmp_path}/{n}"], f"v{n}")
+        except VenomxError as err:  # the poisoned fork server's last request, at most
+            assert err.code == "unavailable.spawn", err
+            continue
+        assert rec["outcome"] == "succeeded", rec
+    wait_for(lambda: daemon.fork_server() not in (None, server), 10, "a new fork server")
+    ours = resource.getrlimit(resource.RLIMIT_FSIZE)  # what the daemon was started with
+    assert resource.prlimit(daemon.proc.pid, resource.RLIMIT_FSIZE) == ours
 
 
 def test_what_can_be_put_back_is_put_back_without_a_new_fork_server(

@@ -216,7 +216,9 @@ def fork_server(d: Doctor, facts: ProcFacts) -> dict[str, str]:
     pid = d.panes.forkserver.pid
     state = facts.children[pid][1] if pid in facts.children else psutil.STATUS_ZOMBIE
     if state == psutil.STATUS_ZOMBIE:
-        return check("fork_server", "fail", "fork server not running")
+        down = d.panes.forkserver.down
+        why = f": {down.strerror}" if down is not None and down.strerror else ""
+        return check("fork_server", "fail", f"fork server not running{why}")
     if state in STOPPED:  # it forks no sentinel: starts that need one wait for it
         return check("fork_server", "fail", f"pid {pid} is stopped")
     return check("fork_server", "ok", f"pid {pid}")

@@ -22,6 +22,7 @@ from typing import TYPE_CHECKING, TypeVar
 from venomx.daemon.cgroups import children
 from venomx.daemon.procfs import session_of, stopped
 from venomx.daemon.readbuf import ReadsShared
+from workers import inherited
 from workers import protocol as P
 
 if TYPE_CHECKING:
@@ -153,6 +154,9 @@ class ForkServer:
         # The soft RLIMIT_NOFILE every sentinel, and so every pane's leader, starts with
         # (the daemon's own, before it raised it); None: the fork server keeps ours.
         self.nofile: int | None = None
+        # What the daemon hands each fork server (limits, nice value, policy, CPUs, I/O
+        # priority): its own, as the first fork server was started; see ``start``.
+        self.inherits: inherited.Baseline | None = None
         self.size = self.base = SPARES
         self.shrinking: asyncio.TimerHandle | None = None
         # ours, ended on purpose, until they are reaped: surplus spares, and new sentinels
@@ -171,7 +175,23 @@ class ForkServer:
         self.configure(most, idle_ms, least)
 
     def start(self) -> None:
-        """Start the fork server (raises OSError, e.g. out of descriptors)."""
+        """Start the fork server (raises OSError, e.g. out of descriptors).
+
+        A new one inherits the daemon's limits and scheduling as they are now, and any
+        process of our uid may have changed them (``prlimit`` on the daemon, then a
+        fork server made to exit): every later run would have started with them, its
+        outcome decided by a program long gone (SIGXFSZ, a CPU limit's SIGKILL) and
+        nothing saying so. So the daemon puts back its own values as the first fork
+        server got them, and refuses (EPERM) while it cannot: starts then fail, doctor
+        says why, and it is tried again every RETRY seconds."""
+        if self.inherits is None:
+            self.inherits = inherited.now()
+        elif not inherited.restore(self.inherits):
+            raise OSError(
+                errno.EPERM,
+                "the daemon's own limits or scheduling were changed by another process "
+                "past repair (restart the daemon)",
+            )
         ours, theirs = socket.socketpair(socket.AF_UNIX, socket.SOCK_STREAM)
         try:
             os.set_inheritable(theirs.fileno(), True)
