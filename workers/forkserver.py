@@ -12,7 +12,6 @@ from __future__ import annotations
 
 import gc
 import os
-import resource
 import signal
 import socket
 import sys
@@ -130,19 +129,19 @@ def close_strays(keep: int) -> None:
                 pass  # the listing's own directory fd
 
 
-def restore_nofile(soft: int) -> None:
-    """Give every sentinel, and so every pane's leader, the soft RLIMIT_NOFILE the daemon
-    was started with: the daemon raised its own to the hard limit, and a program using
-    select() breaks with descriptors above 1024. The hard limit stays as it was."""
-    _, hard = resource.getrlimit(resource.RLIMIT_NOFILE)
-    if hard != resource.RLIM_INFINITY and not 0 <= soft <= hard:
-        soft = hard
-    resource.setrlimit(resource.RLIMIT_NOFILE, (soft, hard))
+def baseline() -> inherited.Baseline:
+    """What every sentinel, and so every pane's leader, inherits: what the daemon says
+    (its own values when it started, with the soft RLIMIT_NOFILE it was started with),
+    put back here first, not what we inherited: a program of our uid may change a new
+    fork server's values while it imports, before it could take them as its own."""
+    want = inherited.decode(sys.argv[2])
+    if not inherited.restore(want):
+        sys.exit(inherited.CHANGED)
+    return want
 
 
 def main() -> None:
-    if len(sys.argv) > 2:
-        restore_nofile(int(sys.argv[2]))
+    base = baseline() if len(sys.argv) > 2 else inherited.now()
     title.set_title("venomx-forkserver")
     # Inherited by every sentinel: a Ctrl-C at the daemon's terminal or a closed channel
     # must not kill one; SIGTERM keeps its default. Nor SIGHUP: when an intermediate
@@ -168,7 +167,7 @@ def main() -> None:
     close_strays(keep=control.fileno())
     sentinel.SERVE_NICE = lowering_is_reversible()
     sentinel.DAEMON_PID = os.getppid()  # the daemon spawned us
-    sentinel.BASELINE = base = inherited.now()
+    sentinel.BASELINE = base
     signal.signal(signal.SIGCHLD, reap)  # after the probe, which waits for its own child
     sentinel.warm_up()
     sentinel.BLANK_TERMINAL = Terminal(

@@ -16,6 +16,7 @@ exits.
 from __future__ import annotations
 
 import ctypes
+import json
 import os
 import resource
 
@@ -25,8 +26,9 @@ from workers import syscalls
 # why in its log and starts another.
 CHANGED = 3
 
+# each resource once (RLIMIT_OFILE is RLIMIT_NOFILE by another name)
 RESOURCES = tuple(
-    getattr(resource, name) for name in sorted(dir(resource)) if name.startswith("RLIMIT_")
+    sorted({getattr(resource, name) for name in dir(resource) if name.startswith("RLIMIT_")})
 )
 
 IOPRIO_WHO_PROCESS = 1
@@ -63,6 +65,23 @@ def now() -> Baseline:
         (os.sched_getscheduler(0), os.sched_getparam(0).sched_priority),
         frozenset(os.sched_getaffinity(0)),
         ioprio(),
+    )
+
+
+def encode(base: Baseline) -> str:
+    """``base`` as the daemon hands it to a fork server it starts (an argument)."""
+    limits, nice, policy, cpus, io = base
+    return json.dumps([limits, nice, policy, sorted(cpus), io], separators=(",", ":"))
+
+
+def decode(text: str) -> Baseline:
+    limits, nice, policy, cpus, io = json.loads(text)
+    return (
+        tuple((int(soft), int(hard)) for soft, hard in limits),
+        int(nice),
+        (int(policy[0]), int(policy[1])),
+        frozenset(map(int, cpus)),
+        int(io),
     )
 
 

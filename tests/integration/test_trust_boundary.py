@@ -13,6 +13,7 @@ import os
 import resource
 import shutil
 import signal
+import socket
 import subprocess
 import sys
 import sysconfig
@@ -29,6 +30,7 @@ from tests.helpers import PY, ROOT, Daemon, running, start_daemon, stop_daemon, 
 from venomx.client import Client
 from venomx.daemon.cgroups import locate
 from venomx.wire import VenomxError, dumps
+from workers import inherited
 from workers import protocol as P
 from workers.inherited import CHANGED
 from workers.tracer import tracer_of
@@ -1270,6 +1272,43 @@ def test_the_daemons_own_limits_are_put_back_for_a_new_fork_server(
     wait_for(lambda: daemon.fork_server() not in (None, server), 10, "a new fork server")
     ours = resource.getrlimit(resource.RLIMIT_FSIZE)  # what the daemon was started with
     assert resource.prlimit(daemon.proc.pid, resource.RLIMIT_FSIZE) == ours
+
+
+@pytest.mark.parametrize("hard", [False, True])
+def test_a_fork_server_hands_on_what_the_daemon_says_not_what_it_inherited(hard: bool) -> None:
+    """A program of our uid may change a new fork server's limits while it imports,
+    before it could take them as its baseline: it applies the daemon's instead, and
+    exits past repair (status 3) when it cannot."""
+    fsize = resource.getrlimit(resource.RLIMIT_FSIZE)
+    want = inherited.encode(inherited.now())
+
+    def lowered() -> None:
+        resource.setrlimit(resource.RLIMIT_FSIZE, (0, 0 if hard else fsize[1]))
+
+    ours, theirs = socket.socketpair()
+    proc = subprocess.Popen(
+        [PY, "-P", "-m", "workers.forkserver", str(theirs.fileno()), want],
+        pass_fds=[theirs.fileno()],
+        preexec_fn=lowered,
+        cwd=ROOT,
+        env={**os.environ, "PYTHONPATH": str(ROOT)},
+    )
+    theirs.close()
+    try:
+        if hard:
+            assert proc.wait(20) == CHANGED
+            return
+
+        def titled() -> bool:
+            return bool(psutil.Process(proc.pid).cmdline()[:1] == ["venomx-forkserver"])
+
+        wait_for(titled, 20, "the fork server")
+        assert resource.prlimit(proc.pid, resource.RLIMIT_FSIZE) == fsize
+    finally:
+        ours.close()
+        if proc.poll() is None:
+            proc.kill()
+        proc.wait(10)
 
 
 def test_what_can_be_put_back_is_put_back_without_a_new_fork_server(

@@ -152,7 +152,7 @@ class ForkServer:
         self.draining: dict[int, set[int]] = {}
         self.control: socket.socket | None = None
         # The soft RLIMIT_NOFILE every sentinel, and so every pane's leader, starts with
-        # (the daemon's own, before it raised it); None: the fork server keeps ours.
+        # (the daemon's own, before it raised it); None: ours (``handed``).
         self.nofile: int | None = None
         # What the daemon hands each fork server (limits, nice value, policy, CPUs, I/O
         # priority): its own, as the first fork server was started; see ``start``.
@@ -201,9 +201,14 @@ class ForkServer:
             # -P: ``-m`` would put our working directory (also panes' default cwd, which
             # a pane program may write to) first on the fork server's import path, and a
             # planted msgpack.py would run in every sentinel after the next restart.
-            argv = [sys.executable, "-P", "-m", "workers.forkserver", str(theirs.fileno())]
-            if self.nofile is not None:
-                argv.append(str(self.nofile))
+            argv = [
+                sys.executable,
+                "-P",
+                "-m",
+                "workers.forkserver",
+                str(theirs.fileno()),
+                inherited.encode(self.handed()),
+            ]
             # A session of its own from the start, so its imports already run outside the
             # daemon's autogroup (venomx.daemon.priority) and no terminal reaches it.
             self.pid = os.posix_spawn(sys.executable, argv, env, setsid=True)
@@ -215,6 +220,20 @@ class ForkServer:
             theirs.close()
         ours.setblocking(True)
         self.control = ours
+
+    def handed(self) -> inherited.Baseline:
+        """What a fork server is told to hand every sentinel: the daemon's baseline with
+        the soft RLIMIT_NOFILE the daemon was started with (it raised its own to the hard
+        limit, and a program using select() breaks with descriptors above 1024)."""
+        assert self.inherits is not None
+        if self.nofile is None:
+            return self.inherits
+        limits, nice, policy, cpus, io = self.inherits
+        at = inherited.RESOURCES.index(resource.RLIMIT_NOFILE)
+        soft, hard = self.nofile, limits[at][1]
+        if hard != resource.RLIM_INFINITY and not 0 <= soft <= hard:
+            soft = hard
+        return ((*limits[:at], (soft, hard), *limits[at + 1 :]), nice, policy, cpus, io)
 
     def fork(self, n: int = 1, spare: bool = False) -> list[socket.socket]:
         """Channels to ``n`` brand-new sentinels (each will send HELLO first); ``spare``
