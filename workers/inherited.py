@@ -6,8 +6,8 @@ Any process of our uid may change them on the fork server or a sentinel: ``prlim
 not held back by ``PR_SET_DUMPABLE``. Every leader forked after would inherit the
 change, so one run's program, gone long since, could decide how later runs of every
 principal end (a CPU limit's SIGKILL, SIGXFSZ) or starve them. The fork server takes
-what it was started with as the baseline; it puts it back before each fork, and each
-sentinel before it spawns a leader. What cannot be put back (a lowered hard limit, a
+the baseline the daemon passes it (the daemon's own values when it started), puts it
+back at its start and before each fork, and each sentinel before it spawns a leader. What cannot be put back (a lowered hard limit, a
 nice value or policy that only privilege may undo) is refused: the fork server exits,
 to be started afresh by the daemon, and the sentinel fails its start with EPERM and
 exits.
