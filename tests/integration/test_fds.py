@@ -188,16 +188,17 @@ def test_a_start_out_of_descriptors_fails_emfile_and_leaves_nothing(tmp: Path) -
         for k in held:
             k.close()
         held.clear()
-        # Descriptors are back: the fork server is restarted, the same key starts (it was
-        # never bound), the pool refills.
+        # Descriptors are back, and once no pane program lives (a new fork server is
+        # dumpable while it starts) the fork server is restarted, the same key starts
+        # (it was never bound), the pool refills.
+        for run in started:
+            c.call("run.cancel", {"run": run})
         key = f"fd{len(started)}"
         r = wait_for(
             lambda: attempt(c, {"key": key, "session": s, "argv": ["true"]}), 15, "a start"
         )
         assert r["reused"] is False
         assert d.wait_exit(r["run"])["outcome"] == "succeeded"
-        for run in started:
-            c.call("run.cancel", {"run": run})
         for run in started:
             assert d.wait_exit(run)["outcome"] == "terminated"
         end = wait_for(lambda: settled(c, d), 15, "the spare pool to refill")

@@ -807,6 +807,7 @@ def test_a_module_planted_in_the_daemons_cwd_never_reaches_a_sentinel(daemon: Da
     server = daemon.fork_server
     old = wait_for(server, 10, "the fork server")
     os.kill(old, signal.SIGKILL)
+    daemon.call("pane.kill", {"pane": w["pane"], "grace_ms": 0})  # none starts while it lives
     new = wait_for(lambda: (pid := server()) not in (None, old) and pid, 10, "a new fork server")
     for spare in daemon.titled("venomx-sentinel (spare)"):  # spares of the old one
         try:
@@ -817,6 +818,36 @@ def test_a_module_planted_in_the_daemons_cwd_never_reaches_a_sentinel(daemon: Da
     assert daemon.wait_exit(r["run"])["outcome"] == "succeeded"
     assert server() == new
     assert not marker.exists()
+
+
+def test_no_new_fork_server_starts_while_a_pane_program_lives(daemon: Daemon) -> None:
+    """A new fork server is dumpable from its exec until its imports are done: a program
+    of our uid that killed the last one traced the next in that window and decided
+    every later run (helper-139). While any process a pane started is alive, none is
+    started: starts fail as venomx's own failure and doctor says why; once they have
+    ended, one is."""
+    s = daemon.call("session.create")["session"]
+    w = daemon.call("window.create", {"session": s, "argv": ["sleep", "60"]})
+    old = wait_for(daemon.fork_server, 10, "the fork server")
+    for spare in daemon.titled(P.SPARE_TITLE):  # so that a start needs a fork server
+        os.kill(spare, signal.SIGKILL)
+    os.kill(old, signal.SIGKILL)
+
+    def waiting() -> dict[str, Any] | None:
+        check = next(c for c in daemon.call("doctor")["checks"] if c["name"] == "fork_server")
+        return check if "waits until" in check["detail"] else None
+
+    check = wait_for(waiting, 10, "the restart to wait")
+    assert check["status"] == "fail" and "1 live panes" in check["detail"], check
+    with pytest.raises(VenomxError) as err:
+        daemon.call("run", {"key": "meanwhile", "session": s, "argv": ["true"]})
+    assert (err.value.code, err.value.data) == ("unavailable.spawn", {"errno": "EAGAIN"})
+    assert daemon.fork_server() is None
+    daemon.call("pane.kill", {"pane": w["pane"], "grace_ms": 0})
+    wait_for(lambda: daemon.fork_server() not in (None, old), 10, "a new fork server")
+    r = daemon.call("run", {"key": "meanwhile", "session": s, "argv": ["true"]})
+    assert daemon.wait_exit(r["run"])["outcome"] == "succeeded"
+    assert "not restarting the fork server yet" in daemon.log.read_text()
 
 
 REUSE_PROBE = """

@@ -96,6 +96,7 @@ class Panes:
         self.forkserver = ForkServer(
             config["spawn.spares_max"], config["spawn.spares_idle_ms"], config["spawn.spares_min"]
         )
+        self.forkserver.unsafe = self.panes_alive
         self.links: dict[str, Link] = {}
         self.preparing: set[str] = set()  # pane IDs whose spawn has not committed yet
         # Starts past their barrier, by pane ID. A removal of their session or window waits
@@ -304,6 +305,19 @@ class Panes:
 
     def forget_orphans(self) -> None:
         self.orphans_now = None
+
+    def panes_alive(self) -> str | None:
+        """What panes started that is still alive, said for a person, or None: a leader
+        of a live pane, or a process re-parented to the daemon (every other descendant of
+        a pane is below one of those, the daemon being their subreaper)."""
+        live = len(self.registry.leaders)
+        left = len(strangers(self.ours()))
+        if not live and not left:
+            return None
+        return (
+            f"the {live} live panes and the {left} processes panes left behind have ended "
+            "(a program could reach a fork server while it starts)"
+        )
 
     async def cleanup(self, pane_id: str, signame: str, grace_ms: int) -> dict[str, Any]:
         """End every process the exited pane ``pane_id`` left (its cgroup's members, else

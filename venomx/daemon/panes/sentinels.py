@@ -157,6 +157,10 @@ class ForkServer:
         # What the daemon hands each fork server (limits, nice value, policy, CPUs, I/O
         # priority): its own, as the first fork server was started; see ``start``.
         self.inherits: inherited.Baseline | None = None
+        # Why a new fork server may not be started now, or None: set by the pane owner
+        # (processes that panes started are alive); see ``start``.
+        self.unsafe: Callable[[], str | None] = lambda: None
+        self.waiting = False  # a restart waits on ``unsafe``: said once in the log
         self.size = self.base = SPARES
         self.shrinking: asyncio.TimerHandle | None = None
         # ours, ended on purpose, until they are reaped: surplus spares, and new sentinels
@@ -183,7 +187,15 @@ class ForkServer:
         outcome decided by a program long gone (SIGXFSZ, a CPU limit's SIGKILL) and
         nothing saying so. So the daemon puts back its own values as the first fork
         server got them, and refuses (EPERM) while it cannot: starts then fail, doctor
-        says why, and it is tried again every RETRY seconds."""
+        says why, and it is tried again every RETRY seconds.
+
+        And a new fork server is dumpable from its exec until it makes itself not so,
+        ~100 ms of imports later: a program of our uid that killed the last one could
+        trace it or write its memory in that window, and so decide every later run
+        (helper-139 did, 3 times of 3). So after the first, one is started only while no
+        process a pane started is alive (``unsafe``); until then starts fail (EAGAIN)
+        and doctor says why."""
+        first = self.inherits is None
         if self.inherits is None:
             self.inherits = inherited.now()
         elif not inherited.restore(self.inherits):
@@ -194,6 +206,8 @@ class ForkServer:
             )
         ours, theirs = socket.socketpair(socket.AF_UNIX, socket.SOCK_STREAM)
         try:
+            if not first and (why := self.unsafe()) is not None:
+                raise OSError(errno.EAGAIN, f"a new fork server waits until {why}")
             os.set_inheritable(theirs.fileno(), True)
             env = dict(os.environ)
             root = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
@@ -604,11 +618,16 @@ class ForkServer:
         try:
             self.start()
         except OSError as exc:
-            log.error("cannot restart the fork server: %s", exc)
+            if exc.errno != errno.EAGAIN:
+                log.error("cannot restart the fork server: %s", exc)
+            elif not self.waiting:
+                log.warning("not restarting the fork server yet: %s", exc.strerror)
+            self.waiting = exc.errno == errno.EAGAIN
             self.down = exc
             self.later("restart", self.restart)
             return
         self.down = None
+        self.waiting = False
         self.refill()
 
     def stop(self) -> None:
