@@ -7,10 +7,10 @@ not held back by ``PR_SET_DUMPABLE``. Every leader forked after would inherit th
 change, so one run's program, gone long since, could decide how later runs of every
 principal end (a CPU limit's SIGKILL, SIGXFSZ) or starve them. The fork server takes
 the baseline the daemon passes it (the daemon's own values when it started), puts it
-back at its start and before each fork, and each sentinel before it spawns a leader. What cannot be put back (a lowered hard limit, a
-nice value or policy that only privilege may undo) is refused: the fork server exits,
-to be started afresh by the daemon, and the sentinel fails its start with EPERM and
-exits.
+back at its start and before each fork, and each sentinel before it spawns a leader.
+What cannot be put back (a lowered hard limit, a nice value or policy that only
+privilege may undo) is refused: the fork server exits, to be started afresh by the
+daemon, and the sentinel fails its start with EPERM and exits.
 """
 
 from __future__ import annotations
@@ -26,10 +26,22 @@ from workers import syscalls
 # why in its log and starts another.
 CHANGED = 3
 
-# each resource once (RLIMIT_OFILE is RLIMIT_NOFILE by another name)
-RESOURCES = tuple(
-    sorted({getattr(resource, name) for name in dir(resource) if name.startswith("RLIMIT_")})
-)
+
+def _limits() -> tuple[int, ...]:
+    """Every resource limit this kernel has, by number, once each: Python's names miss
+    some (RLIMIT_LOCKS, 10 on Linux) and name one twice (RLIMIT_OFILE is RLIMIT_NOFILE),
+    and a limit left out is one a program may lower for every later run."""
+    found = []
+    for r in range(64):
+        try:
+            resource.getrlimit(r)
+        except (ValueError, OSError):
+            continue
+        found.append(r)
+    return tuple(found)
+
+
+RESOURCES = _limits()
 
 IOPRIO_WHO_PROCESS = 1
 # A function object of its own (``CDLL[...]`` is not cached), so that its argument types
