@@ -90,6 +90,12 @@ def paired(cells: list[str]) -> list[str]:
         narrow = _narrow
         if all(narrow.get(c) or _is_narrow(c) for c in set(_NON_ASCII.findall(joined))):
             return cells
+    return cell_by_cell(cells)
+
+
+def cell_by_cell(cells: list[str]) -> list[str]:
+    """``paired``'s rule, a cell at a time: each given its neighbours, the one before as
+    already made."""
     last = len(cells) - 1
     for x, c in enumerate(cells):
         if c == "" or not c.isascii():

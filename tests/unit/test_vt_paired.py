@@ -1,26 +1,13 @@
 """``paired`` returns a row with no wide character and no lone mark as it is, without a
 step per cell (rows of box drawing and check marks paid one each time they entered
-history); for every row it gives what the cell-by-cell rule gives."""
+history); for every row it gives what its cell-by-cell rule gives."""
 
 from __future__ import annotations
 
 from hypothesis import example, given, settings
 from hypothesis import strategies as st
 
-from workers.screen import _cell, paired
-
-
-def cell_by_cell(cells: list[str]) -> list[str]:
-    """The rule as it was written before the shortcut: each cell given its neighbours,
-    the one before as already made."""
-    cells = list(cells)
-    last = len(cells) - 1
-    for x, c in enumerate(cells):
-        if c == "" or not c.isascii():
-            before = cells[x - 1] if x else ""
-            cells[x] = _cell(c, before, cells[x + 1] if x < last else " ")
-    return cells
-
+from workers.screen import cell_by_cell, paired
 
 CELLS = st.sampled_from(
     ["a", " ", "", "中", "✓", "─", "\u0301", "e\u0301", "\u200b", "\u200bx", "é", "😀"]
@@ -33,7 +20,7 @@ CELLS = st.sampled_from(
 @example(["中", "", "✓"])
 @example(["中", "✓"])
 def test_paired_is_the_cell_by_cell_rule(cells: list[str]) -> None:
-    assert paired(list(cells)) == cell_by_cell(cells)
+    assert paired(list(cells)) == cell_by_cell(list(cells))
 
 
 def test_a_narrow_row_is_returned_as_it_is() -> None:
