@@ -16,6 +16,7 @@ from typing import Any
 
 from venomx.client import Client
 from venomx.wire import VenomxError
+from workers.protocol import RESERVE_TITLE
 
 PY = sys.executable
 ROOT = Path(__file__).resolve().parent.parent
@@ -141,6 +142,10 @@ class Daemon:
                 return pid
         return None
 
+    def reserve(self) -> int | None:
+        """The fork server's reserve (workers.forkserver.keep_reserve): its child."""
+        return reserve_of(self.fork_server())
+
     def fds(self) -> int:
         return len(os.listdir(f"/proc/{self.proc.pid}/fd"))
 
@@ -152,6 +157,25 @@ class Daemon:
 # Directories start_daemon made for daemons, removed when the test session ends (a test
 # may read a daemon's log after stopping it).
 MADE: list[str] = []
+
+
+def reserve_of(forkserver: int | None) -> int | None:
+    """The reserve a fork server keeps, found among its children by title."""
+    import psutil
+
+    if forkserver is None:
+        return None
+    try:
+        kids = psutil.Process(forkserver).children()
+    except psutil.Error:
+        return None
+    for p in kids:
+        try:
+            if " ".join(x for x in p.cmdline() if x) == RESERVE_TITLE:
+                return int(p.pid)
+        except psutil.Error:
+            continue
+    return None
 
 
 def start_daemon(

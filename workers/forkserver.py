@@ -1,7 +1,8 @@
 """The fork server: a warm, pre-imported process that forks one sentinel per request.
 
-The daemon starts it once at boot (``forkserver CONTROL_FD [NOFILE]``, NOFILE being the
-soft descriptor limit to give back to every sentinel). Each request is one byte on the
+The daemon starts it once at boot (``forkserver CONTROL_FD BASELINE [RESERVE_FD]``,
+BASELINE being what every sentinel inherits, see ``baseline``, and RESERVE_FD the socket
+of the reserve it keeps, see ``keep_reserve``). Each request is one byte on the
 control socket with a channel socket passed by SCM_RIGHTS; the fork server forks twice so
 the sentinel's parent becomes the daemon (a child subreaper), and the sentinel introduces
 itself on its channel with HELLO. Heavy imports and ``gc.freeze()`` happen once, here, so
@@ -14,6 +15,7 @@ import gc
 import os
 import signal
 import socket
+import struct
 import sys
 
 from workers import deferred  # noqa: F401  (before pyte: see its docstring)
@@ -117,12 +119,12 @@ def reap(_signum: int, _frame: object) -> None:
             return
 
 
-def close_strays(keep: int) -> None:
-    """Close every fd above 2 but ``keep``: whatever the daemon's exec let through
-    (nothing, by design) must not live on in every sentinel."""
+def close_strays(keep: set[int]) -> None:
+    """Close every fd above 2 but those in ``keep``: whatever the daemon's exec let
+    through (nothing, by design) must not live on in every sentinel."""
     for name in os.listdir("/proc/self/fd"):
         fd = int(name)
-        if fd > 2 and fd != keep:
+        if fd > 2 and fd not in keep:
             try:
                 os.close(fd)
             except OSError:
@@ -138,6 +140,64 @@ def baseline() -> inherited.Baseline:
     if not inherited.restore(want):
         sys.exit(inherited.CHANGED)
     return want
+
+
+def keep_reserve(reserve: socket.socket, control: socket.socket, base: inherited.Baseline) -> None:
+    """Fork the reserve: a copy of this fork server made before it serves, which waits
+    on ``reserve`` for the daemon and, when this one has died, becomes the next fork
+    server. It is never exec'd, so it is never dumpable: a fork server started afresh
+    is dumpable from its exec until its imports are done, and a program that killed
+    the last one could trace it in that window. Without a reserve (this fork failed,
+    or a program killed it) the daemon falls back to starting one."""
+    try:
+        pid = os.fork()
+    except OSError:
+        pid = -1
+    if pid != 0:
+        reserve.close()
+        return
+    try:
+        control.close()
+        title.set_title(protocol.RESERVE_TITLE)
+        signal.signal(signal.SIGCHLD, signal.SIG_DFL)  # its one child is waited for below
+        msg, fds, _flags, _addr = socket.recv_fds(reserve, 16, 2, socket.MSG_CMSG_CLOEXEC)
+        if msg != b"R" or len(fds) != 2:
+            os._exit(0)  # the daemon closed it: it stopped, or made a new fork server
+        report_r, report_w = os.pipe()
+        mid = os.fork()
+        if mid == 0:  # an intermediate, whose exit makes the daemon the new one's parent
+            os.close(report_r)
+            new = os.fork()
+            if new == 0:
+                os.close(report_w)
+                reserve.close()
+                take_over(fds, base)
+            os.write(report_w, struct.pack("q", new))
+            os._exit(0)
+        os.close(report_w)
+        new_pid = struct.unpack("q", os.read(report_r, 8))[0]
+        os.waitpid(mid, 0)
+        reserve.sendall(protocol.RESERVE_REPORT.pack(os.getpid(), new_pid))
+    finally:
+        os._exit(0)
+
+
+def take_over(fds: list[int], base: inherited.Baseline) -> None:
+    """The reserve's grandchild becomes the fork server: a session of its own, the
+    baseline put back (a program may have changed the reserve's), a reserve of its own,
+    then the requests on the new control socket."""
+    try:
+        os.setsid()
+        title.set_title("venomx-forkserver")
+        signal.signal(signal.SIGCHLD, reap)
+        control = socket.socket(fileno=fds[0])
+        reserve = socket.socket(fileno=fds[1])
+        if not inherited.restore(base):
+            os._exit(inherited.CHANGED)
+        keep_reserve(reserve, control, base)
+        serve(control, base)
+    finally:
+        os._exit(0)
 
 
 def main() -> None:
@@ -164,7 +224,10 @@ def main() -> None:
     prctl.set_undumpable()  # reset by our exec; sentinels inherit it from here
     control = socket.socket(fileno=int(sys.argv[1]))
     os.set_inheritable(control.fileno(), False)
-    close_strays(keep=control.fileno())
+    reserve = socket.socket(fileno=int(sys.argv[3])) if len(sys.argv) > 3 else None
+    if reserve is not None:
+        os.set_inheritable(reserve.fileno(), False)
+    close_strays(keep={control.fileno()} | ({reserve.fileno()} if reserve else set()))
     sentinel.SERVE_NICE = lowering_is_reversible()
     sentinel.DAEMON_PID = os.getppid()  # the daemon spawned us
     sentinel.BASELINE = base
@@ -176,6 +239,8 @@ def main() -> None:
     sentinel.BLANK_DECODER = protocol.Decoder()
     gc.collect()
     gc.freeze()
+    if reserve is not None:
+        keep_reserve(reserve, control, base)
     serve(control, base)
 
 

@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import dataclasses
 import os
+import struct
 import types
 import typing
 from collections.abc import Callable
@@ -26,6 +27,10 @@ FORK_BATCH_MAX = 8
 # Process titles, which doctor reads: a sentinel is a spare from birth until SPAWN.
 SENTINEL_TITLE = "venomx-sentinel "
 SPARE_TITLE = SENTINEL_TITLE + "(spare)"
+# A fork server's reserve (workers.forkserver.keep_reserve), and what it reports to the
+# daemon when it has made the next fork server: its own pid and the new one's.
+RESERVE_TITLE = "venomx-forkserver (reserve)"
+RESERVE_REPORT = struct.Struct("qq")
 
 
 class ProtocolError(ValueError):

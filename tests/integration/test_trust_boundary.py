@@ -8,6 +8,7 @@ from the daemon's own wait status with a record that says venomx failed.
 
 from __future__ import annotations
 
+import functools
 import json
 import os
 import resource
@@ -27,7 +28,16 @@ from typing import Any
 import psutil
 import pytest
 
-from tests.helpers import PY, ROOT, Daemon, running, start_daemon, stop_daemon, wait_for
+from tests.helpers import (
+    PY,
+    ROOT,
+    Daemon,
+    reserve_of,
+    running,
+    start_daemon,
+    stop_daemon,
+    wait_for,
+)
 from venomx.client import Client
 from venomx.daemon.cgroups import locate
 from venomx.wire import VenomxError, dumps
@@ -824,12 +834,13 @@ def test_a_module_planted_in_the_daemons_cwd_never_reaches_a_sentinel(daemon: Da
 def test_no_new_fork_server_starts_while_a_pane_program_lives(daemon: Daemon) -> None:
     """A new fork server is dumpable from its exec until its imports are done: a program
     of our uid that killed the last one traced the next in that window and decided
-    every later run (helper-139). While any process a pane started is alive, none is
-    started: starts fail as venomx's own failure and doctor says why; once they have
-    ended, one is."""
+    every later run (helper-139). Without a reserve to take over (killed here too),
+    while any process a pane started is alive none is started: starts fail as venomx's
+    own failure and doctor says why; once they have ended, one is."""
     s = daemon.call("session.create")["session"]
     w = daemon.call("window.create", {"session": s, "argv": ["sleep", "60"]})
     old = wait_for(daemon.fork_server, 10, "the fork server")
+    os.kill(wait_for(daemon.reserve, 10, "the reserve"), signal.SIGKILL)  # see above
     os.kill(old, signal.SIGKILL)
 
     def waiting() -> dict[str, Any] | None:
@@ -859,6 +870,38 @@ def test_no_new_fork_server_starts_while_a_pane_program_lives(daemon: Daemon) ->
     r = daemon.call("run", {"key": "meanwhile", "session": s, "argv": ["true"]})
     assert daemon.wait_exit(r["run"])["outcome"] == "succeeded"
     assert "not restarting the fork server yet" in daemon.log.read_text()
+
+
+def replaced(daemon: Daemon, old: int) -> int | None:
+    pid = daemon.fork_server()
+    return None if pid in (None, old) else pid
+
+
+def gone(pid: int) -> bool:
+    return not running(pid)
+
+
+def test_a_dead_fork_servers_reserve_takes_over_at_once(daemon: Daemon) -> None:
+    """The reserve, a copy the fork server made of itself before it served (never
+    exec'd, so never open to a tracer), becomes the next fork server at once, panes
+    live or not, and keeps a reserve of its own; nothing is taken for an escapee."""
+    daemon.call("config.set", {"path": "spawn.spares_max", "value": "0"})  # starts fork
+    s = daemon.call("session.create")["session"]
+    w = daemon.call("window.create", {"session": s, "argv": ["sleep", "60"]})
+    for n in range(2):  # and the one that took over has a reserve that takes over too
+        old = wait_for(daemon.fork_server, 10, "the fork server")
+        reserve = wait_for(daemon.reserve, 10, "the reserve")
+        os.kill(old, signal.SIGKILL)
+        new = wait_for(functools.partial(replaced, daemon, old), 10, "a new fork server")
+        assert new != reserve  # made by it, not it
+        wait_for(functools.partial(gone, reserve), 10, "the reserve to have made it and gone")
+        r = daemon.call("run", {"key": f"after-{n}", "session": s, "argv": ["true"]})
+        assert daemon.wait_exit(r["run"])["outcome"] == "succeeded"
+    doc = daemon.call("doctor")
+    assert doc["fork_server"]["restarts"] == 2, doc["fork_server"]
+    assert doc["escapees"]["count"] == 0 and doc["escapees"]["reaped"] == 0, doc["escapees"]
+    assert "not restarting the fork server yet" not in daemon.log.read_text()
+    daemon.call("pane.kill", {"pane": w["pane"], "grace_ms": 0})
 
 
 REUSE_PROBE = """
@@ -1235,22 +1278,23 @@ def test_a_run_cannot_set_the_limits_later_runs_inherit(daemon: Daemon, tmp_path
 # hard one too) and the fork server's: the fork server exits at its next fork, past
 # repair, and the daemon starts another, which inherited the daemon's (helper-138).
 POISON_DAEMON = """
-import resource, sys
-daemon, forkserver, hard = map(int, sys.argv[1:])
+import os, resource, signal, sys
+daemon, forkserver, hard, reserve = map(int, sys.argv[1:])
 keep = resource.prlimit(daemon, resource.RLIMIT_FSIZE)[1]
 resource.prlimit(daemon, resource.RLIMIT_FSIZE, (0, 0 if hard else keep))
 resource.prlimit(forkserver, resource.RLIMIT_FSIZE, (0, 0))
+os.kill(reserve, signal.SIGKILL)  # so that the next fork server is started afresh
 print("poisoned")
 """
 LIMITS_DRIVER = """
 import json, sys
 from venomx.client import Client
 from venomx.wire import VenomxError
-sock, python, poison, daemon, forkserver, out = sys.argv[1:7]
+sock, python, poison, daemon, forkserver, out, reserve = sys.argv[1:8]
 with Client(sock, "@owner") as c:
     s = c.call("session.create", {})["session"]
     r = c.call("run", {"key": "poison", "session": s,
-                       "argv": [python, "-c", poison, daemon, forkserver, "1"]})
+                       "argv": [python, "-c", poison, daemon, forkserver, "1", reserve]})
     rec = c.call("run.wait", {"run": r["run"], "timeout_ms": 20000})
     victims = []
     for n in range(12):  # past the spares at rest, into forks on demand
@@ -1285,6 +1329,7 @@ def test_a_run_cannot_hand_later_runs_the_daemons_own_lowered_limits() -> None:
             str(proc.pid),
             str(fs),
             out,
+            str(wait_for(lambda: reserve_of(fs), 10, "the reserve")),
         )
         assert got["poison"]["outcome"] == "succeeded", got["poison"]
         victims = got["victims"]
@@ -1300,8 +1345,11 @@ def test_the_daemons_own_limits_are_put_back_for_a_new_fork_server(
     """What the daemon may put back itself (a soft limit lowered under its hard one) it
     puts back before the next fork server starts: later runs write as before."""
     server = wait_for(daemon.fork_server, 10, "the fork server")
+    reserve = wait_for(daemon.reserve, 10, "the reserve")
     poison = run_and_wait(
-        daemon, [PY, "-c", POISON_DAEMON, str(daemon.proc.pid), str(server), "0"], "poison"
+        daemon,
+        [PY, "-c", POISON_DAEMON, str(daemon.proc.pid), str(server), "0", str(reserve)],
+        "poison",
     )
     assert lines_of(poison)[0] == "poisoned", poison
     for n in range(12):  # past the spares at rest, into forks on demand

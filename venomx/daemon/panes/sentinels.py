@@ -42,6 +42,9 @@ SPARES, LOW_WATER = 6, 3
 # Out of descriptors, the pool (and a fork server that died) is tried again this often,
 # so it recovers on its own once descriptors are free; a start forks on demand meanwhile.
 RETRY = 1.0
+# How long a restart waits for the reserve to report the fork server it made (a few
+# forks; longer only if a program stopped it).
+PROMOTE_WAIT = 1.0
 # A pool left short of its size, but above its low-water mark, is topped up this long
 # after the start that took a spare: the starts of that moment then share one batch.
 TOP_UP = 0.5
@@ -161,6 +164,9 @@ class ForkServer:
         # (processes that panes started are alive); see ``start``.
         self.unsafe: Callable[[], str | None] = lambda: None
         self.waiting = False  # a restart waits on ``unsafe``: said once in the log
+        # our end of the fork server's reserve (``workers.forkserver.keep_reserve``)
+        self.reserve: socket.socket | None = None
+        self.promoted = 0  # fork servers that were a dead one's reserve
         self.size = self.base = SPARES
         self.shrinking: asyncio.TimerHandle | None = None
         # ours, ended on purpose, until they are reaped: surplus spares, and new sentinels
@@ -205,10 +211,13 @@ class ForkServer:
                 "past repair (restart the daemon)",
             )
         ours, theirs = socket.socketpair(socket.AF_UNIX, socket.SOCK_STREAM)
+        kept: socket.socket | None = None
         try:
             if not first and (why := self.unsafe()) is not None:
                 raise OSError(errno.EAGAIN, f"a new fork server waits until {why}")
+            kept, keeps = socket.socketpair(socket.AF_UNIX, socket.SOCK_STREAM)
             os.set_inheritable(theirs.fileno(), True)
+            os.set_inheritable(keeps.fileno(), True)
             env = dict(os.environ)
             root = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
             env["PYTHONPATH"] = root + (":" + env["PYTHONPATH"] if env.get("PYTHONPATH") else "")
@@ -222,6 +231,7 @@ class ForkServer:
                 "workers.forkserver",
                 str(theirs.fileno()),
                 inherited.encode(self.handed()),
+                str(keeps.fileno()),
             ]
             # A session of its own from the start, so its imports already run outside the
             # daemon's autogroup (venomx.daemon.priority) and no terminal reaches it.
@@ -229,11 +239,62 @@ class ForkServer:
             self.sessions.add(self.pid)
         except BaseException:
             ours.close()
+            if kept is not None:
+                kept.close()
             raise
         finally:
             theirs.close()
+            if kept is not None:
+                keeps.close()
         ours.setblocking(True)
         self.control = ours
+        self.keep(kept)
+
+    def keep(self, reserve: socket.socket | None) -> None:
+        if self.reserve is not None:
+            self.reserve.close()
+        self.reserve = reserve
+
+    def promote(self) -> bool:
+        """Make the dead fork server's reserve the fork server: a copy of it made before
+        it served, never exec'd and so never open to a tracer, unlike one started afresh
+        (see ``start``). False if there is none (a program killed it, or it is stopped
+        past PROMOTE_WAIT): the daemon then starts one, by ``start``'s rules."""
+        reserve, self.reserve = self.reserve, None
+        if reserve is None:
+            return False
+        pairs: list[socket.socket] = []
+        try:
+            ours, theirs = socket.socketpair(socket.AF_UNIX, socket.SOCK_STREAM)
+            pairs += (ours, theirs)
+            kept, keeps = socket.socketpair(socket.AF_UNIX, socket.SOCK_STREAM)
+            pairs += (kept, keeps)
+            socket.send_fds(reserve, [b"R"], [theirs.fileno(), keeps.fileno()])
+            reserve.settimeout(PROMOTE_WAIT)
+            report = b""  # a few forks away: the reactor waits for it
+            while len(report) < P.RESERVE_REPORT.size:
+                got = reserve.recv(P.RESERVE_REPORT.size - len(report))
+                if not got:
+                    raise ConnectionError("the reserve is gone")
+                report += got
+        except OSError as exc:
+            log.error("the fork server's reserve cannot take over: %s", exc)
+            for sock in pairs:
+                sock.close()
+            return False
+        finally:
+            reserve.close()
+        theirs.close()
+        keeps.close()
+        old, new = P.RESERVE_REPORT.unpack(report)
+        self.retired.add(old)  # it exits once it has reported: ours, ended on purpose
+        self.pid = new
+        self.sessions.add(new)
+        ours.setblocking(True)
+        self.control = ours
+        self.keep(kept)
+        self.promoted += 1
+        return True
 
     def handed(self) -> inherited.Baseline:
         """What a fork server is told to hand every sentinel: the daemon's baseline with
@@ -615,6 +676,11 @@ class ForkServer:
         if self.control is not None:
             self.control.close()
             self.control = None
+        if self.promote():
+            self.down = None
+            self.waiting = False
+            self.refill()
+            return
         try:
             self.start()
         except OSError as exc:
@@ -647,6 +713,7 @@ class ForkServer:
         if self.control is not None:
             self.control.close()
             self.control = None
+        self.keep(None)
 
 
 class Channel(ReadsShared):
