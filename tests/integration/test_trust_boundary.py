@@ -904,6 +904,24 @@ def test_a_dead_fork_servers_reserve_takes_over_at_once(daemon: Daemon) -> None:
     daemon.call("pane.kill", {"pane": w["pane"], "grace_ms": 0})
 
 
+def test_a_stopped_reserve_is_ended_and_a_fork_server_started_afresh(daemon: Daemon) -> None:
+    """A reserve a program stopped cannot take over: after PROMOTE_WAIT it is killed
+    (else it would count as a process a pane left behind, and no fork server would
+    ever be started afresh) and, no pane program being alive, one is."""
+    old = wait_for(daemon.fork_server, 10, "the fork server")
+    reserve = wait_for(daemon.reserve, 10, "the reserve")
+    os.kill(reserve, signal.SIGSTOP)
+    os.kill(old, signal.SIGKILL)
+    wait_for(functools.partial(replaced, daemon, old), 15, "a new fork server")
+    wait_for(functools.partial(gone, reserve), 10, "the stopped reserve ended")
+    s = daemon.call("session.create")["session"]
+    r = daemon.call("run", {"key": "afresh", "session": s, "argv": ["true"]})
+    assert daemon.wait_exit(r["run"])["outcome"] == "succeeded"
+    assert "reserve cannot take over" in daemon.log.read_text()
+    doc = daemon.call("doctor")
+    assert doc["escapees"]["count"] == 0 and doc["escapees"]["reaped"] == 0, doc["escapees"]
+
+
 REUSE_PROBE = """
 import json, os, socket, sys, time
 work = sys.argv[2]

@@ -255,6 +255,21 @@ class ForkServer:
             self.reserve.close()
         self.reserve = reserve
 
+    def end_reserves(self) -> None:
+        """Kill the reserves among our children (a stopped one that could not take over:
+        it would otherwise count as a process a pane left behind, and keep a fork server
+        from being started afresh). Ours: titled so, in a fork server's session, which
+        only our own code can be in."""
+        for pid in children(os.getpid()):
+            try:
+                with open(f"/proc/{pid}/cmdline", "rb") as f:
+                    title = f.read().rstrip(b"\0").decode(errors="replace")
+            except OSError:
+                continue
+            if title == P.RESERVE_TITLE and session_of(pid) in self.sessions:
+                self.retired.add(pid)
+                _kill(pid)
+
     def promote(self) -> bool:
         """Make the dead fork server's reserve the fork server: a copy of it made before
         it served, never exec'd and so never open to a tracer, unlike one started afresh
@@ -281,6 +296,7 @@ class ForkServer:
             log.error("the fork server's reserve cannot take over: %s", exc)
             for sock in pairs:
                 sock.close()
+            self.end_reserves()
             return False
         finally:
             reserve.close()
