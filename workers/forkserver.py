@@ -188,7 +188,7 @@ def take_over(fds: list[int], base: inherited.Baseline) -> None:
     then the requests on the new control socket."""
     try:
         os.setsid()
-        title.set_title("venomx-forkserver")
+        title.set_title(protocol.FORKSERVER_TITLE)
         signal.signal(signal.SIGCHLD, reap)
         control = socket.socket(fileno=fds[0])
         reserve = socket.socket(fileno=fds[1])
@@ -201,8 +201,8 @@ def take_over(fds: list[int], base: inherited.Baseline) -> None:
 
 
 def main() -> None:
-    base = baseline() if len(sys.argv) > 2 else inherited.now()
-    title.set_title("venomx-forkserver")
+    base = baseline()
+    title.set_title(protocol.FORKSERVER_TITLE)
     # Inherited by every sentinel: a Ctrl-C at the daemon's terminal or a closed channel
     # must not kill one; SIGTERM keeps its default. Nor SIGHUP: when an intermediate
     # exits, the group of each sentinel it forked is orphaned, and the kernel sends an

@@ -29,7 +29,8 @@ SENTINEL_TITLE = "venomx-sentinel "
 SPARE_TITLE = SENTINEL_TITLE + "(spare)"
 # A fork server's reserve (workers.forkserver.keep_reserve), and what it reports to the
 # daemon when it has made the next fork server: its own pid and the new one's.
-RESERVE_TITLE = "venomx-forkserver (reserve)"
+FORKSERVER_TITLE = "venomx-forkserver"
+RESERVE_TITLE = FORKSERVER_TITLE + " (reserve)"
 RESERVE_REPORT = struct.Struct("qq")
 
 

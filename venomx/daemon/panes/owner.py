@@ -311,7 +311,7 @@ class Panes:
         of a live pane, or a process re-parented to the daemon (every other descendant of
         a pane is below one of those, the daemon being their subreaper)."""
         live = len(self.registry.leaders)
-        left = len(strangers(self.ours()))
+        left = len(self.orphans())
         if not live and not left:
             return None
         return (

@@ -166,7 +166,6 @@ class ForkServer:
         self.waiting = False  # a restart waits on ``unsafe``: said once in the log
         # our end of the fork server's reserve (``workers.forkserver.keep_reserve``)
         self.reserve: socket.socket | None = None
-        self.promoted = 0  # fork servers that were a dead one's reserve
         self.size = self.base = SPARES
         self.shrinking: asyncio.TimerHandle | None = None
         # ours, ended on purpose, until they are reaped: surplus spares, and new sentinels
@@ -309,7 +308,6 @@ class ForkServer:
         ours.setblocking(True)
         self.control = ours
         self.keep(kept)
-        self.promoted += 1
         return True
 
     def handed(self) -> inherited.Baseline:
@@ -692,13 +690,9 @@ class ForkServer:
         if self.control is not None:
             self.control.close()
             self.control = None
-        if self.promote():
-            self.down = None
-            self.waiting = False
-            self.refill()
-            return
         try:
-            self.start()
+            if not self.promote():
+                self.start()
         except OSError as exc:
             if exc.errno != errno.EAGAIN:
                 log.error("cannot restart the fork server: %s", exc)
