@@ -87,8 +87,7 @@ def paired(cells: list[str]) -> list[str]:
             return cells
         # no wide character, no mark alone: nothing to change (rows of box drawing and
         # check marks, which cost a step per cell each time they entered history)
-        narrow = _narrow
-        if all(narrow.get(c) or _is_narrow(c) for c in set(_NON_ASCII.findall(joined))):
+        if all(map(_is_narrow, set(_NON_ASCII.findall(joined)))):
             return cells
     return cell_by_cell(cells)
 
@@ -110,9 +109,11 @@ NARROW_MAX = 4096
 
 
 def _is_narrow(c: str) -> bool:
-    if len(_narrow) >= NARROW_MAX:
-        _narrow.clear()
-    found = _narrow[c] = wcwidth(c) == 1
+    found = _narrow.get(c)
+    if found is None:
+        if len(_narrow) >= NARROW_MAX:
+            _narrow.clear()
+        found = _narrow[c] = wcwidth(c) == 1
     return found
 
 
