@@ -98,9 +98,9 @@ def decode(text: str) -> Baseline:
 
 
 def restore(base: Baseline) -> bool:
-    """Put back whatever differs from ``base``; False if something cannot be. CPUs taken
-    away are given back where the host still allows them, never refused; CPUs added
-    since are kept."""
+    """Put back whatever differs from ``base``; False if something cannot be. The CPUs
+    are set to the baseline's, narrowed or widened (an operator's ``taskset``), and
+    never refused: the kernel keeps only those the host's cpuset still allows."""
     limits, nice, policy, cpus, io = base
     intact = True
     for r, want in zip(RESOURCES, limits, strict=True):
@@ -121,10 +121,9 @@ def restore(base: Baseline) -> bool:
             intact = False
     if io >= 0 and ioprio() != io and not set_ioprio(io):
         intact = False
-    now = os.sched_getaffinity(0)
-    if not cpus <= now:  # narrowed; CPUs the host added since are kept
+    if os.sched_getaffinity(0) != cpus:
         try:
-            os.sched_setaffinity(0, cpus | now)
+            os.sched_setaffinity(0, cpus)
         except OSError:
-            pass  # the host's cpuset changed since: its choice, not a program's
+            pass  # none of them is allowed any more: the host's choice, not a program's
     return intact

@@ -1419,6 +1419,39 @@ def test_a_fork_server_hands_on_what_the_daemon_says_not_what_it_inherited(hard:
         proc.wait(10)
 
 
+PINNED = "import os, sys; os.sched_setaffinity(0, {int(sys.argv[1])}); os.execv(sys.argv[2], sys.argv[2:])"
+WIDEN = """
+import os, sys
+for pid in map(int, sys.argv[1:]):
+    os.sched_setaffinity(pid, os.sched_getaffinity(1) | os.sched_getaffinity(pid))
+print("widened", len(sys.argv) - 1)
+"""
+CPUS = "import os; print(sorted(os.sched_getaffinity(0)))"
+
+
+@pytest.mark.skipif(len(os.sched_getaffinity(0)) < 2, reason="one CPU cannot be widened")
+def test_a_run_cannot_widen_the_cpus_later_runs_inherit() -> None:
+    """An operator pins the daemon to one CPU (``taskset``); a program of our uid may give
+    the fork server and its spares every CPU with ``sched_setaffinity``, which
+    PR_SET_DUMPABLE does not hold back. Later runs still get only the daemon's CPU."""
+    cpu = min(os.sched_getaffinity(0))
+    d = start_daemon(wrap=[PY, "-c", PINNED, str(cpu)])
+    try:
+        wait_for(lambda: len(d.titled(P.SPARE_TITLE)) >= 2, 20, "spares at rest")
+        server = wait_for(d.fork_server, 10, "the fork server")
+        targets = [server, *d.titled(P.SPARE_TITLE)]
+        assert os.sched_getaffinity(server) == {cpu}
+        widen = run_and_wait(d, [PY, "-c", WIDEN, *map(str, targets)], "widen")
+        assert lines_of(widen)[0].startswith("widened"), widen
+        assert os.sched_getaffinity(server) != {cpu}  # the program could
+        for n in range(10):  # past the spares at rest, into forks on demand
+            rec = run_and_wait(d, [PY, "-c", CPUS], f"victim-{n}")
+            assert lines_of(rec)[0] == f"[{cpu}]", rec
+        assert d.fork_server() == server  # put back, not replaced
+    finally:
+        stop_daemon(d)
+
+
 def test_what_can_be_put_back_is_put_back_without_a_new_fork_server(
     daemon: Daemon,
 ) -> None:
