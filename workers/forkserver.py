@@ -172,12 +172,19 @@ def keep_reserve(reserve: socket.socket, control: socket.socket, base: inherited
                 os.close(report_w)
                 reserve.close()
                 take_over(fds, base)
+            for fd in fds:
+                os.close(fd)
             os.write(report_w, struct.pack("q", new))
+            # Held until the daemon, having read the report, kills it (or is gone): the
+            # new one's exit cannot reach the daemon before its pid has.
+            reserve.recv(1)
             os._exit(0)
+        for fd in fds:
+            os.close(fd)
         os.close(report_w)
         new_pid = struct.unpack("q", os.read(report_r, 8))[0]
-        os.waitpid(mid, 0)
-        reserve.sendall(protocol.RESERVE_REPORT.pack(os.getpid(), new_pid))
+        reserve.sendall(protocol.RESERVE_REPORT.pack(os.getpid(), mid, new_pid))
+        reserve.recv(1)  # so is this one: its exit is known as ours before it comes
     finally:
         os._exit(0)
 

@@ -28,10 +28,11 @@ FORK_BATCH_MAX = 8
 SENTINEL_TITLE = "venomx-sentinel "
 SPARE_TITLE = SENTINEL_TITLE + "(spare)"
 # A fork server's reserve (workers.forkserver.keep_reserve), and what it reports to the
-# daemon when it has made the next fork server: its own pid and the new one's.
+# daemon when it has made the next fork server: its own pid, its intermediate's and the
+# new one's.
 FORKSERVER_TITLE = "venomx-forkserver"
 RESERVE_TITLE = FORKSERVER_TITLE + " (reserve)"
-RESERVE_REPORT = struct.Struct("qq")
+RESERVE_REPORT = struct.Struct("qqq")
 
 
 class ProtocolError(ValueError):

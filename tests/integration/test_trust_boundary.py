@@ -922,6 +922,33 @@ def test_a_stopped_reserve_is_ended_and_a_fork_server_started_afresh(daemon: Dae
     assert doc["escapees"]["count"] == 0 and doc["escapees"]["reaped"] == 0, doc["escapees"]
 
 
+def test_the_daemon_answers_while_a_stopped_reserve_has_its_time(daemon: Daemon) -> None:
+    """Taking over is a few forks away and a program may stop the reserve: the reactor
+    does not wait for it. Requests are answered meanwhile, and a start that needs a fork
+    waits for the fork server then started afresh (no pane program being alive)."""
+    daemon.call("config.set", {"path": "spawn.spares_max", "value": "0"})  # starts fork
+    wait_for(lambda: not daemon.titled(P.SPARE_TITLE), 10, "no spare")
+    old = wait_for(daemon.fork_server, 10, "the fork server")
+    reserve = wait_for(daemon.reserve, 10, "the reserve")
+    os.kill(reserve, signal.SIGSTOP)
+    os.kill(old, signal.SIGKILL)
+    doc = wait_for(
+        lambda: (d := daemon.call("doctor"))["fork_server"]["restarts"] == 1 and d,
+        10,
+        "the death seen",
+    )
+    assert running(reserve)  # answered while the reserve still had its time
+    check = next(c for c in doc["checks"] if c["name"] == "fork_server")
+    assert check["status"] == "fail" and "reserve is taking over" in check["detail"], check
+    s = daemon.call("session.create")["session"]
+    r = daemon.call("run", {"key": "waited", "session": s, "argv": ["true"]})
+    assert daemon.wait_exit(r["run"])["outcome"] == "succeeded"
+    assert gone(reserve) and daemon.fork_server() not in (None, old)
+    assert "reserve cannot take over: no report" in daemon.log.read_text()
+    doc = daemon.call("doctor")
+    assert doc["escapees"]["count"] == 0 and doc["escapees"]["reaped"] == 0, doc["escapees"]
+
+
 REUSE_PROBE = """
 import json, os, socket, sys, time
 work = sys.argv[2]

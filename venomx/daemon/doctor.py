@@ -218,6 +218,8 @@ def fork_server(d: Doctor, facts: ProcFacts) -> dict[str, str]:
     if state == psutil.STATUS_ZOMBIE:
         down = d.panes.forkserver.down
         why = f": {down.strerror}" if down is not None and down.strerror else ""
+        if d.panes.forkserver.promoting is not None:
+            why = ": its reserve is taking over"
         return check("fork_server", "fail", f"fork server not running{why}")
     if state in STOPPED:  # it forks no sentinel: starts that need one wait for it
         return check("fork_server", "fail", f"pid {pid} is stopped")

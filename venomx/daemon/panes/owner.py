@@ -285,9 +285,10 @@ class Panes:
     # -- what a pane left behind -------------------------------------------------------------
     def ours(self) -> set[int]:
         """The daemon's own children: the fork server, spares and sentinels (their
-        environment is the daemon's, never a pane's)."""
+        environment is the daemon's, never a pane's), and what of the fork server's is
+        ended or left by a dead one (a reserve, an intermediate) until reaped."""
         fs = self.forkserver
-        return {fs.pid, *fs.spare_pids, *self.registry.sentinels}
+        return {fs.pid, *fs.spare_pids, *self.registry.sentinels, *fs.leftover()}
 
     def orphans(self) -> list[int]:
         """The daemon's children that are not its own (``cgroups.strangers``), listed once
@@ -335,7 +336,7 @@ class Panes:
         """A child of the daemon was reaped: the fork server, a sentinel, a leader whose
         sentinel is gone; False for anything else (an escaped descendant)."""
         self.forget_orphans()  # the daemon's children changed: a reaped leader's re-parented
-        self.forkserver.reaped(pid)
+        drained = self.forkserver.reaped(pid)
         reg = self.registry
         if pid == self.forkserver.pid:
             # reaped: its pid may be any process's now, and none of it is the fork
@@ -392,7 +393,7 @@ class Panes:
             del reg.undone_leaders[pid]
             return True
         # last: a pid the daemon knows for something else is never taken for a spare
-        return self.forkserver.was_retired(pid)  # ours, ended on purpose
+        return self.forkserver.was_retired(pid) or drained  # ours, ended on purpose
 
     # -- what the sentinel says ----------------------------------------------------------
     def on_sentinel(self, pane: Pane, link: Link, m: P.Message) -> None:

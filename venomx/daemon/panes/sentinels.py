@@ -130,6 +130,18 @@ def _kill(pid: int) -> None:
         pass
 
 
+async def read_exactly(sock: socket.socket, size: int) -> bytes:
+    """``size`` bytes from a non-blocking ``sock``; ConnectionError if it closes first."""
+    loop = asyncio.get_running_loop()
+    got = b""
+    while len(got) < size:
+        part = await loop.sock_recv(sock, size - len(got))
+        if not part:
+            raise ConnectionError("the reserve is gone")
+        got += part
+    return got
+
+
 class ForkServer:
     """The fork server process, and spare sentinels forked ahead of the next starts.
 
@@ -164,8 +176,10 @@ class ForkServer:
         # (processes that panes started are alive); see ``start``.
         self.unsafe: Callable[[], str | None] = lambda: None
         self.waiting = False  # a restart waits on ``unsafe``: said once in the log
-        # our end of the fork server's reserve (``workers.forkserver.keep_reserve``)
+        # our end of the fork server's reserve (``workers.forkserver.keep_reserve``), and
+        # the reserve of a dead one taking over (``promote``)
         self.reserve: socket.socket | None = None
+        self.promoting: asyncio.Task[None] | None = None
         self.size = self.base = SPARES
         self.shrinking: asyncio.TimerHandle | None = None
         # ours, ended on purpose, until they are reaped: surplus spares, and new sentinels
@@ -269,46 +283,49 @@ class ForkServer:
                 self.retired.add(pid)
                 _kill(pid)
 
-    def promote(self) -> bool:
+    async def promote(self, reserve: socket.socket) -> None:
         """Make the dead fork server's reserve the fork server: a copy of it made before
         it served, never exec'd and so never open to a tracer, unlike one started afresh
-        (see ``start``). False if there is none (a program killed it, or it is stopped
-        past PROMOTE_WAIT): the daemon then starts one, by ``start``'s rules."""
-        reserve, self.reserve = self.reserve, None
-        if reserve is None:
-            return False
+        (see ``start``). It is a few forks away, and a program may have stopped the
+        reserve: the reactor goes on meanwhile, and starts that need a fork wait for it
+        (``fork_demand``). One that does not report within PROMOTE_WAIT is ended, and a
+        fork server started afresh by ``start``'s rules."""
         pairs: list[socket.socket] = []
         try:
             ours, theirs = socket.socketpair(socket.AF_UNIX, socket.SOCK_STREAM)
             pairs += (ours, theirs)
             kept, keeps = socket.socketpair(socket.AF_UNIX, socket.SOCK_STREAM)
             pairs += (kept, keeps)
+            reserve.setblocking(False)
             socket.send_fds(reserve, [b"R"], [theirs.fileno(), keeps.fileno()])
-            reserve.settimeout(PROMOTE_WAIT)
-            report = b""  # a few forks away: the reactor waits for it
-            while len(report) < P.RESERVE_REPORT.size:
-                got = reserve.recv(P.RESERVE_REPORT.size - len(report))
-                if not got:
-                    raise ConnectionError("the reserve is gone")
-                report += got
-        except OSError as exc:
-            log.error("the fork server's reserve cannot take over: %s", exc)
+            async with asyncio.timeout(PROMOTE_WAIT):
+                report = await read_exactly(reserve, P.RESERVE_REPORT.size)
+        except BaseException as exc:
+            self.promoting = None
+            reserve.close()
             for sock in pairs:
                 sock.close()
+            if not isinstance(exc, (OSError, TimeoutError)):
+                raise  # cancelled: the daemon stops
+            log.error("the fork server's reserve cannot take over: %s", str(exc) or "no report")
             self.end_reserves()
-            return False
-        finally:
-            reserve.close()
+            self.restart_afresh()
+            return
+        self.promoting = None
         theirs.close()
         keeps.close()
-        old, new = P.RESERVE_REPORT.unpack(report)
-        self.retired.add(old)  # it exits once it has reported: ours, ended on purpose
+        old, mid, new = P.RESERVE_REPORT.unpack(report)
+        # Both wait to be ended (``keep_reserve``): the new one is our child from here.
+        self.retired.update((old, mid))
+        for pid in (mid, old):  # not reaped before we are told: still theirs
+            _kill(pid)
+        reserve.close()
         self.pid = new
         self.sessions.add(new)
         ours.setblocking(True)
         self.control = ours
         self.keep(kept)
-        return True
+        self.served()
 
     def handed(self) -> inherited.Baseline:
         """What a fork server is told to hand every sentinel: the daemon's baseline with
@@ -361,6 +378,8 @@ class ForkServer:
         return fut
 
     def fork_demand(self) -> None:
+        if self.promoting is not None:  # a fork server comes soon: ``served`` forks these
+            return
         demand, self.demand = self.demand, []
         demand = [f for f in demand if not f.done()]  # a start cancelled meanwhile
         for i in range(0, len(demand), P.FORK_BATCH_MAX):
@@ -668,14 +687,22 @@ class ForkServer:
             del self.draining[session]
             self.sessions.discard(session)
 
-    def reaped(self, pid: int) -> None:
+    def leftover(self) -> set[int]:
+        """Processes of ours not yet reaped that serve nothing: those ended on purpose,
+        and those a dead fork server left in its session."""
+        return self.retired.union(*self.draining.values())
+
+    def reaped(self, pid: int) -> bool:
         """A child of ours was reaped: the member of a dead fork server's session that
-        was last, as far as we knew, makes us look again."""
+        was last, as far as we knew, makes us look again. True if it was one (ours: an
+        intermediate the fork server left forking, say, is no escapee)."""
         for session, members in list(self.draining.items()):
             if pid in members:
                 members.discard(pid)
                 if not members:
                     self.refresh(session)
+                return True
+        return False
 
     def report(self) -> dict[str, object]:
         """Doctor's ``fork_server`` section."""
@@ -685,14 +712,22 @@ class ForkServer:
         return out
 
     def restart(self) -> None:
-        """A new fork server after the old one died; spare sentinels do not need it. Out
-        of descriptors it is tried again every RETRY seconds (starts fail meanwhile)."""
+        """A new fork server after the old one died: its reserve, else one started afresh;
+        spare sentinels do not need it."""
         if self.control is not None:
             self.control.close()
             self.control = None
+        reserve, self.reserve = self.reserve, None
+        if reserve is not None:
+            self.promoting = asyncio.ensure_future(self.promote(reserve))
+        else:
+            self.restart_afresh()
+
+    def restart_afresh(self) -> None:
+        """Out of descriptors, or while a fresh one is not safe (``start``), it is tried
+        again every RETRY seconds (starts fail meanwhile)."""
         try:
-            if not self.promote():
-                self.start()
+            self.start()
         except OSError as exc:
             if exc.errno != errno.EAGAIN:
                 log.error("cannot restart the fork server: %s", exc)
@@ -700,11 +735,18 @@ class ForkServer:
                 log.warning("not restarting the fork server yet: %s", exc.strerror)
             self.waiting = exc.errno == errno.EAGAIN
             self.down = exc
-            self.later("restart", self.restart)
+            self.later("restart", self.restart_afresh)
+            self.fork_demand()  # what waited on the reserve fails now, saying why
             return
+        self.served()
+
+    def served(self) -> None:
+        """A fork server serves again: the pool refills, and waiting starts are forked."""
         self.down = None
         self.waiting = False
         self.refill()
+        if self.demand:
+            self.fork_demand()
 
     def stop(self) -> None:
         if self.shrinking is not None:
@@ -713,6 +755,8 @@ class ForkServer:
         for handle in self.retries.values():
             handle.cancel()
         self.retries.clear()
+        if self.promoting is not None:
+            self.promoting.cancel()
         for task in self.recycling:
             task.cancel()
         for chan in self.spares:
