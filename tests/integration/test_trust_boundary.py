@@ -949,6 +949,53 @@ def test_the_daemon_answers_while_a_stopped_reserve_has_its_time(daemon: Daemon)
     assert doc["escapees"]["count"] == 0 and doc["escapees"]["reaped"] == 0, doc["escapees"]
 
 
+def caught_forking(daemon: Daemon) -> tuple[int, int, int] | None:
+    """Stop the reserve, kill the fork server, and once the reserve has been told to take
+    over, continue it and stop what it forks as soon as that appears, and the reserve
+    again: the fork server, the reserve and its intermediate, or None where the reserve
+    made the next fork server first."""
+    old = wait_for(daemon.fork_server, 10, "the fork server")
+    reserve = wait_for(daemon.reserve, 10, "the reserve")
+    os.kill(reserve, signal.SIGSTOP)
+    os.kill(old, signal.SIGKILL)
+
+    def taking_over() -> bool:
+        check = next(c for c in daemon.call("doctor")["checks"] if c["name"] == "fork_server")
+        return "reserve is taking over" in check["detail"]
+
+    wait_for(taking_over, 10, "the reserve told to take over")
+    kids = Path(f"/proc/{reserve}/task/{reserve}/children")
+    os.kill(reserve, signal.SIGCONT)
+    try:
+        while not (found := kids.read_text().split()):
+            pass  # a busy look: the intermediate forks the next fork server within 1 ms
+    except FileNotFoundError:  # made it and was ended: the next one is ours to try
+        wait_for(functools.partial(replaced, daemon, old), 10, "a new fork server")
+        return None
+    os.kill(int(found[0]), signal.SIGSTOP)
+    os.kill(reserve, signal.SIGSTOP)
+    return old, reserve, int(found[0])
+
+
+def test_what_a_stopped_reserve_had_forked_is_ended_with_it(daemon: Daemon) -> None:
+    """A program stops what the reserve forks while taking over, and the reserve too
+    (helper-140): nothing reports, and the intermediate, left stopped, would outlive
+    the reserve and count as a process a pane left behind, so that no fork server would
+    be started afresh. Both are ended; one is started."""
+    for _ in range(20):
+        if (caught := caught_forking(daemon)) is not None:
+            break
+    assert caught is not None, "the reserve always made the next fork server first"
+    old, reserve, mid = caught
+    wait_for(functools.partial(replaced, daemon, old), 15, "a new fork server")
+    wait_for(lambda: gone(reserve) and gone(mid), 10, "the reserve and what it forked ended")
+    s = daemon.call("session.create")["session"]
+    r = daemon.call("run", {"key": "afresh", "session": s, "argv": ["true"]})
+    assert daemon.wait_exit(r["run"])["outcome"] == "succeeded"
+    doc = daemon.call("doctor")
+    assert doc["escapees"]["count"] == 0 and doc["escapees"]["reaped"] == 0, doc["escapees"]
+
+
 REUSE_PROBE = """
 import json, os, socket, sys, time
 work = sys.argv[2]

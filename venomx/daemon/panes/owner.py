@@ -97,6 +97,7 @@ class Panes:
             config["spawn.spares_max"], config["spawn.spares_idle_ms"], config["spawn.spares_min"]
         )
         self.forkserver.unsafe = self.panes_alive
+        self.forkserver.exited = self.on_child_exit
         self.links: dict[str, Link] = {}
         self.preparing: set[str] = set()  # pane IDs whose spawn has not committed yet
         # Starts past their barrier, by pane ID. A removal of their session or window waits
@@ -336,7 +337,7 @@ class Panes:
         """A child of the daemon was reaped: the fork server, a sentinel, a leader whose
         sentinel is gone; False for anything else (an escaped descendant)."""
         self.forget_orphans()  # the daemon's children changed: a reaped leader's re-parented
-        drained = self.forkserver.reaped(pid)
+        drained = self.forkserver.reaped(pid, status)
         reg = self.registry
         if pid == self.forkserver.pid:
             # reaped: its pid may be any process's now, and none of it is the fork

@@ -123,6 +123,16 @@ def _stopped_child(pid: int) -> bool:
         return False  # not ours (any more)
 
 
+def descendants(pid: int) -> list[int]:
+    """Every process below ``pid``, children before their own."""
+    found: list[int] = []
+    todo = children(pid)
+    while todo and len(found) < 64:
+        found.append(child := todo.pop(0))
+        todo += children(child)
+    return found
+
+
 def _kill(pid: int) -> None:
     try:
         os.kill(pid, signal.SIGKILL)
@@ -180,6 +190,11 @@ class ForkServer:
         # the reserve of a dead one taking over (``promote``)
         self.reserve: socket.socket | None = None
         self.promoting: asyncio.Task[None] | None = None
+        # children reaped while a promotion waits (pid: wait status): a program may kill
+        # what the reserve made before its report names it
+        self.meanwhile: dict[int, int] = {}
+        # the pane owner's handler of a reaped child, for a new one found so
+        self.exited: Callable[[int, int], object] = lambda pid, status: None
         self.size = self.base = SPARES
         self.shrinking: asyncio.TimerHandle | None = None
         # ours, ended on purpose, until they are reaped: surplus spares, and new sentinels
@@ -280,8 +295,12 @@ class ForkServer:
             except OSError:
                 continue
             if title == P.RESERVE_TITLE and session_of(pid) in self.sessions:
-                self.retired.add(pid)
-                _kill(pid)
+                # What it forked first (its intermediate, a fork server half made): a
+                # program may have stopped them too, and a stopped one never exits. None
+                # of them is reaped before the reserve is (neither waits for a child).
+                for ours in [*descendants(pid), pid]:
+                    self.retired.add(ours)
+                    _kill(ours)
 
     async def promote(self, reserve: socket.socket) -> None:
         """Make the dead fork server's reserve the fork server: a copy of it made before
@@ -302,30 +321,38 @@ class ForkServer:
                 report = await read_exactly(reserve, P.RESERVE_REPORT.size)
         except BaseException as exc:
             self.promoting = None
+            self.meanwhile = {}
+            failed = isinstance(exc, (OSError, TimeoutError))
+            if failed:  # before its sockets close: what it made would exit, unseen as ours
+                self.end_reserves()
             reserve.close()
             for sock in pairs:
                 sock.close()
-            if not isinstance(exc, (OSError, TimeoutError)):
+            if not failed:
                 raise  # cancelled: the daemon stops
             log.error("the fork server's reserve cannot take over: %s", str(exc) or "no report")
-            self.end_reserves()
             self.restart_afresh()
             return
         self.promoting = None
+        gone, self.meanwhile = self.meanwhile, {}
         theirs.close()
         keeps.close()
         old, mid, new = P.RESERVE_REPORT.unpack(report)
         # Both wait to be ended (``keep_reserve``): the new one is our child from here.
-        self.retired.update((old, mid))
-        for pid in (mid, old):  # not reaped before we are told: still theirs
-            _kill(pid)
+        for pid in (mid, old):
+            if pid not in gone:  # not reaped, so still this process: a program killed it
+                self.retired.add(pid)
+                _kill(pid)
         reserve.close()
         self.pid = new
         self.sessions.add(new)
         ours.setblocking(True)
         self.control = ours
         self.keep(kept)
-        self.served()
+        if new in gone:  # killed and reaped before the report named it: its death now
+            self.exited(new, gone[new])
+        else:
+            self.served()
 
     def handed(self) -> inherited.Baseline:
         """What a fork server is told to hand every sentinel: the daemon's baseline with
@@ -692,10 +719,12 @@ class ForkServer:
         and those a dead fork server left in its session."""
         return self.retired.union(*self.draining.values())
 
-    def reaped(self, pid: int) -> bool:
+    def reaped(self, pid: int, status: int) -> bool:
         """A child of ours was reaped: the member of a dead fork server's session that
         was last, as far as we knew, makes us look again. True if it was one (ours: an
         intermediate the fork server left forking, say, is no escapee)."""
+        if self.promoting is not None:
+            self.meanwhile[pid] = status
         for session, members in list(self.draining.items()):
             if pid in members:
                 members.discard(pid)
