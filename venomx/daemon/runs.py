@@ -249,6 +249,19 @@ class RunTable:
         if run.state != "completed" and pane is not None:
             self.stop(pane, "deadline")
 
+    def overdue(self, run_id: str | None) -> None:
+        """The leader's exit is seen: a deadline whose time has come but whose timer has
+        not run yet comes first. Deadline is "deadline_ms elapsed since commit, on the
+        monotonic clock" (RFC-0015 §7), and a turn that ran late must not decide it: the
+        reactor runs a turn's I/O callbacks before its due timers, so an exit read in the
+        same turn as an overdue deadline would otherwise be a success."""
+        run = self.runs.get(run_id) if run_id is not None else None
+        if run is None or run.deadline is None:
+            return
+        if run.deadline.when() <= asyncio.get_running_loop().time():
+            run.deadline.cancel()
+            self.on_deadline(run)
+
     # -- termination and completion --------------------------------------------------------
     def on_terminating(self, run_id: str, cause: str) -> None:
         run = self.runs.get(run_id)

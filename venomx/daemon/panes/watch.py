@@ -72,6 +72,7 @@ def unwatch(link: Link) -> None:
 def on_leader_exit(owner: Owner, pane: Pane, link: Link) -> None:
     """The leader exited (still unreaped): its sentinel must now report, or be lost."""
     close_pidfd(link)
+    owner.runs.overdue(pane.run)
     if not link.leader_gone.done():
         link.leader_gone.set_result(None)
     if pane.live and pane.fault is not None:
