@@ -427,6 +427,7 @@ class Panes:
             link.application_keys = m.cursor
         elif isinstance(m, P.Exit):
             if pane.live and pane.fault is None and not link.exit_seen:
+                self.runs.overdue(pane.run)  # seen here first where no pidfd watches
                 link.exit_seen = True
                 link.exit_status = m.status
                 link.exit_raw = m.state
