@@ -4,6 +4,7 @@ holding up the reactor, and what a program may have killed before the report cam
 from __future__ import annotations
 
 import asyncio
+import os
 import signal
 import socket
 import subprocess
@@ -68,3 +69,67 @@ def test_a_new_fork_server_reaped_before_the_report_is_a_death() -> None:
     assert exits == [(103, status)]
     assert pool.pid == 103
     assert not {101, 102} & pool.retired
+
+
+async def _fork_into_a_full_socket(
+    requests: int,
+) -> tuple[int, list[list[socket.socket]], list[tuple[bytes, int]]]:
+    """``requests`` fork requests to a fork server that reads nothing at first (a program
+    stopped it), then reads everything: how many waited in the outbox, the channels each
+    request made, and what the fork server got (each request's kind and fd count)."""
+    pool = ForkServer(0, 30000, 0)
+    ours, server = socket.socketpair()
+    pool.connect(ours)
+    made = [pool.fork(2) for _ in range(requests)]  # never blocks the reactor
+    waiting = len(pool.outbox)
+    got: list[tuple[bytes, int]] = []
+    loop = asyncio.get_running_loop()
+    server.setblocking(False)
+    while len(got) < requests:
+        try:
+            msg, fds, _, _ = socket.recv_fds(server, 1, 8)
+        except BlockingIOError:
+            await asyncio.sleep(0.001)  # the reactor's turn: the outbox is flushed
+            continue
+        got.append((msg, len(fds)))
+        for fd in fds:
+            os.close(fd)
+    assert not pool.outbox
+    loop.call_soon(pool.stop)
+    await asyncio.sleep(0)
+    server.close()
+    return waiting, made, got
+
+
+def test_fork_requests_wait_for_a_fork_server_that_reads_nothing() -> None:
+    """A stopped fork server reads no request: a blocking send would hold the reactor
+    once its socket is full, and with it the timer that would end the stop (helper-141:
+    the daemon hung for good). Requests wait in order and go once it reads again."""
+    waiting, made, got = asyncio.run(_fork_into_a_full_socket(1000))
+    assert waiting > 0  # the socket filled
+    assert got == [(b"F", 2)] * 1000
+    for pair in made:
+        for sock in pair:
+            sock.close()
+
+
+async def _dropped() -> list[bytes]:
+    pool = ForkServer(0, 30000, 0)
+    ours, server = socket.socketpair()
+    pool.connect(ours)
+    made = [pool.fork(1)[0] for _ in range(1000)]
+    assert pool.outbox
+    server.close()  # the fork server died
+    pool.disconnect()  # as its reap makes the daemon do first
+    assert not pool.outbox
+    ends = []
+    for sock in made[-10:]:  # queued: their sentinel never comes
+        sock.settimeout(5)
+        ends.append(sock.recv(1))
+    for sock in made:
+        sock.close()
+    return ends
+
+
+def test_fork_requests_still_waiting_when_the_fork_server_dies_are_dropped() -> None:
+    assert asyncio.run(_dropped()) == [b""] * 10

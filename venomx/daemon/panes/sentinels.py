@@ -16,6 +16,7 @@ import resource
 import signal
 import socket
 import sys
+from collections import deque
 from collections.abc import Awaitable, Callable, Container, Iterable
 from typing import TYPE_CHECKING, TypeVar
 
@@ -176,6 +177,10 @@ class ForkServer:
         # to be given and to make a session of (``setsid``) once the pids wrap.
         self.draining: dict[int, set[int]] = {}
         self.control: socket.socket | None = None
+        # Fork requests the fork server's socket has not taken yet, each with the
+        # sentinels' ends it passes: a stopped fork server reads nothing, and a blocking
+        # send would then hold the reactor, and with it the timer that ends the stop.
+        self.outbox: deque[tuple[bytes, list[socket.socket]]] = deque()
         # The soft RLIMIT_NOFILE every sentinel, and so every pane's leader, starts with
         # (the daemon's own, before it raised it); None: ours (``handed``).
         self.nofile: int | None = None
@@ -274,9 +279,28 @@ class ForkServer:
             theirs.close()
             if kept is not None:
                 keeps.close()
-        ours.setblocking(True)
-        self.control = ours
+        self.connect(ours)
         self.keep(kept)
+
+    def connect(self, control: socket.socket) -> None:
+        control.setblocking(False)
+        self.control = control
+
+    def disconnect(self) -> None:
+        """Close the control socket (the fork server died, or the daemon stops)."""
+        if self.control is not None:
+            self.drop_outbox()
+            self.control.close()
+            self.control = None
+
+    def drop_outbox(self) -> None:
+        """What waits to be sent is never forked: each start sees its new channel close."""
+        if self.outbox and self.control is not None:
+            asyncio.get_running_loop().remove_writer(self.control.fileno())
+        for _, socks in self.outbox:
+            for sock in socks:
+                sock.close()
+        self.outbox.clear()
 
     def keep(self, reserve: socket.socket | None) -> None:
         if self.reserve is not None:
@@ -346,8 +370,7 @@ class ForkServer:
         reserve.close()
         self.pid = new
         self.sessions.add(new)
-        ours.setblocking(True)
-        self.control = ours
+        self.connect(ours)
         self.keep(kept)
         if new in gone:  # killed and reaped before the report named it: its death now
             self.exited(new, gone[new])
@@ -380,18 +403,44 @@ class ForkServer:
         try:
             for _ in range(n):  # out of descriptors, the pairs made so far are closed
                 pairs.append(socket.socketpair(socket.AF_UNIX, socket.SOCK_STREAM))
-            # One byte and a few fds: the fork server's socket buffer never fills with these.
-            socket.send_fds(
-                self.control, [b"S" if spare else b"F"], [theirs.fileno() for _, theirs in pairs]
-            )
+            if not self.outbox and self.send(b"S" if spare else b"F", [t for _, t in pairs]):
+                return [ours for ours, _ in pairs]
         except OSError:
-            for ours, _ in pairs:
-                ours.close()
+            for pair in pairs:
+                for sock in pair:
+                    sock.close()
             raise
-        finally:
-            for _, theirs in pairs:
-                theirs.close()
+        if not self.outbox:  # the socket is full: the fork server reads no more for now
+            asyncio.get_running_loop().add_writer(self.control.fileno(), self.flush)
+        self.outbox.append((b"S" if spare else b"F", [theirs for _, theirs in pairs]))
         return [ours for ours, _ in pairs]
+
+    def send(self, kind: bytes, theirs: list[socket.socket]) -> bool:
+        """Pass ``theirs`` to the fork server (closing ours of them); False if its socket
+        is full."""
+        assert self.control is not None
+        try:
+            socket.send_fds(self.control, [kind], [sock.fileno() for sock in theirs])
+        except BlockingIOError:
+            return False
+        for sock in theirs:
+            sock.close()
+        return True
+
+    def flush(self) -> None:
+        """The fork server's socket takes more: send what waits, in order (or drop it
+        all, the fork server being gone: its reap restarts it)."""
+        assert self.control is not None
+        while self.outbox:
+            kind, theirs = self.outbox[0]
+            try:
+                if not self.send(kind, theirs):
+                    return
+            except OSError:
+                self.drop_outbox()
+                return
+            self.outbox.popleft()
+        asyncio.get_running_loop().remove_writer(self.control.fileno())
 
     def fork_one(self) -> asyncio.Future[socket.socket]:
         """A channel to a brand-new sentinel for a start that found no spare. Every start
@@ -743,9 +792,7 @@ class ForkServer:
     def restart(self) -> None:
         """A new fork server after the old one died: its reserve, else one started afresh;
         spare sentinels do not need it."""
-        if self.control is not None:
-            self.control.close()
-            self.control = None
+        self.disconnect()
         reserve, self.reserve = self.reserve, None
         if reserve is not None:
             self.promoting = asyncio.ensure_future(self.promote(reserve))
@@ -793,9 +840,7 @@ class ForkServer:
         self.spares.clear()
         if self.filling is not None:
             self.filling.cancel()
-        if self.control is not None:
-            self.control.close()
-            self.control = None
+        self.disconnect()
         self.keep(None)
 
 
