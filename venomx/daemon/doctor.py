@@ -305,16 +305,13 @@ def escapees(d: Doctor, facts: ProcFacts, sentinel_of: dict[int, str], seen: See
     environment says) still in the cgroup of a pane that exited, or in a live pane's
     cgroup but outside its group. Listed by pane, with the run each pane served."""
     reg = d.registry
-    # Every sentinel is titled SPARE_TITLE from birth until SPAWN, before we know its pid:
-    # ours, not escapees, if it is in a fork server's session (any program may take the
-    # title; none can join that session).
+    # What is in a fork server's session is ours, not an escapee: a sentinel before we
+    # know its pid, a reserve taking over, an intermediate a dead one left (none of a
+    # pane's processes can join that session); so is what we are ending (``leftover``).
     fs = d.panes.forkserver
-    spares = {
-        pid
-        for pid, (title, _) in facts.children.items()
-        if title == SPARE_TITLE and facts.session.get(pid) in fs.sessions
-    }
-    known = {fs.pid, *fs.spare_pids, *seen.sentinels, *sentinel_of, *spares}
+    in_sessions = {pid for pid in facts.children if facts.session.get(pid) in fs.sessions}
+    known = {fs.pid, *fs.spare_pids, *seen.sentinels, *sentinel_of, *in_sessions}
+    known |= fs.leftover()
     leaders = set(seen.live.values())
     # A child of ours still in the group of a pane live at either moment has not left
     # it: its leader exited (so it was re-parented to us) and the sentinel is about to
