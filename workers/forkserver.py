@@ -192,13 +192,18 @@ def keep_reserve(reserve: socket.socket, control: socket.socket, base: inherited
 def take_over(fds: list[int], base: inherited.Baseline) -> None:
     """The reserve's grandchild becomes the fork server: a session of its own, the
     baseline put back (a program may have changed the reserve's), a reserve of its own,
-    then the requests on the new control socket."""
+    then the requests on the new control socket. Only once the daemon says so, having
+    read the reserve's report: until then the daemon does not know this process, which
+    stays in the dead fork server's session under the reserve's title, where the daemon
+    finds and ends it should the promotion fail."""
     try:
+        control = socket.socket(fileno=fds[0])
+        reserve = socket.socket(fileno=fds[1])
+        if control.recv(1) != protocol.TAKE_OVER:  # the daemon gave up on it, or is gone
+            os._exit(0)
         os.setsid()
         title.set_title(protocol.FORKSERVER_TITLE)
         signal.signal(signal.SIGCHLD, reap)
-        control = socket.socket(fileno=fds[0])
-        reserve = socket.socket(fileno=fds[1])
         if not inherited.restore(base):
             os._exit(inherited.CHANGED)
         keep_reserve(reserve, control, base)

@@ -33,6 +33,8 @@ SPARE_TITLE = SENTINEL_TITLE + "(spare)"
 FORKSERVER_TITLE = "venomx-forkserver"
 RESERVE_TITLE = FORKSERVER_TITLE + " (reserve)"
 RESERVE_REPORT = struct.Struct("qqq")
+# The daemon's word to the new fork server, once it has read that report.
+TAKE_OVER = b"G"
 
 
 class ProtocolError(ValueError):

@@ -940,6 +940,7 @@ def test_the_daemon_answers_while_a_stopped_reserve_has_its_time(daemon: Daemon)
     assert running(reserve)  # answered while the reserve still had its time
     check = next(c for c in doc["checks"] if c["name"] == "fork_server")
     assert check["status"] == "fail" and "reserve is taking over" in check["detail"], check
+    assert doc["escapees"]["count"] == 0, doc["escapees"]  # the reserve is ours
     s = daemon.call("session.create")["session"]
     r = daemon.call("run", {"key": "waited", "session": s, "argv": ["true"]})
     assert daemon.wait_exit(r["run"])["outcome"] == "succeeded"
@@ -949,11 +950,11 @@ def test_the_daemon_answers_while_a_stopped_reserve_has_its_time(daemon: Daemon)
     assert doc["escapees"]["count"] == 0 and doc["escapees"]["reaped"] == 0, doc["escapees"]
 
 
-def caught_forking(daemon: Daemon) -> tuple[int, int, int] | None:
+def caught_forking(daemon: Daemon, stop_mid: bool = True) -> tuple[int, int, int] | None:
     """Stop the reserve, kill the fork server, and once the reserve has been told to take
-    over, continue it and stop what it forks as soon as that appears, and the reserve
-    again: the fork server, the reserve and its intermediate, or None where the reserve
-    made the next fork server first."""
+    over, continue it and stop what it forks as soon as that appears (unless not
+    ``stop_mid``), and the reserve again: the fork server, the reserve and its
+    intermediate, or None where the reserve reported the next fork server first."""
     old = wait_for(daemon.fork_server, 10, "the fork server")
     reserve = wait_for(daemon.reserve, 10, "the reserve")
     os.kill(reserve, signal.SIGSTOP)
@@ -972,7 +973,8 @@ def caught_forking(daemon: Daemon) -> tuple[int, int, int] | None:
     except FileNotFoundError:  # made it and was ended: the next one is ours to try
         wait_for(functools.partial(replaced, daemon, old), 10, "a new fork server")
         return None
-    os.kill(int(found[0]), signal.SIGSTOP)
+    if stop_mid:
+        os.kill(int(found[0]), signal.SIGSTOP)
     os.kill(reserve, signal.SIGSTOP)
     return old, reserve, int(found[0])
 
@@ -994,6 +996,47 @@ def test_what_a_stopped_reserve_had_forked_is_ended_with_it(daemon: Daemon) -> N
     assert daemon.wait_exit(r["run"])["outcome"] == "succeeded"
     doc = daemon.call("doctor")
     assert doc["escapees"]["count"] == 0 and doc["escapees"]["reaped"] == 0, doc["escapees"]
+
+
+def test_a_fork_server_the_daemon_was_not_told_of_is_ended(daemon: Daemon) -> None:
+    """The reserve stopped before it reports; the fork server it made stopped too and
+    its intermediate killed, so that the new one is the daemon's child, a process it was
+    never told of (helper-141). Until the daemon, having read the report, tells it to
+    take over, it stays in the dead fork server's session under the reserve's title:
+    ended with the reserve, and one is started afresh."""
+    for _ in range(20):
+        if (caught := caught_forking(daemon, stop_mid=False)) is not None:
+            break
+    assert caught is not None, "the reserve always reported first"
+    old, reserve, mid = caught
+    kids = Path(f"/proc/{mid}/task/{mid}/children")
+    new = int(wait_for(lambda: kids.read_text().split(), 10, "the new fork server")[0])
+    os.kill(new, signal.SIGSTOP)
+    os.kill(mid, signal.SIGKILL)
+    wait_for(functools.partial(replaced, daemon, old), 15, "a fork server started afresh")
+    assert daemon.fork_server() != new
+    wait_for(lambda: gone(reserve) and gone(new), 10, "the reserve and the one it made ended")
+    s = daemon.call("session.create")["session"]
+    r = daemon.call("run", {"key": "afresh", "session": s, "argv": ["true"]})
+    assert daemon.wait_exit(r["run"])["outcome"] == "succeeded"
+    doc = daemon.call("doctor")
+    assert doc["escapees"]["count"] == 0 and doc["escapees"]["reaped"] == 0, doc["escapees"]
+
+
+def test_a_stopped_fork_server_does_not_outlive_the_daemon() -> None:
+    """Each would exit once its socket closes, but a program may have stopped it. (With
+    cgroups, ending the daemon's subtree kills them too: without.)"""
+    d = start_daemon(config='cgroups = "off"\n')
+    try:
+        server = wait_for(d.fork_server, 10, "the fork server")
+        reserve = wait_for(d.reserve, 10, "the reserve")
+        for pid in (server, reserve):
+            os.kill(pid, signal.SIGSTOP)
+        d.call("shutdown")
+        assert d.proc.wait(20) == 0
+        wait_for(lambda: gone(server) and gone(reserve), 10, "both ended")
+    finally:
+        stop_daemon(d)
 
 
 REUSE_PROBE = """

@@ -19,11 +19,12 @@ def _held() -> subprocess.Popen[bytes]:
 
 
 async def _promote(
-    report: tuple[int, int, int], reaped: dict[int, int]
-) -> tuple[ForkServer, list[tuple[int, int]]]:
+    report: tuple[int, int, int], reaped: dict[int, int], real: bool = True
+) -> tuple[ForkServer, int, list[tuple[int, int]]]:
     """Promote through a reserve played by this test: it answers with ``report`` once
-    the daemon's side has seen ``reaped`` (pid: wait status) reaped meanwhile. The pool,
-    and the exits it told the pane owner of."""
+    the daemon's side has seen ``reaped`` (pid: wait status) reaped meanwhile (``real``:
+    the reported pids are processes of this test's). The pool, stopped since, the pid it
+    took for its fork server, and the exits it told the pane owner of."""
     pool = ForkServer(0, 30000, 0)  # no spares: nothing forks
     ours, theirs = socket.socketpair()
     pool.reserve = ours
@@ -39,21 +40,25 @@ async def _promote(
     await loop.sock_sendall(theirs, P.RESERVE_REPORT.pack(*report))
     while pool.promoting is not None:
         await asyncio.sleep(0)
+    served = pool.pid
+    if not real:  # the pids are made up: none of them may be signalled
+        pool.pid = 0
     pool.stop()
     theirs.close()
-    return pool, exits
+    return pool, served, exits
 
 
 def test_the_reserve_and_its_intermediate_are_ended_once_they_report() -> None:
-    reserve, mid = _held(), _held()
+    reserve, mid, new = _held(), _held(), _held()
     try:
-        pool, exits = asyncio.run(_promote((reserve.pid, mid.pid, 4242), {}))
+        pool, served, exits = asyncio.run(_promote((reserve.pid, mid.pid, new.pid), {}))
         assert reserve.wait(10) == -signal.SIGKILL and mid.wait(10) == -signal.SIGKILL
         assert {reserve.pid, mid.pid} <= pool.retired  # their reaps are ours
-        assert pool.pid == 4242 and 4242 in pool.sessions
+        assert served == new.pid and new.pid in pool.sessions
         assert exits == []
+        assert new.wait(10) == -signal.SIGKILL  # the daemon stopped (``_promote``)
     finally:
-        for p in (reserve, mid):
+        for p in (reserve, mid, new):
             p.kill()
             p.wait()
 
@@ -65,9 +70,9 @@ def test_a_new_fork_server_reaped_before_the_report_is_a_death() -> None:
     neither signalled nor kept as ours."""
     status = signal.SIGKILL  # a wait status: killed by SIGKILL
     gone = {101: 0, 102: 0, 103: status}
-    pool, exits = asyncio.run(_promote((101, 102, 103), gone))
+    pool, served, exits = asyncio.run(_promote((101, 102, 103), gone, real=False))
     assert exits == [(103, status)]
-    assert pool.pid == 103
+    assert served == 103
     assert not {101, 102} & pool.retired
 
 

@@ -369,7 +369,11 @@ class ForkServer:
                 _kill(pid)
         reserve.close()
         self.pid = new
-        self.sessions.add(new)
+        self.sessions.add(new)  # its own once it is told to take over
+        try:
+            ours.send(P.TAKE_OVER)  # before any request: the socket is empty
+        except OSError:
+            pass  # dead already: its reap says so
         self.connect(ours)
         self.keep(kept)
         if new in gone:  # killed and reaped before the report named it: its death now
@@ -825,6 +829,13 @@ class ForkServer:
             self.fork_demand()
 
     def stop(self) -> None:
+        """The daemon stops: the fork server, its reserve and what they are forking are
+        ended (each would exit once its socket closes, but a program may have stopped
+        it, and it would then outlive the daemon), and so is a reserve taking over."""
+        if self.pid:
+            for pid in [*descendants(self.pid), self.pid]:
+                _kill(pid)
+        self.end_reserves()
         if self.shrinking is not None:
             self.shrinking.cancel()
             self.shrinking = None
