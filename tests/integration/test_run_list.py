@@ -110,6 +110,13 @@ def test_a_page_is_the_plain_filter(
         if value is not None:
             params[name] = value
     floor = int(after[1:]) if after is not None and after.startswith("r") else -1
+    if after == "x":  # not a run ID: the manifest's syntax, checked before any lookup
+        err = world.daemon.error("run.list", params, token=world.tokens[who])
+        assert (err.code, err.data) == (
+            "invalid_params.after",
+            {"param": "after", "reason": "syntax"},
+        )
+        return
     if pane is not None:
         mine = world.daemon.call("pane.list", {}, token=world.tokens[who])["panes"]
         seen = {p["pane"] for p in mine}
@@ -120,13 +127,6 @@ def test_a_page_is_the_plain_filter(
             code = "not_found.pane" if who == "owner" else "denied.read"
             assert world.daemon.error("run.list", params, token=world.tokens[who]).code == code
             return
-    if after == "x":  # not a run ID: said so, after the pane's check
-        err = world.daemon.error("run.list", params, token=world.tokens[who])
-        assert (err.code, err.data) == (
-            "invalid_params.after",
-            {"param": "after", "reason": "syntax"},
-        )
-        return
     matching = [
         r["run"]
         for r in world.retained
