@@ -1039,6 +1039,39 @@ def test_a_stopped_fork_server_does_not_outlive_the_daemon() -> None:
         stop_daemon(d)
 
 
+# Seize a process (root may, non-dumpable or not) and stay its tracer until stdin closes.
+SEIZE = """
+import ctypes, sys
+libc = ctypes.CDLL(None, use_errno=True)
+assert libc.ptrace(0x4206, int(sys.argv[1]), 0, 0) == 0, ctypes.get_errno()  # PTRACE_SEIZE
+print("seized", flush=True)
+sys.stdin.read()
+"""
+
+
+@pytest.mark.skipif(os.geteuid() != 0, reason="needs root to trace a non-dumpable process")
+def test_doctor_says_when_the_fork_server_is_traced(daemon: Daemon) -> None:
+    """Whoever traces the fork server decides every later run: a way in that the checks
+    elsewhere missed (helper-142 traced one from a process taken for ours) is shown."""
+    server = wait_for(daemon.fork_server, 10, "the fork server")
+
+    def fork_server_check() -> dict[str, str]:
+        checks = daemon.call("doctor")["checks"]
+        return next(c for c in checks if c["name"] == "fork_server")
+
+    tracer = subprocess.Popen(
+        [PY, "-c", SEIZE, str(server)], stdin=subprocess.PIPE, stdout=subprocess.PIPE
+    )
+    try:
+        assert tracer.stdout is not None and tracer.stdout.readline() == b"seized\n"
+        check = fork_server_check()
+        assert check["status"] == "fail", check
+        assert check["detail"] == f"pid {server} is traced by pid {tracer.pid}", check
+    finally:
+        tracer.communicate(timeout=10)
+    assert fork_server_check()["status"] == "ok"
+
+
 REUSE_PROBE = """
 import json, os, socket, sys, time
 work = sys.argv[2]

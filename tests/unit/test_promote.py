@@ -74,6 +74,9 @@ def test_a_new_fork_server_reaped_before_the_report_is_a_death() -> None:
     assert exits == [(103, status)]
     assert served == 103
     assert not {101, 102} & pool.retired
+    assert 103 not in pool.sessions  # it never made one: 103 may be anyone's session
+    pool.drain(103)  # as its death does (``died``)
+    assert not pool.draining
 
 
 async def _fork_into_a_full_socket(
@@ -138,3 +141,16 @@ async def _dropped() -> list[bytes]:
 
 def test_fork_requests_still_waiting_when_the_fork_server_dies_are_dropped() -> None:
     assert asyncio.run(_dropped()) == [b""] * 10
+
+
+def test_only_a_session_a_fork_server_made_is_waited_out() -> None:
+    """A session number the daemon never had (a fork server that died before it made
+    its own) may be any process's: none of them is taken for a member of ours."""
+    other = subprocess.Popen(["sleep", "60"], start_new_session=True)  # session = its pid
+    try:
+        pool = ForkServer(0, 30000, 0)
+        pool.drain(other.pid)
+        assert not pool.draining and other.pid not in pool.leftover()
+    finally:
+        other.kill()
+        other.wait()

@@ -35,6 +35,7 @@ from venomx.daemon.reaper import Reaper
 from venomx.daemon.registry import Registry
 from venomx.daemon.runs import RunTable
 from workers.protocol import SENTINEL_TITLE, SPARE_TITLE
+from workers.tracer import tracer_of
 
 ORPHAN_AFTER = 2.0  # the sentinel's drain (1 s) plus time to deliver EXIT and exit
 FDS_WARN, FDS_FAIL = 0.80, 0.95  # of the soft RLIMIT_NOFILE
@@ -223,6 +224,8 @@ def fork_server(d: Doctor, facts: ProcFacts) -> dict[str, str]:
         return check("fork_server", "fail", f"fork server not running{why}")
     if state in STOPPED:  # it forks no sentinel: starts that need one wait for it
         return check("fork_server", "fail", f"pid {pid} is stopped")
+    if (tracer := tracer_of(pid)) != 0:  # whoever traces it decides every later run
+        return check("fork_server", "fail", f"pid {pid} is traced by pid {tracer}")
     return check("fork_server", "ok", f"pid {pid}")
 
 

@@ -369,17 +369,21 @@ class ForkServer:
                 _kill(pid)
         reserve.close()
         self.pid = new
+        self.connect(ours)
+        self.keep(kept)
+        if new in gone:
+            # Killed and reaped before the report named it, so before it was told to make
+            # a session of its own: its pid has been free since, and a session of that
+            # number may be any process's (helper-142 had its own made so, to be taken
+            # for ours). Its death, with no session of its to wait out.
+            self.exited(new, gone[new])
+            return
         self.sessions.add(new)  # its own once it is told to take over
         try:
             ours.send(P.TAKE_OVER)  # before any request: the socket is empty
         except OSError:
             pass  # dead already: its reap says so
-        self.connect(ours)
-        self.keep(kept)
-        if new in gone:  # killed and reaped before the report named it: its death now
-            self.exited(new, gone[new])
-        else:
-            self.served()
+        self.served()
 
     def handed(self) -> inherited.Baseline:
         """What a fork server is told to hand every sentinel: the daemon's baseline with
@@ -752,7 +756,10 @@ class ForkServer:
     def drain(self, session: int) -> None:
         """``session``'s fork server was reaped: its session lasts as long as its members
         (intermediates, and the sentinels of panes it started), which are all our
-        children by now or the children of one of them (we are a subreaper)."""
+        children by now or the children of one of them (we are a subreaper). Only a
+        session it made: one never made is a number any process may have taken."""
+        if session not in self.sessions:
+            return
         self.draining[session] = set()
         self.refresh(session)
 
