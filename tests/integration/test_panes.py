@@ -669,3 +669,15 @@ def test_cursor_keys_follow_the_programs_application_mode(daemon: Daemon) -> Non
     wait_for(lambda: shown("ready-off"), 10, "keypad mode off")
     daemon.call("pane.send", {"pane": p, "keys": ["Up"]})
     wait_for(lambda: shown(b"\x1b[A".hex()), 10, "normal cursor keys")
+
+
+def test_a_leaders_environment_starts_with_its_pane(daemon: Daemon) -> None:
+    """Without a cgroup, what a pane left behind is found by the VENOMX_PANE it carries,
+    read from the start of its environment only (cgroups.ENVIRON_READ): so it comes
+    first, however large the rest."""
+    s = daemon.call("session.create")["session"]
+    big = {f"BIG{i}": "x" * 30000 for i in range(4)}  # 120 KB that came before it
+    probe = "import os; print(next(iter(os.environ)))"
+    r = daemon.call("run", {"key": "env", "session": s, "argv": [PY, "-c", probe], "env": big})
+    rec = daemon.wait_exit(r["run"])
+    assert rec["output"]["lines"][0].strip() == "VENOMX_PANE", rec

@@ -206,13 +206,15 @@ async def _spawn(
     pane_id = reg.next_id("p")
     principal_id = reg.next_id("g")
     token = secrets.token_hex(32)
-    env = owner.base_env()
-    env.update(req.env or {})
+    given = owner.base_env()
+    given.update(req.env or {})
     for name in req.env_unset or []:
-        env.pop(name, None)
-    env.update({"VENOMX_SOCKET": owner.socket_path, "VENOMX_PANE": pane_id, "VENOMX_TOKEN": token})
+        given.pop(name, None)
+    # first: the daemon looks for VENOMX_PANE only near the start (cgroups.ENVIRON_READ)
+    env = {"VENOMX_PANE": pane_id, "VENOMX_SOCKET": owner.socket_path, "VENOMX_TOKEN": token}
     if req.run is not None:
         env["VENOMX_RUN"] = req.run
+    env.update((k, v) for k, v in given.items() if k not in env)
     try:
         cgroup = await make_cgroup(cgroups, pane_id, req.run, req.memory_max, req.pids_max)
     except OSError as exc:
