@@ -75,8 +75,6 @@ def test_a_new_fork_server_reaped_before_the_report_is_a_death() -> None:
     assert served == 103
     assert not {101, 102} & pool.retired
     assert 103 not in pool.sessions  # it never made one: 103 may be anyone's session
-    pool.drain(103)  # as its death does (``died``)
-    assert not pool.draining
 
 
 async def _fork_into_a_full_socket(
@@ -143,14 +141,18 @@ def test_fork_requests_still_waiting_when_the_fork_server_dies_are_dropped() -> 
     assert asyncio.run(_dropped()) == [b""] * 10
 
 
-def test_only_a_session_a_fork_server_made_is_waited_out() -> None:
-    """A session number the daemon never had (a fork server that died before it made
-    its own) may be any process's: none of them is taken for a member of ours."""
-    other = subprocess.Popen(["sleep", "60"], start_new_session=True)  # session = its pid
-    try:
-        pool = ForkServer(0, 30000, 0)
-        pool.drain(other.pid)
-        assert not pool.draining and other.pid not in pool.leftover()
-    finally:
-        other.kill()
-        other.wait()
+def test_a_fork_server_that_made_no_session_leaves_none_to_wait_out() -> None:
+    """Killed before it was told to take over, it never made its own session: its number
+    is given up before its reap frees it, so no process that makes a session of that
+    number later is taken for a member of ours (helper-142, helper-143)."""
+    server = subprocess.Popen(["sleep", "60"])  # in our session, as such a one is
+    pool = ForkServer(0, 30000, 0)
+    pool.pid = server.pid
+    pool.sessions.add(server.pid)
+    server.kill()
+    flags = os.WEXITED | os.WNOHANG | os.WNOWAIT
+    while os.waitid(os.P_PID, server.pid, flags) is None:
+        pass  # until it is a zombie: what the reaper sees before it reaps
+    pool.before_reap(server.pid)
+    server.wait()
+    assert server.pid not in pool.sessions and not pool.draining

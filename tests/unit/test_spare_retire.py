@@ -142,15 +142,20 @@ import os, signal, sys, time
 from venomx.daemon.panes.sentinels import ForkServer
 from workers import prctl
 
-def reap(pid):
-    os.waitpid(pid, 0)
-    print(pool.reaped(pid, 0))  # a member: ours
-
 def when(cond):
     deadline = time.monotonic() + 10
     while not cond():
         assert time.monotonic() < deadline, "timed out"
         time.sleep(0.01)
+
+def zombie(pid):
+    return os.waitid(os.P_PID, pid, os.WEXITED | os.WNOHANG | os.WNOWAIT) is not None
+
+def reap(pid):  # as the daemon's reaper does: told while a zombie, then reaped
+    when(lambda: zombie(pid))
+    pool.before_reap(pid)
+    os.waitpid(pid, 0)
+    return pool.reaped(pid, 0)
 
 assert prctl.set_child_subreaper()
 pool = ForkServer(64, 30000)
@@ -164,16 +169,17 @@ os.close(w)
 with os.fdopen(r) as out:
     member, inner = int(out.readline()), int(out.readline())
 pool.sessions.add(server)
-os.waitpid(server, 0)
-when(lambda: os.waitid(os.P_PID, member, os.WEXITED | os.WNOHANG | os.WNOWAIT) is None)
-pool.drain(server)
+pool.pid = server
+when(lambda: zombie(server))
+when(lambda: not zombie(member))  # re-parented to us, running
+reap(server)  # the fork server: its members are looked for before its reap
 print(server in pool.sessions, sorted(pool.draining[server]) == [member])
 print(pool.reaped(12345678, 0))  # not a member: nothing changes
 os.kill(member, signal.SIGKILL)
-reap(member)  # its child, still in the session, is ours now
+print(reap(member))  # a member: ours; its child, still in the session, is ours now
 print(server in pool.sessions, sorted(pool.draining[server]) == [inner])
 os.kill(inner, signal.SIGKILL)
-reap(inner)
+print(reap(inner))
 print(server in pool.sessions, server in pool.draining)
 """
 

@@ -76,7 +76,9 @@ class Daemon:
         self.lifecycle.stop_work = self.panes.shutdown
         self.lifecycle.end_requests = self.end_requests
         self.priority = Priority()
-        self.reaper = Reaper(self.panes.is_leader, self.panes.on_child_exit)
+        self.reaper = Reaper(
+            self.panes.is_leader, self.panes.on_child_exit, self.panes.forkserver.before_reap
+        )
         self.connections: set[Any] = set()
         self.collector = Collector()
         self.in_flight = InFlight()

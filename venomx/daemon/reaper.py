@@ -45,9 +45,18 @@ class Reaper:
     """Reaps every child; ``on_exit`` says whether the child was one of ours, and the
     rest (escaped descendants) are counted."""
 
-    def __init__(self, is_leader: Callable[[int], bool], on_exit: OnExit) -> None:
+    def __init__(
+        self,
+        is_leader: Callable[[int], bool],
+        on_exit: OnExit,
+        before: Callable[[int], None] = lambda pid: None,
+    ) -> None:
+        """``before``: told of each exited child while it is still a zombie, so that
+        what its pid (or a session or group numbered so) holds is settled while the
+        number cannot be any other process's."""
         self.is_leader = is_leader
         self.on_exit = on_exit
+        self.before = before
         self.reaped_escapees = 0
         self.pending = False
         self.let_go_at: OrderedDict[int, float] = OrderedDict()
@@ -75,6 +84,10 @@ class Reaper:
             if info.si_code not in tracer.ENDED:  # a descendant made us its tracer
                 self.stopped(pid, info)
                 continue
+            try:
+                self.before(pid)
+            except Exception:  # the reaper must survive any handler bug
+                log.exception("pre-reap handler failed for pid %d", pid)
             usage: dict[str, int] | None = None
             if self.is_leader(pid):
                 try:

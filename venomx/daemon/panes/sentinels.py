@@ -750,29 +750,31 @@ class ForkServer:
         kept for doctor, which otherwise shows only the one that replaced it."""
         self.deaths += 1
         self.last_death = {"at": at, **fields}
-        self.drain(pid)
         self.restart()
 
-    def drain(self, session: int) -> None:
-        """``session``'s fork server was reaped: its session lasts as long as its members
-        (intermediates, and the sentinels of panes it started), which are all our
-        children by now or the children of one of them (we are a subreaper). Only a
-        session it made: one never made is a number any process may have taken."""
-        if session not in self.sessions:
-            return
-        self.draining[session] = set()
-        self.refresh(session)
+    def before_reap(self, pid: int) -> None:
+        """``pid``, a child of ours, has exited and is not reaped yet. What hangs on a
+        session number it holds is settled now, while it holds it: once reaped, the number
+        may be free, and a program could make a session of it (``setsid``) before a look
+        taken after the reap, and have its process counted as ours (helper-143 did).
 
-    def refresh(self, session: int) -> None:
-        """Look again for ``session``'s members among our children; with none, it is
-        forgotten. Only our own code runs in it and each of its processes was forked in
-        it, so one whose parent is reaped has been re-parented to us by then."""
-        members = {pid for pid in children(os.getpid()) if session_of(pid) == session}
-        if members:
-            self.draining[session] = members
-        else:
-            del self.draining[session]
-            self.sessions.discard(session)
+        A fork server's session lasts as long as its members (intermediates, reserves,
+        the sentinels of panes it started): all our children by now or children of one of
+        them, since each was forked in it and one whose parent exited was re-parented to
+        us (a subreaper) before that parent's exit could be reaped."""
+        if pid == self.pid:  # none if it never made its own (killed before TAKE_OVER)
+            if others := self.members(pid, but=pid):
+                self.draining[pid] = others
+            else:
+                self.sessions.discard(pid)
+            return
+        for session, members in self.draining.items():
+            if members == {pid}:  # the last we knew of: any other is one, for certain, now
+                members.update(self.members(session, but=pid))
+                return
+
+    def members(self, session: int, but: int) -> set[int]:
+        return {c for c in children(os.getpid()) if c != but and session_of(c) == session}
 
     def leftover(self) -> set[int]:
         """Processes of ours not yet reaped that serve nothing: those ended on purpose,
@@ -780,16 +782,17 @@ class ForkServer:
         return self.retired.union(*self.draining.values())
 
     def reaped(self, pid: int, status: int) -> bool:
-        """A child of ours was reaped: the member of a dead fork server's session that
-        was last, as far as we knew, makes us look again. True if it was one (ours: an
-        intermediate the fork server left forking, say, is no escapee)."""
+        """A child of ours was reaped: True if it was a member of a dead fork server's
+        session (ours: an intermediate the fork server left forking, say, is no
+        escapee); the last one ends the session."""
         if self.promoting is not None:
             self.meanwhile[pid] = status
         for session, members in list(self.draining.items()):
             if pid in members:
                 members.discard(pid)
-                if not members:
-                    self.refresh(session)
+                if not members:  # looked for others before this reap (``before_reap``)
+                    del self.draining[session]
+                    self.sessions.discard(session)
                 return True
         return False
 
