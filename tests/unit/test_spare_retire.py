@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import asyncio
+import functools
 import os
 import signal
 import socket
@@ -60,21 +61,27 @@ def test_a_pid_reaped_already_is_not_noted() -> None:
 def test_a_new_spare_not_yet_reparented_to_us_is_noted() -> None:
     # A spare arrives after the pool shrank while its low-priority intermediate has not
     # exited: it is that intermediate's child, not ours yet, but it will be reaped by us.
-    leader = subprocess.Popen(["setsid", "sh", "-c", "sleep 60 & echo $!; wait"], stdout=-1)
-    grandchild = 0
+    # The "fork server" (a session leader) forks an intermediate, which forks the spare.
+    script = "sh -c 'sleep 60 & echo $! $$; wait' & wait"
+    server = subprocess.Popen(["setsid", "sh", "-c", script], stdout=-1)
+    spare = intermediate = 0
     try:
-        assert leader.stdout is not None
-        grandchild = int(leader.stdout.readline())
-        stat = Path(f"/proc/{grandchild}/stat").read_text().rsplit(")", 1)[1].split()
-        assert int(stat[3]) == leader.pid  # in the intermediate's session, as a spare is
-        assert _retire(grandchild, frozenset({leader.pid})).was_retired(grandchild)
+        assert server.stdout is not None
+        spare, intermediate = map(int, server.stdout.readline().split())
+        stat = Path(f"/proc/{spare}/stat").read_text().rsplit(")", 1)[1].split()
+        assert int(stat[3]) == server.pid  # in the fork server's session, as a spare is
+        assert _retire(spare, frozenset({server.pid})).was_retired(spare)
         # one in a session that is not a fork server's is not ours: not noted
-        assert not _retire(grandchild).was_retired(grandchild)
+        assert not _retire(spare).was_retired(spare)
+        # nor is the fork server's own child (an intermediate, the number a spare had
+        # once it was reaped): the fork server reaps it, and the number would stay noted
+        assert not _retire(intermediate, frozenset({server.pid})).was_retired(intermediate)
     finally:
-        leader.kill()
-        if grandchild:
-            os.kill(grandchild, 9)
-        leader.wait()
+        server.kill()
+        for pid in (spare, intermediate):
+            if pid:
+                os.kill(pid, 9)
+        server.wait()
 
 
 def test_a_sentinel_stopped_twice_while_a_start_waits_is_ended_with_what_it_started() -> None:
@@ -108,10 +115,15 @@ def test_a_sentinel_stopped_twice_while_a_start_waits_is_ended_with_what_it_star
                 assert loop.time() < deadline, what
                 await asyncio.sleep(0.01)
 
+        session = os.getsid(sentinel.pid)  # a fork server's, as the daemon knows it
+
+        def end(pid: int) -> None:
+            kill_stopped(pid, {session})
+
         os.kill(sentinel.pid, signal.SIGSTOP)
         await until(lambda: state(sentinel.pid) == "T", "stopped")
         waiting = asyncio.ensure_future(
-            unstopped(lambda: [(sentinel.pid, "sentinel of pane p9", kill_stopped)], closed)
+            unstopped(lambda: [(sentinel.pid, "sentinel of pane p9", end)], closed)
         )
         await until(lambda: state(sentinel.pid) != "T", "continued within STOP_CHECK")
         assert not waiting.done()
@@ -195,3 +207,29 @@ def test_a_dead_fork_servers_session_is_forgotten_with_its_last_member() -> None
         *("True", "True", "True"),
         *("True", "False", "False"),
     ]
+
+
+def _stopped(pid: int) -> bool:
+    return os.waitid(os.P_PID, pid, os.WSTOPPED | os.WNOHANG | os.WNOWAIT) is not None
+
+
+def test_only_a_stopped_child_of_ours_in_a_fork_servers_session_is_ended_as_new() -> None:
+    """What ``forking`` found stopped may be another process by the time a start ends
+    it: a program can continue and kill it and have its number given to one of its own
+    (helper-144). Ended, and noted as ours, only if it is still so."""
+    pool = ForkServer(64, 30000)
+    theirs = subprocess.Popen(["sleep", "60"], start_new_session=True)
+    ours = subprocess.Popen(["sleep", "60"], start_new_session=True)
+    try:
+        for proc in (theirs, ours):
+            os.kill(proc.pid, signal.SIGSTOP)
+            wait_for(functools.partial(_stopped, proc.pid), 10, "stopped")
+        pool.sessions.add(ours.pid)  # its session is a fork server's; the other one's not
+        pool.end_new(theirs.pid)
+        pool.end_new(ours.pid)
+        assert ours.wait(10) == -signal.SIGKILL and ours.pid in pool.retired
+        assert theirs.poll() is None and theirs.pid not in pool.retired
+    finally:
+        for proc in (theirs, ours):
+            proc.kill()
+            proc.wait()

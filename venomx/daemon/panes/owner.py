@@ -338,6 +338,9 @@ class Panes:
         sentinel is gone; False for anything else (an escaped descendant)."""
         self.forget_orphans()  # the daemon's children changed: a reaped leader's re-parented
         drained = self.forkserver.reaped(pid, status)
+        # Forgotten at any reap, whatever else the pid was: a number kept past its reap
+        # would make its next holder, any program's process, ours (helper-144).
+        retired = self.forkserver.was_retired(pid)
         reg = self.registry
         if pid == self.forkserver.pid:
             # reaped: its pid may be any process's now, and none of it is the fork
@@ -394,7 +397,7 @@ class Panes:
             del reg.undone_leaders[pid]
             return True
         # last: a pid the daemon knows for something else is never taken for a spare
-        return self.forkserver.was_retired(pid) or drained  # ours, ended on purpose
+        return retired or drained  # ours, ended on purpose
 
     # -- what the sentinel says ----------------------------------------------------------
     def on_sentinel(self, pane: Pane, link: Link, m: P.Message) -> None:

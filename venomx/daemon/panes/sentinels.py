@@ -21,7 +21,7 @@ from collections.abc import Awaitable, Callable, Container, Iterable
 from typing import TYPE_CHECKING, TypeVar
 
 from venomx.daemon.cgroups import children
-from venomx.daemon.procfs import session_of, stopped
+from venomx.daemon.procfs import PPID, SESSION, session_of, stat_fields, stopped
 from venomx.daemon.readbuf import ReadsShared
 from workers import inherited
 from workers import protocol as P
@@ -98,18 +98,27 @@ async def unstopped(watched: Callable[[], Iterable[Watched]], aw: Awaitable[T]) 
             handle.cancel()
 
 
-def kill_stopped(pid: int) -> list[int]:
+def kill_stopped(pid: int, sessions: Container[int]) -> list[int] | None:
     """End a stopped sentinel and the process groups of its children (its leader leads
     its own): while it is stopped it reaps nothing, so their IDs are pinned and safe to
     signal. Its channel then closes; the daemon reaps what re-parents to it. Returns its
     children: a leader forked before the daemon heard of it (STARTED, or HELLO for a
-    sentinel that read its SPAWN first), whose reap must not be taken for an escapee."""
+    sentinel that read its SPAWN first), whose reap must not be taken for an escapee.
+
+    None, and nothing signalled, unless ``pid`` is, now, a stopped child of ours in one
+    of ``sessions`` (a fork server's): the number was looked at up to a check ago, and a
+    program may have had the process continued, killed and its number given to one of
+    its own since (helper-144). Nothing else reaps our child, so what is checked here is
+    what is signalled."""
+    if not _stopped_child(pid) or session_of(pid) not in sessions:
+        return None
     found = children(pid)
     for child in found:
         try:
             os.killpg(child, signal.SIGKILL)
         except OSError:
-            pass  # not a group leader (nothing of a leader's yet): the sentinel's kill suffices
+            pass  # not a group leader (nothing of a leader's yet): killed alone below
+        _kill(child)
     _kill(pid)
     return found
 
@@ -551,17 +560,34 @@ class ForkServer:
             # the pid stays ours until that reap.
             exited = os.waitid(os.P_PID, pid, os.WEXITED | os.WNOHANG | os.WNOWAIT)
         except ChildProcessError:
-            if session_of(pid) not in self.sessions:
-                return  # reaped already (then counted as whatever it was taken for)
             # Not our child yet: a new spare whose (low-priority) intermediate has not
-            # exited. Only the fork server's own can be in its session, and each comes
-            # to us, running or a zombie, when that intermediate exits.
+            # exited, and which comes to us, running or a zombie, when it does; an
+            # intermediate never reaps. Else it was reaped already (then counted as
+            # whatever it was taken for), and the number may be anyone's, the fork
+            # server's next intermediate's (which the fork server reaps) included.
+            if not self.below_intermediate(pid):
+                return
             exited = None
         except OSError:
             exited = None
         if exited is None and stopped(pid):
             os.kill(pid, signal.SIGKILL)
         self.retired.add(pid)
+
+    def below_intermediate(self, pid: int) -> bool:
+        """Whether ``pid`` is, now, a child of one of the fork server's intermediates:
+        in one of its sessions, with a parent there that is not a fork server."""
+        try:
+            fields = stat_fields(pid)
+            parent, session = int(fields[PPID]), int(fields[SESSION])
+        except (OSError, ValueError):
+            return False
+        return (
+            session in self.sessions
+            and parent != session
+            and parent != os.getpid()
+            and session_of(parent) == session
+        )
 
     def was_retired(self, pid: int) -> bool:
         """Whether ``pid``, just reaped, was ours and ended on purpose (``retire``,
@@ -589,8 +615,11 @@ class ForkServer:
             return self.seen_forking
         ours: list[Watched] = []
         if self.pid:
-            ours.append((self.pid, "fork server", _kill))
-            ours += [(mid, "fork server's intermediate", _kill) for mid in children(self.pid)]
+            ours.append((self.pid, "fork server", self.end_forkserver))
+            ours += [
+                (mid, "fork server's intermediate", self.end_intermediate)
+                for mid in children(self.pid)
+            ]
         found = [w for w in ours if stopped(w[0])]
         said = self.spare_pids
         for pid in children(os.getpid()):
@@ -604,8 +633,32 @@ class ForkServer:
     def end_new(self, pid: int) -> None:
         """Kill a new sentinel, before the daemon read its HELLO, with any leader it forked
         (its SPAWN waits in the socket from the start): their reaps (ours) are then known
-        as a spare's, not taken for processes that escaped a pane."""
-        self.retired.update([pid, *kill_stopped(pid)])
+        as a spare's, not taken for processes that escaped a pane. (What ``forking``
+        found may be another process by now: ``kill_stopped`` looks again.)"""
+        ended = kill_stopped(pid, self.sessions)
+        if ended is not None:
+            self.retired.update([pid, *ended])
+
+    def end_forkserver(self, pid: int) -> None:
+        if pid == self.pid:  # still the one we have: our child, unreaped
+            _kill(pid)
+
+    def end_intermediate(self, pid: int) -> None:
+        """Only while it is, now, the fork server's child in its session (the fork server
+        reaps its intermediates: the number may be another process's by now). Checked
+        and signalled through one pidfd, so both are of the same process."""
+        try:
+            fd = os.pidfd_open(pid)
+        except OSError:
+            return
+        try:
+            fields = stat_fields(pid)
+            if self.pid and int(fields[PPID]) == self.pid and int(fields[SESSION]) == self.pid:
+                signal.pidfd_send_signal(fd, signal.SIGKILL)
+        except (OSError, ValueError):
+            pass
+        finally:
+            os.close(fd)
 
     def refill(self) -> None:
         """Fork spares in the background, a batch at a time, until there are enough."""

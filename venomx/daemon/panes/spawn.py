@@ -261,7 +261,7 @@ async def _spawn(
     def end_sentinel(pid: int) -> None:
         """Kill the stopped sentinel, and its leader if it forked one before STARTED
         named it: the start fails, and that leader's reap is a start undone."""
-        for leader in kill_stopped(pid):
+        for leader in kill_stopped(pid, owner.forkserver.sessions) or []:
             if leader not in reg.leaders:
                 reg.undone(leader)
 
