@@ -979,23 +979,33 @@ def caught_forking(daemon: Daemon, stop_mid: bool = True) -> tuple[int, int, int
     return old, reserve, int(found[0])
 
 
-def test_what_a_stopped_reserve_had_forked_is_ended_with_it(daemon: Daemon) -> None:
-    """A program stops what the reserve forks while taking over, and the reserve too
-    (helper-140): nothing reports, and the intermediate, left stopped, would outlive
-    the reserve and count as a process a pane left behind, so that no fork server would
-    be started afresh. Both are ended; one is started."""
+def caught_at_last(daemon: Daemon, stop_mid: bool) -> tuple[int, int, int]:
+    """``caught_forking``, tried until the reserve is caught before it reported (most
+    tries): each try that lost leaves the next fork server to try with."""
     for _ in range(20):
-        if (caught := caught_forking(daemon)) is not None:
-            break
-    assert caught is not None, "the reserve always made the next fork server first"
-    old, reserve, mid = caught
-    wait_for(functools.partial(replaced, daemon, old), 15, "a new fork server")
-    wait_for(lambda: gone(reserve) and gone(mid), 10, "the reserve and what it forked ended")
+        if (caught := caught_forking(daemon, stop_mid)) is not None:
+            return caught
+    raise AssertionError("the reserve always reported first")
+
+
+def starts_with_nothing_left_behind(daemon: Daemon) -> None:
+    """A start succeeds, and doctor counts no escapee, now or reaped."""
     s = daemon.call("session.create")["session"]
     r = daemon.call("run", {"key": "afresh", "session": s, "argv": ["true"]})
     assert daemon.wait_exit(r["run"])["outcome"] == "succeeded"
     doc = daemon.call("doctor")
     assert doc["escapees"]["count"] == 0 and doc["escapees"]["reaped"] == 0, doc["escapees"]
+
+
+def test_what_a_stopped_reserve_had_forked_is_ended_with_it(daemon: Daemon) -> None:
+    """A program stops what the reserve forks while taking over, and the reserve too
+    (helper-140): nothing reports, and the intermediate, left stopped, would outlive
+    the reserve and count as a process a pane left behind, so that no fork server would
+    be started afresh. Both are ended; one is started."""
+    old, reserve, mid = caught_at_last(daemon, stop_mid=True)
+    wait_for(functools.partial(replaced, daemon, old), 15, "a new fork server")
+    wait_for(lambda: gone(reserve) and gone(mid), 10, "the reserve and what it forked ended")
+    starts_with_nothing_left_behind(daemon)
 
 
 def test_a_fork_server_the_daemon_was_not_told_of_is_ended(daemon: Daemon) -> None:
@@ -1004,11 +1014,7 @@ def test_a_fork_server_the_daemon_was_not_told_of_is_ended(daemon: Daemon) -> No
     never told of (helper-141). Until the daemon, having read the report, tells it to
     take over, it stays in the dead fork server's session under the reserve's title:
     ended with the reserve, and one is started afresh."""
-    for _ in range(20):
-        if (caught := caught_forking(daemon, stop_mid=False)) is not None:
-            break
-    assert caught is not None, "the reserve always reported first"
-    old, reserve, mid = caught
+    old, reserve, mid = caught_at_last(daemon, stop_mid=False)
     kids = Path(f"/proc/{mid}/task/{mid}/children")
     new = int(wait_for(lambda: kids.read_text().split(), 10, "the new fork server")[0])
     os.kill(new, signal.SIGSTOP)
@@ -1016,11 +1022,7 @@ def test_a_fork_server_the_daemon_was_not_told_of_is_ended(daemon: Daemon) -> No
     wait_for(functools.partial(replaced, daemon, old), 15, "a fork server started afresh")
     assert daemon.fork_server() != new
     wait_for(lambda: gone(reserve) and gone(new), 10, "the reserve and the one it made ended")
-    s = daemon.call("session.create")["session"]
-    r = daemon.call("run", {"key": "afresh", "session": s, "argv": ["true"]})
-    assert daemon.wait_exit(r["run"])["outcome"] == "succeeded"
-    doc = daemon.call("doctor")
-    assert doc["escapees"]["count"] == 0 and doc["escapees"]["reaped"] == 0, doc["escapees"]
+    starts_with_nothing_left_behind(daemon)
 
 
 def test_a_stopped_fork_server_does_not_outlive_the_daemon() -> None:
