@@ -12,7 +12,7 @@ from venomx.daemon.doctor import ProcFacts, Seen
 
 def fake_doctor(panes: dict[str, Any], sentinels: dict[int, str]) -> Any:
     registry = SimpleNamespace(panes=panes, sentinels=sentinels)
-    forkserver = SimpleNamespace(pid=1, spare_pids=[], sessions=set(), leftover=set)
+    forkserver = SimpleNamespace(pid=1, spare_pids=[], live_sessions=set, leftover=set)
     return SimpleNamespace(
         registry=registry,
         panes=SimpleNamespace(

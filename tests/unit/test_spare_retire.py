@@ -15,6 +15,7 @@ from pathlib import Path
 import pytest
 
 from tests.helpers import wait_for
+from venomx.daemon import procfs
 from venomx.daemon.panes.sentinels import Channel, ForkServer, kill_stopped, unstopped
 
 
@@ -28,10 +29,13 @@ def _exited_unreaped() -> int:
     return pid
 
 
-def _retire(pid: int, sessions: frozenset[int] = frozenset()) -> ForkServer:
+def _retire(pid: int, greeted: bool = True) -> ForkServer:
+    """Retire a spare that said HELLO as ``pid`` (and was not reaped since, if ``greeted``)."""
+
     async def scenario() -> ForkServer:
         pool = ForkServer(64, 30000)
-        pool.sessions.update(sessions)
+        if greeted:
+            pool.greeted.add(pid)
         ours, theirs = socket.socketpair()
         chan = await Channel.open(ours)
         chan.sentinel_pid = pid
@@ -54,34 +58,27 @@ def test_a_spare_that_died_before_its_reap_is_still_a_spare_at_the_reap() -> Non
 
 def test_a_pid_reaped_already_is_not_noted() -> None:
     pid = _exited_unreaped()
-    os.waitpid(pid, 0)
-    assert not _retire(pid).was_retired(pid)
+    os.waitpid(pid, 0)  # by us: the pane owner forgets it was greeted
+    assert not _retire(pid, greeted=False).was_retired(pid)
 
 
 def test_a_new_spare_not_yet_reparented_to_us_is_noted() -> None:
     # A spare arrives after the pool shrank while its low-priority intermediate has not
-    # exited: it is that intermediate's child, not ours yet, but it will be reaped by us.
-    # The "fork server" (a session leader) forks an intermediate, which forks the spare.
-    script = "sh -c 'sleep 60 & echo $! $$; wait' & wait"
-    server = subprocess.Popen(["setsid", "sh", "-c", script], stdout=-1)
-    spare = intermediate = 0
+    # exited: it is that intermediate's child, not ours yet, but it will be reaped by us
+    # (an intermediate reaps nothing), so its number is its own until then.
+    leader = subprocess.Popen(["setsid", "sh", "-c", "sleep 60 & echo $!; wait"], stdout=-1)
+    grandchild = 0
     try:
-        assert server.stdout is not None
-        spare, intermediate = map(int, server.stdout.readline().split())
-        stat = Path(f"/proc/{spare}/stat").read_text().rsplit(")", 1)[1].split()
-        assert int(stat[3]) == server.pid  # in the fork server's session, as a spare is
-        assert _retire(spare, frozenset({server.pid})).was_retired(spare)
-        # one in a session that is not a fork server's is not ours: not noted
-        assert not _retire(spare).was_retired(spare)
-        # nor is the fork server's own child (an intermediate, the number a spare had
-        # once it was reaped): the fork server reaps it, and the number would stay noted
-        assert not _retire(intermediate, frozenset({server.pid})).was_retired(intermediate)
+        assert leader.stdout is not None
+        grandchild = int(leader.stdout.readline())
+        assert _retire(grandchild).was_retired(grandchild)
+        # one whose HELLO was not seen since its last reap may be anyone's: not noted
+        assert not _retire(grandchild, greeted=False).was_retired(grandchild)
     finally:
-        server.kill()
-        for pid in (spare, intermediate):
-            if pid:
-                os.kill(pid, 9)
-        server.wait()
+        leader.kill()
+        if grandchild:
+            os.kill(grandchild, 9)
+        leader.wait()
 
 
 def test_a_sentinel_stopped_twice_while_a_start_waits_is_ended_with_what_it_started() -> None:
@@ -180,19 +177,19 @@ server = os.posix_spawn("/bin/sh", ["sh", "-c", script], dict(os.environ),
 os.close(w)
 with os.fdopen(r) as out:
     member, inner = int(out.readline()), int(out.readline())
-pool.sessions.add(server)
 pool.pid = server
 when(lambda: zombie(server))
 when(lambda: not zombie(member))  # re-parented to us, running
 reap(server)  # the fork server: its members are looked for before its reap
-print(server in pool.sessions, sorted(pool.draining[server]) == [member])
+pool.pid = 0  # as the reap makes the pane owner do
+print(server in pool.live_sessions(), sorted(pool.draining[server]) == [member])
 print(pool.reaped(12345678, 0))  # not a member: nothing changes
 os.kill(member, signal.SIGKILL)
 print(reap(member))  # a member: ours; its child, still in the session, is ours now
-print(server in pool.sessions, sorted(pool.draining[server]) == [inner])
+print(server in pool.live_sessions(), sorted(pool.draining[server]) == [inner])
 os.kill(inner, signal.SIGKILL)
 print(reap(inner))
-print(server in pool.sessions, server in pool.draining)
+print(server in pool.live_sessions(), server in pool.draining)
 """
 
 
@@ -224,7 +221,7 @@ def test_only_a_stopped_child_of_ours_in_a_fork_servers_session_is_ended_as_new(
         for proc in (theirs, ours):
             os.kill(proc.pid, signal.SIGSTOP)
             wait_for(functools.partial(_stopped, proc.pid), 10, "stopped")
-        pool.sessions.add(ours.pid)  # its session is a fork server's; the other one's not
+        pool.pid = ours.pid  # its session is a fork server's; the other one's not
         pool.end_new(theirs.pid)
         pool.end_new(ours.pid)
         assert ours.wait(10) == -signal.SIGKILL and ours.pid in pool.retired
@@ -233,3 +230,50 @@ def test_only_a_stopped_child_of_ours_in_a_fork_servers_session_is_ended_as_new(
         for proc in (theirs, ours):
             proc.kill()
             proc.wait()
+
+
+def test_a_member_that_left_a_dead_fork_servers_session_is_not_ours() -> None:
+    """A leader a program stopped before its ``setsid``, then let go once its sentinel
+    and the fork server were dead: counted as a member, it left the session (helper-145).
+    Not ours, and a session none of ours is still in is no longer one of ours."""
+    left = subprocess.Popen(["sleep", "60"], start_new_session=True)  # a session elsewhere
+    try:
+        pool = ForkServer(64, 30000)
+        pool.draining[12345] = {left.pid}  # as counted while it was still in session 12345
+        assert left.pid not in pool.leftover() and 12345 not in pool.live_sessions()
+    finally:
+        left.kill()
+        left.wait()
+
+
+def test_a_greeted_sentinel_under_a_live_intermediate_is_ended_when_stopped() -> None:
+    """Not our child while its intermediate lives (a program may stop that one mid-batch),
+    but its number is its own until we reap it: a start waiting on it must be able to
+    end it, or it waits for ever (helper-145)."""
+    script = "sleep 60 & echo $!; wait"
+    intermediate = subprocess.Popen(["setsid", "sh", "-c", script], stdout=-1)
+    sentinel = 0
+    try:
+        assert intermediate.stdout is not None
+        sentinel = int(intermediate.stdout.readline())
+        os.kill(sentinel, signal.SIGSTOP)
+        wait_for(lambda: procfs.stopped(sentinel), 10, "stopped")
+        session = {intermediate.pid}
+        assert kill_stopped(sentinel, session) is None  # not ours as far as we know
+        assert kill_stopped(sentinel, session, greeted={sentinel}) == []
+        wait_for(lambda: not procfs.stopped(sentinel) and _state(sentinel) in "Z-", 10, "ended")
+    finally:
+        intermediate.kill()
+        intermediate.wait()
+        if sentinel:
+            try:
+                os.kill(sentinel, signal.SIGKILL)
+            except ProcessLookupError:
+                pass
+
+
+def _state(pid: int) -> str:
+    try:
+        return Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()[0]
+    except OSError:
+        return "-"

@@ -312,7 +312,8 @@ def escapees(d: Doctor, facts: ProcFacts, sentinel_of: dict[int, str], seen: See
     # know its pid, a reserve taking over, an intermediate a dead one left (none of a
     # pane's processes can join that session); so is what we are ending (``leftover``).
     fs = d.panes.forkserver
-    in_sessions = {pid for pid in facts.children if facts.session.get(pid) in fs.sessions}
+    live = fs.live_sessions()
+    in_sessions = {pid for pid in facts.children if facts.session.get(pid) in live}
     known = {fs.pid, *fs.spare_pids, *seen.sentinels, *sentinel_of, *in_sessions}
     known |= fs.leftover()
     leaders = set(seen.live.values())

@@ -341,6 +341,7 @@ class Panes:
         # Forgotten at any reap, whatever else the pid was: a number kept past its reap
         # would make its next holder, any program's process, ours (helper-144).
         retired = self.forkserver.was_retired(pid)
+        self.forkserver.greeted.discard(pid)
         reg = self.registry
         if pid == self.forkserver.pid:
             # reaped: its pid may be any process's now, and none of it is the fork

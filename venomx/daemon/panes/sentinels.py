@@ -98,19 +98,24 @@ async def unstopped(watched: Callable[[], Iterable[Watched]], aw: Awaitable[T]) 
             handle.cancel()
 
 
-def kill_stopped(pid: int, sessions: Container[int]) -> list[int] | None:
+def kill_stopped(
+    pid: int, sessions: Container[int], greeted: Container[int] = ()
+) -> list[int] | None:
     """End a stopped sentinel and the process groups of its children (its leader leads
     its own): while it is stopped it reaps nothing, so their IDs are pinned and safe to
     signal. Its channel then closes; the daemon reaps what re-parents to it. Returns its
     children: a leader forked before the daemon heard of it (STARTED, or HELLO for a
     sentinel that read its SPAWN first), whose reap must not be taken for an escapee.
 
-    None, and nothing signalled, unless ``pid`` is, now, a stopped child of ours in one
-    of ``sessions`` (a fork server's): the number was looked at up to a check ago, and a
-    program may have had the process continued, killed and its number given to one of
-    its own since (helper-144). Nothing else reaps our child, so what is checked here is
-    what is signalled."""
-    if not _stopped_child(pid) or session_of(pid) not in sessions:
+    None, and nothing signalled, unless ``pid`` is, now, stopped, in one of ``sessions``
+    (a fork server's, ``ForkServer.live_sessions``) and either a child of ours or a
+    sentinel ``greeted`` (said HELLO, not reaped since): the number was looked at up to a
+    check ago, and a program may have had the process continued, killed and its number
+    given to one of its own since (helper-144). Neither can be reaped but by us (an
+    intermediate, a greeted sentinel's other parent, reaps nothing), so what is checked
+    here is what is signalled."""
+    ours = _stopped_child(pid) or (pid in greeted and stopped(pid))
+    if not ours or session_of(pid) not in sessions:
         return None
     found = children(pid)
     for child in found:
@@ -177,10 +182,6 @@ class ForkServer:
         """``most``, ``idle_ms`` and ``least``: ``spawn.spares_max``,
         ``spawn.spares_idle_ms`` and ``spawn.spares_min``."""
         self.pid = 0
-        # Every fork server's session (its pid: each is spawned a session leader), this
-        # one's and those before a restart: its intermediates and sentinels stay in it,
-        # and no other process can join it, which a title cannot prove.
-        self.sessions: set[int] = set()
         # A dead fork server's session, and its members among our children: the session
         # is forgotten with its last member, as its number is then free for any process
         # to be given and to make a session of (``setsid``) once the pids wrap.
@@ -190,6 +191,10 @@ class ForkServer:
         # sentinels' ends it passes: a stopped fork server reads nothing, and a blocking
         # send would then hold the reactor, and with it the timer that ends the stop.
         self.outbox: deque[tuple[bytes, list[socket.socket]]] = deque()
+        # Sentinels that said HELLO and that we have not reaped since: each number is
+        # pinned to its sentinel until then (its parent is us, or an intermediate, which
+        # reaps nothing), so only these are trusted as spares, or noted as retired.
+        self.greeted: set[int] = set()
         # The soft RLIMIT_NOFILE every sentinel, and so every pane's leader, starts with
         # (the daemon's own, before it raised it); None: ours (``handed``).
         self.nofile: int | None = None
@@ -278,7 +283,6 @@ class ForkServer:
             # A session of its own from the start, so its imports already run outside the
             # daemon's autogroup (venomx.daemon.priority) and no terminal reaches it.
             self.pid = os.posix_spawn(sys.executable, argv, env, setsid=True)
-            self.sessions.add(self.pid)
         except BaseException:
             ours.close()
             if kept is not None:
@@ -321,13 +325,14 @@ class ForkServer:
         it would otherwise count as a process a pane left behind, and keep a fork server
         from being started afresh). Ours: titled so, in a fork server's session, which
         only our own code can be in."""
+        live = self.live_sessions()
         for pid in children(os.getpid()):
             try:
                 with open(f"/proc/{pid}/cmdline", "rb") as f:
                     title = f.read().rstrip(b"\0").decode(errors="replace")
             except OSError:
                 continue
-            if title == P.RESERVE_TITLE and session_of(pid) in self.sessions:
+            if title == P.RESERVE_TITLE and session_of(pid) in live:
                 # What it forked first (its intermediate, a fork server half made): a
                 # program may have stopped them too, and a stopped one never exits. None
                 # of them is reaped before the reserve is (neither waits for a child).
@@ -387,7 +392,6 @@ class ForkServer:
             # for ours). Its death, with no session of its to wait out.
             self.exited(new, gone[new])
             return
-        self.sessions.add(new)  # its own once it is told to take over
         try:
             ours.send(P.TAKE_OVER)  # before any request: the socket is empty
         except OSError:
@@ -547,47 +551,32 @@ class ForkServer:
 
     def retire(self, chan: Channel) -> None:
         """Stop a spare on purpose (or let one go that died): it exits when its channel
-        closes, before any SPAWN, and its reap is then known for what it is. Only a pid
-        that is still our unreaped child, running or a zombie, is noted: one already
-        reaped may be reused by any process. A stopped one (SIGSTOP from a program of our
-        uid) never sees its channel close, so it is killed: it is still ours."""
+        closes, before any SPAWN, and its reap is then known for what it is. Only a
+        sentinel ``greeted`` and not reaped since is noted: its number is still its own,
+        running or a zombie, our child or an intermediate's; one already reaped may be
+        anyone's, a program's process handed to us included (helper-144, helper-145). A
+        stopped one (SIGSTOP from a program of our uid) never sees its channel close, so
+        it is killed: it is still ours."""
         pid = chan.sentinel_pid
         chan.close()
-        if not pid:
+        if pid not in self.greeted:
             return
-        try:
-            # None: still running; a result: exited, its reap still to come. Either way
-            # the pid stays ours until that reap.
-            exited = os.waitid(os.P_PID, pid, os.WEXITED | os.WNOHANG | os.WNOWAIT)
-        except ChildProcessError:
-            # Not our child yet: a new spare whose (low-priority) intermediate has not
-            # exited, and which comes to us, running or a zombie, when it does; an
-            # intermediate never reaps. Else it was reaped already (then counted as
-            # whatever it was taken for), and the number may be anyone's, the fork
-            # server's next intermediate's (which the fork server reaps) included.
-            if not self.below_intermediate(pid):
-                return
-            exited = None
-        except OSError:
-            exited = None
-        if exited is None and stopped(pid):
-            os.kill(pid, signal.SIGKILL)
+        if stopped(pid):
+            _kill(pid)
         self.retired.add(pid)
 
-    def below_intermediate(self, pid: int) -> bool:
-        """Whether ``pid`` is, now, a child of one of the fork server's intermediates:
-        in one of its sessions, with a parent there that is not a fork server."""
-        try:
-            fields = stat_fields(pid)
-            parent, session = int(fields[PPID]), int(fields[SESSION])
-        except (OSError, ValueError):
-            return False
-        return (
-            session in self.sessions
-            and parent != session
-            and parent != os.getpid()
-            and session_of(parent) == session
-        )
+    def live_sessions(self) -> set[int]:
+        """The sessions only our own processes can be in, as they are now: the fork
+        server's (its number is its pid, ours until we reap it), and each dead one's
+        while a member of ours is still in it. A member is our unreaped child, so what
+        is read of it holds; one that left (a leader a program stopped before its
+        ``setsid`` and let go) is no member, and a session all have left may be free for
+        any program to make (helper-145)."""
+        live = {self.pid} if self.pid else set()
+        for session, members in self.draining.items():
+            if any(session_of(m) == session for m in members):
+                live.add(session)
+        return live
 
     def was_retired(self, pid: int) -> bool:
         """Whether ``pid``, just reaped, was ours and ended on purpose (``retire``,
@@ -622,10 +611,11 @@ class ForkServer:
             ]
         found = [w for w in ours if stopped(w[0])]
         said = self.spare_pids
+        live = self.live_sessions()
         for pid in children(os.getpid()):
             if pid == self.pid or pid in said or pid in known or pid in self.retired:
                 continue
-            if _stopped_child(pid) and session_of(pid) in self.sessions:
+            if _stopped_child(pid) and session_of(pid) in live:
                 found.append((pid, "new sentinel", self.end_new))
         self.looked_at, self.seen_forking = now, found
         return found
@@ -635,7 +625,7 @@ class ForkServer:
         (its SPAWN waits in the socket from the start): their reaps (ours) are then known
         as a spare's, not taken for processes that escaped a pane. (What ``forking``
         found may be another process by now: ``kill_stopped`` looks again.)"""
-        ended = kill_stopped(pid, self.sessions)
+        ended = kill_stopped(pid, self.live_sessions())
         if ended is not None:
             self.retired.update([pid, *ended])
 
@@ -673,6 +663,7 @@ class ForkServer:
             if not isinstance(msg, P.Hello):
                 raise ConnectionError("the new sentinel failed")
             chan.sentinel_pid = msg.pid
+            self.greeted.add(msg.pid)
             return chan
 
         async def fill() -> None:
@@ -704,7 +695,9 @@ class ForkServer:
                     raise
                 failed = [g for g in got if not isinstance(g, Channel)]
                 for chan in chans:
-                    if chan in got and self.control is not None and len(self.spares) < self.size:
+                    if chan in got and chan.sentinel_pid not in self.greeted:
+                        chan.close()  # reaped since its HELLO: the number is anyone's now
+                    elif chan in got and self.control is not None and len(self.spares) < self.size:
                         self.retired.discard(chan.sentinel_pid)
                         self.spares.append(chan)
                     elif chan in got:  # the pool shrank meanwhile
@@ -767,11 +760,13 @@ class ForkServer:
                 and len(self.spares) < self.size
             ):
                 chan.sentinel_pid = hello.pid
+                self.greeted.add(hello.pid)
                 self.retired.discard(hello.pid)
                 self.spares.append(chan)
                 return
             if isinstance(hello, P.Hello):  # the pool is full: this one is surplus
                 chan.sentinel_pid = hello.pid
+                self.greeted.add(hello.pid)
             self.retire(chan)
 
         task = asyncio.ensure_future(back())
@@ -818,21 +813,30 @@ class ForkServer:
         if pid == self.pid:  # none if it never made its own (killed before TAKE_OVER)
             if others := self.members(pid, but=pid):
                 self.draining[pid] = others
-            else:
-                self.sessions.discard(pid)
             return
         for session, members in self.draining.items():
-            if members == {pid}:  # the last we knew of: any other is one, for certain, now
-                members.update(self.members(session, but=pid))
+            if pid not in members:
+                continue
+            if session_of(pid) != session:  # it left (``live_sessions``): no member
+                members.discard(pid)
+                if not members:
+                    del self.draining[session]
                 return
+            # the last still in it, as we knew them: any other is one, for certain, now
+            still = {m for m in members if m != pid and session_of(m) == session}
+            self.draining[session] = {pid, *(still or self.members(session, but=pid))}
+            return
 
     def members(self, session: int, but: int) -> set[int]:
         return {c for c in children(os.getpid()) if c != but and session_of(c) == session}
 
     def leftover(self) -> set[int]:
         """Processes of ours not yet reaped that serve nothing: those ended on purpose,
-        and those a dead fork server left in its session."""
-        return self.retired.union(*self.draining.values())
+        and those a dead fork server left that are still in its session."""
+        left = set(self.retired)
+        for session, members in self.draining.items():
+            left.update(m for m in members if session_of(m) == session)
+        return left
 
     def reaped(self, pid: int, status: int) -> bool:
         """A child of ours was reaped: True if it was a member of a dead fork server's
@@ -845,7 +849,6 @@ class ForkServer:
                 members.discard(pid)
                 if not members:  # looked for others before this reap (``before_reap``)
                     del self.draining[session]
-                    self.sessions.discard(session)
                 return True
         return False
 

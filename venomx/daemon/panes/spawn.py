@@ -261,7 +261,8 @@ async def _spawn(
     def end_sentinel(pid: int) -> None:
         """Kill the stopped sentinel, and its leader if it forked one before STARTED
         named it: the start fails, and that leader's reap is a start undone."""
-        for leader in kill_stopped(pid, owner.forkserver.sessions) or []:
+        fs = owner.forkserver
+        for leader in kill_stopped(pid, fs.live_sessions(), fs.greeted) or []:
             if leader not in reg.leaders:
                 reg.undone(leader)
 
@@ -324,6 +325,7 @@ async def _spawn(
             hello = await released(answer(chan, P.Hello))
             if isinstance(hello, P.Hello):
                 chan.sentinel_pid = hello.pid
+                owner.forkserver.greeted.add(hello.pid)
                 reg.sentinels[hello.pid] = pane_id
             ready = hello if isinstance(hello, P.Failed) else await released(answer(chan, P.Ready))
         if isinstance(ready, P.Failed):
