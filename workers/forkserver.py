@@ -159,7 +159,9 @@ def keep_reserve(reserve: socket.socket, control: socket.socket, base: inherited
     try:
         control.close()
         title.set_title(protocol.RESERVE_TITLE)
-        signal.signal(signal.SIGCHLD, signal.SIG_DFL)  # its one child is waited for below
+        # Its child is never waited for: its number stays its own until the daemon has
+        # read the report and killed both (an intermediate's never waits either).
+        signal.signal(signal.SIGCHLD, signal.SIG_DFL)
         msg, fds, _flags, _addr = socket.recv_fds(reserve, 16, 2, socket.MSG_CMSG_CLOEXEC)
         if msg != b"R" or len(fds) != 2:
             os._exit(0)  # the daemon closed it: it stopped, or made a new fork server

@@ -156,3 +156,12 @@ def test_a_fork_server_that_made_no_session_leaves_none_to_wait_out() -> None:
     server.wait()
     pool.pid = 0  # as its reap makes the pane owner do
     assert server.pid not in pool.live_sessions() and not pool.draining
+
+
+def test_a_reap_forgets_the_number_wherever_it_was_trusted() -> None:
+    """Kept past its reap, a number would make its next holder ours (helper-144)."""
+    pool = ForkServer(0, 30000, 0)
+    pool.greeted.update({5, 6})
+    pool.retired.add(5)
+    assert pool.reaped(5, 0) and pool.reaped(6, 0) is False  # ended on purpose; not
+    assert not pool.greeted and not pool.retired

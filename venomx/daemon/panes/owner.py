@@ -337,11 +337,7 @@ class Panes:
         """A child of the daemon was reaped: the fork server, a sentinel, a leader whose
         sentinel is gone; False for anything else (an escaped descendant)."""
         self.forget_orphans()  # the daemon's children changed: a reaped leader's re-parented
-        drained = self.forkserver.reaped(pid, status)
-        # Forgotten at any reap, whatever else the pid was: a number kept past its reap
-        # would make its next holder, any program's process, ours (helper-144).
-        retired = self.forkserver.was_retired(pid)
-        self.forkserver.greeted.discard(pid)
+        ended = self.forkserver.reaped(pid, status)  # ours ended on purpose, or left
         reg = self.registry
         if pid == self.forkserver.pid:
             # reaped: its pid may be any process's now, and none of it is the fork
@@ -398,7 +394,7 @@ class Panes:
             del reg.undone_leaders[pid]
             return True
         # last: a pid the daemon knows for something else is never taken for a spare
-        return retired or drained  # ours, ended on purpose
+        return ended
 
     # -- what the sentinel says ----------------------------------------------------------
     def on_sentinel(self, pane: Pane, link: Link, m: P.Message) -> None:

@@ -148,6 +148,12 @@ def descendants(pid: int) -> list[int]:
     return found
 
 
+def in_session(session: int, pids: Iterable[int]) -> set[int]:
+    """Those of ``pids`` (our unreaped children: what is read of them holds) that are in
+    ``session`` now."""
+    return {pid for pid in pids if session_of(pid) == session}
+
+
 def _kill(pid: int) -> None:
     try:
         os.kill(pid, signal.SIGKILL)
@@ -549,6 +555,11 @@ class ForkServer:
         while len(self.spares) > self.size:
             self.retire(self.spares.pop())
 
+    def greet(self, chan: Channel, pid: int) -> None:
+        """``chan``'s sentinel said HELLO as ``pid``: its own number until we reap it."""
+        chan.sentinel_pid = pid
+        self.greeted.add(pid)
+
     def retire(self, chan: Channel) -> None:
         """Stop a spare on purpose (or let one go that died): it exits when its channel
         closes, before any SPAWN, and its reap is then known for what it is. Only a
@@ -573,9 +584,7 @@ class ForkServer:
         ``setsid`` and let go) is no member, and a session all have left may be free for
         any program to make (helper-145)."""
         live = {self.pid} if self.pid else set()
-        for session, members in self.draining.items():
-            if any(session_of(m) == session for m in members):
-                live.add(session)
+        live.update(s for s, members in self.draining.items() if in_session(s, members))
         return live
 
     def was_retired(self, pid: int) -> bool:
@@ -662,8 +671,7 @@ class ForkServer:
             msg = await chan.expect(P.Hello)
             if not isinstance(msg, P.Hello):
                 raise ConnectionError("the new sentinel failed")
-            chan.sentinel_pid = msg.pid
-            self.greeted.add(msg.pid)
+            self.greet(chan, msg.pid)
             return chan
 
         async def fill() -> None:
@@ -759,14 +767,12 @@ class ForkServer:
                 and self.control is not None
                 and len(self.spares) < self.size
             ):
-                chan.sentinel_pid = hello.pid
-                self.greeted.add(hello.pid)
+                self.greet(chan, hello.pid)
                 self.retired.discard(hello.pid)
                 self.spares.append(chan)
                 return
             if isinstance(hello, P.Hello):  # the pool is full: this one is surplus
-                chan.sentinel_pid = hello.pid
-                self.greeted.add(hello.pid)
+                self.greet(chan, hello.pid)
             self.retire(chan)
 
         task = asyncio.ensure_future(back())
@@ -823,34 +829,36 @@ class ForkServer:
                     del self.draining[session]
                 return
             # the last still in it, as we knew them: any other is one, for certain, now
-            still = {m for m in members if m != pid and session_of(m) == session}
+            still = in_session(session, members - {pid})
             self.draining[session] = {pid, *(still or self.members(session, but=pid))}
             return
 
     def members(self, session: int, but: int) -> set[int]:
-        return {c for c in children(os.getpid()) if c != but and session_of(c) == session}
+        return in_session(session, set(children(os.getpid())) - {but})
 
     def leftover(self) -> set[int]:
         """Processes of ours not yet reaped that serve nothing: those ended on purpose,
         and those a dead fork server left that are still in its session."""
-        left = set(self.retired)
-        for session, members in self.draining.items():
-            left.update(m for m in members if session_of(m) == session)
-        return left
+        return self.retired.union(*(in_session(s, m) for s, m in self.draining.items()))
 
     def reaped(self, pid: int, status: int) -> bool:
-        """A child of ours was reaped: True if it was a member of a dead fork server's
-        session (ours: an intermediate the fork server left forking, say, is no
-        escapee); the last one ends the session."""
+        """A child of ours was reaped: its number is forgotten wherever it was trusted,
+        whatever else it was reaped as (kept past its reap, it would make its next
+        holder, any program's process, ours: helper-144). True if it was ours ended on
+        purpose (``retired``) or a member of a dead fork server's session (an
+        intermediate the fork server left forking, say, is no escapee); the last member
+        ends the session."""
         if self.promoting is not None:
             self.meanwhile[pid] = status
+        self.greeted.discard(pid)
+        retired = self.was_retired(pid)
         for session, members in list(self.draining.items()):
             if pid in members:
                 members.discard(pid)
                 if not members:  # looked for others before this reap (``before_reap``)
                     del self.draining[session]
                 return True
-        return False
+        return retired
 
     def report(self) -> dict[str, object]:
         """Doctor's ``fork_server`` section."""

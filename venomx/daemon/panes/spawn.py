@@ -324,8 +324,7 @@ async def _spawn(
             chan.send(spawn_msg)
             hello = await released(answer(chan, P.Hello))
             if isinstance(hello, P.Hello):
-                chan.sentinel_pid = hello.pid
-                owner.forkserver.greeted.add(hello.pid)
+                owner.forkserver.greet(chan, hello.pid)
                 reg.sentinels[hello.pid] = pane_id
             ready = hello if isinstance(hello, P.Failed) else await released(answer(chan, P.Ready))
         if isinstance(ready, P.Failed):
