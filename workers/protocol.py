@@ -20,7 +20,7 @@ from typing import Any, ClassVar
 
 import msgpack
 
-PROTOCOL_VERSION = 11
+PROTOCOL_VERSION = 12
 REPLAY_BYTES = 262144  # the latest output a sentinel holds for an attach that resumes
 # The fork server takes at most this many channel fds (sentinels) per request.
 FORK_BATCH_MAX = 8
@@ -349,6 +349,9 @@ class Exit(Message):
     # an attach that resumes after an offset (``venomx exec``'s, which may only begin
     # once the pane has ended) still gets bytes, not rows.
     replay: bytes = b""
+    # When the sentinel saw the exit (CLOCK_MONOTONIC, which both sides share, in ns; 0:
+    # unknown): a deadline is decided by it, not by when the daemon got to the exit.
+    ended_ns: int = 0
 
 
 @dataclass(frozen=True)

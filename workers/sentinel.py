@@ -110,6 +110,7 @@ class Sentinel:
         self.pidfd = -1
         self.channel_open = True
         self.exited: os.waitid_result | None = None
+        self.exited_ns = 0  # when we saw it (CLOCK_MONOTONIC); 0 until then
         # When the pidfd said the leader had exited but ``waitid`` did not show it: a
         # tracer holds its zombie (``tracer``), and is killed past tracer.GRACE.
         self.hidden_since: float | None = None
@@ -320,6 +321,7 @@ class Sentinel:
                 return False
             if info.si_code in tracer.ENDED:
                 self.exited = info
+                self.exited_ns = time.monotonic_ns()
             else:
                 tracer.let_go(self.leader, info)
         return self.exited is not None
@@ -536,7 +538,8 @@ class Sentinel:
             if req is not None:
                 self.send(P.Wrote(req, written))
         replay = bytes(self.replay[-P.REPLAY_BYTES :])
-        self.send(P.Exit(P.wait_status(self.exited), self.final_state(), usage, replay))
+        status = P.wait_status(self.exited)
+        self.send(P.Exit(status, self.final_state(), usage, replay, self.exited_ns))
         self.sock.setblocking(True)
         while self.channel_open:
             self.recv()  # requests that crossed EXIT: the daemon answers them itself

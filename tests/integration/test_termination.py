@@ -7,6 +7,7 @@ import functools
 import os
 import signal
 import threading
+import time
 from pathlib import Path
 from typing import Any
 
@@ -444,4 +445,45 @@ def test_a_program_cannot_put_off_its_deadline_by_cancelling_itself(daemon: Daem
         for e in daemon.call("events.read", {"limit": 1024})["events"]
         if e["resource"] in (f"run:{r['run']}", f"pane:{r['pane']}")
     ]
+    assert types.count("pane.terminating") == 1 and types.count("run.terminating") == 1
+
+
+def late_turn(daemon: Daemon, argv: list[str], deadline_ms: int, held_s: float) -> dict[str, Any]:
+    """Run ``argv`` with ``deadline_ms``, and hold the daemon (SIGSTOP) from just after
+    the commit until ``held_s`` later and the leader has exited: its exit and its due
+    deadline then reach the reactor in one late turn. The completed record."""
+    s = daemon.call("session.create")["session"]
+    r = daemon.call("run", {"key": "late", "session": s, "argv": argv, "deadline_ms": deadline_ms})
+    os.kill(daemon.proc.pid, signal.SIGSTOP)
+    until = time.monotonic() + held_s
+    try:
+        wait_for(lambda: psutil.Process(r["pid"]).status() == "zombie", 10, "the leader exited")
+        wait_for(lambda: time.monotonic() >= until, held_s + 1, "the deadline's time")
+    finally:
+        os.kill(daemon.proc.pid, signal.SIGCONT)
+    return daemon.call("run.wait", {"run": r["run"], "timeout_ms": 20000})
+
+
+def test_a_late_turn_does_not_time_out_an_exit_before_the_deadline(daemon: Daemon) -> None:
+    """The leader exits at 0.3 s, the deadline is at 1 s, and the reactor gets to either
+    at 1.3 s: the sentinel's time of the exit decides, and the run succeeded. (It was
+    recorded terminated by its deadline, status 124: the turn's I/O runs first.)"""
+    rec = late_turn(daemon, ["sleep", "0.3"], 1000, 1.3)
+    assert (rec["outcome"], rec["status"], rec.get("cause")) == ("succeeded", 0, None), rec
+    types = [e["type"] for e in daemon.call("events.read", {"limit": 1024})["events"]]
+    assert "run.terminating" not in types and "pane.terminating" not in types
+
+
+def test_a_late_turn_still_times_out_an_exit_after_the_deadline(daemon: Daemon) -> None:
+    """The deadline (0.1 s) came before the exit (0.3 s); the reactor saw both late. The
+    termination is recorded as a deadline's, with both events, and nothing signalled:
+    the leader's own status stays in the record."""
+    rec = late_turn(daemon, ["sleep", "0.3"], 100, 0.6)
+    assert (rec["outcome"], rec["cause"], rec["status"], rec["exit_code"]) == (
+        "terminated",
+        "deadline",
+        124,
+        0,
+    ), rec
+    types = [e["type"] for e in daemon.call("events.read", {"limit": 1024})["events"]]
     assert types.count("pane.terminating") == 1 and types.count("run.terminating") == 1

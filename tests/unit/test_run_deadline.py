@@ -1,9 +1,13 @@
-"""A deadline whose time has come when the leader's exit is seen comes first, whatever
-order the reactor runs that turn's callbacks in (its I/O before its due timers)."""
+"""A deadline applies only to an exit after its time (RFC-0015 §7), whatever order the
+reactor runs a turn's callbacks in (its I/O before its due timers) and however late the
+turn is: an exit seen late is decided by when the sentinel saw it, and a venomx failure
+that loses that time decides for the deadline, never for the program."""
 
 from __future__ import annotations
 
 import asyncio
+import time
+from collections.abc import Callable
 from pathlib import Path
 
 from venomx.daemon.config import Config
@@ -11,14 +15,17 @@ from venomx.daemon.events import EventLog
 from venomx.daemon.registry import AuthNode, Pane, Registry
 from venomx.daemon.runs import Run, RunTable
 
+Seen = Callable[[RunTable, float], None]
 
-async def _seen_at(deadline_s: float, seen_after_s: float) -> list[str]:
-    """The causes a run was stopped with when its exit is seen ``seen_after_s`` after a
-    commit with a deadline of ``deadline_s``, before the loop had a turn to run timers."""
+
+async def _stops(deadline_s: float, seen_after_s: float, seen: Seen) -> list[tuple[str, bool]]:
+    """The stops a run gets when ``seen`` reports its exit ``seen_after_s`` after a commit
+    with a deadline of ``deadline_s``, before the loop had a turn to run timers; ``seen``
+    is given the deadline's time on the monotonic clock."""
     registry = Registry()
     table = RunTable(registry, EventLog("venomx/t", 100), Config(Path("/nonexistent")))
-    stopped: list[str] = []
-    table.stop = lambda pane, cause: stopped.append(cause)
+    stopped: list[tuple[str, bool]] = []
+    table.stop = lambda pane, cause, exited: stopped.append((cause, exited))
     node = AuthNode("pane:p0", None)
     pane = Pane("p0", "w0", "s0", node, "g0", 1, "true", 80, 24, 2, run="r0")
     registry.panes["p0"] = pane
@@ -26,19 +33,114 @@ async def _seen_at(deadline_s: float, seen_after_s: float) -> list[str]:
     run.pane = "p0"
     table.runs["r0"] = run
     loop = asyncio.get_running_loop()
-    run.deadline = loop.call_at(loop.time() + deadline_s, table.on_deadline, run)
+    when = loop.time() + deadline_s
+    run.deadline = loop.call_at(when, table.on_deadline, run)
     end = loop.time() + seen_after_s
     while loop.time() < end:  # a turn that runs late: no timer runs meanwhile
         pass
-    table.overdue("r0")
-    if run.deadline is not None:
-        run.deadline.cancel()
+    seen(table, when)
+    assert run.deadline is None, "the timer is cancelled once the exit is seen"
+    assert run.held_deadline is None, "and nothing is left held"
     return stopped
 
 
-def test_an_exit_seen_after_the_deadline_is_the_deadlines() -> None:
-    assert asyncio.run(_seen_at(0.01, 0.05)) == ["deadline"]
+def _ns(seconds: float) -> int:
+    return int(seconds * 1e9)
+
+
+def pidfd_then_exit(offset_s: float) -> Seen:
+    """The pidfd first, then EXIT saying the exit was ``offset_s`` after the deadline."""
+
+    def seen(table: RunTable, when: float) -> None:
+        table.exit_seen("r0")
+        table.exit_seen("r0", _ns(when + offset_s))
+
+    return seen
 
 
 def test_an_exit_seen_before_the_deadline_is_the_programs() -> None:
-    assert asyncio.run(_seen_at(5.0, 0.0)) == []
+    assert asyncio.run(_stops(5.0, 0.0, pidfd_then_exit(-4.9))) == []
+
+
+def test_a_late_turn_does_not_take_an_exit_before_the_deadline_for_the_deadlines() -> None:
+    assert asyncio.run(_stops(0.01, 0.05, pidfd_then_exit(-0.005))) == []
+
+
+def test_an_exit_after_the_deadline_is_the_deadlines() -> None:
+    assert asyncio.run(_stops(0.01, 0.05, pidfd_then_exit(0.001))) == [("deadline", True)]
+
+
+def test_an_exit_reported_first_by_its_sentinel_is_decided_at_once() -> None:
+    def before(table: RunTable, when: float) -> None:
+        table.exit_seen("r0", _ns(when - 0.005))
+
+    def after(table: RunTable, when: float) -> None:
+        table.exit_seen("r0", _ns(when + 0.005))
+
+    assert asyncio.run(_stops(0.01, 0.05, before)) == []
+    assert asyncio.run(_stops(0.01, 0.05, after)) == [("deadline", True)]
+
+
+def test_a_sentinel_that_does_not_know_when_decides_for_the_deadline() -> None:
+    def unknown(table: RunTable, when: float) -> None:
+        table.exit_seen("r0")
+        table.exit_seen("r0", 0)
+
+    assert asyncio.run(_stops(0.01, 0.05, unknown)) == [("deadline", True)]
+
+
+def test_a_lost_sentinel_decides_for_the_deadline() -> None:
+    def lost(table: RunTable, when: float) -> None:
+        table.exit_seen("r0")
+        table.exit_lost("r0")
+
+    assert asyncio.run(_stops(0.01, 0.05, lost)) == [("deadline", True)]
+
+
+def test_a_lost_sentinel_before_the_deadline_leaves_nothing_to_decide() -> None:
+    def lost(table: RunTable, when: float) -> None:
+        table.exit_seen("r0")
+        table.exit_lost("r0")
+
+    assert asyncio.run(_stops(5.0, 0.0, lost)) == []
+
+
+def test_the_sentinels_clock_is_the_reactors() -> None:
+    """The sentinel stamps with ``time.monotonic_ns``; the reactor's time is
+    ``time.monotonic``: one clock, or the comparison above means nothing."""
+
+    async def both() -> tuple[float, float, float]:
+        loop = asyncio.get_running_loop()
+        return loop.time(), time.monotonic_ns() / 1e9, loop.time()
+
+    before, stamp, after = asyncio.run(both())
+    assert before <= stamp <= after
+
+
+def test_a_timer_that_runs_before_an_unseen_exit_holds_the_deadline() -> None:
+    """A late turn may run the deadline's timer before the exit's callback (its wait for
+    I/O cut short); the leader has exited unseen, so the exit's time decides."""
+
+    async def late_timer(offset_s: float) -> list[tuple[str, bool]]:
+        registry = Registry()
+        table = RunTable(registry, EventLog("venomx/t", 100), Config(Path("/nonexistent")))
+        stopped: list[tuple[str, bool]] = []
+        table.stop = lambda pane, cause, exited: stopped.append((cause, exited))
+        table.exited_unseen = lambda pane: True
+        pane = Pane("p0", "w0", "s0", AuthNode("pane:p0", None), "g0", 1, "true", 80, 24, 2)
+        registry.panes["p0"] = pane
+        run = Run("r0", "k", "@owner", b"", False, 10, 1024)
+        run.pane = "p0"
+        table.runs["r0"] = run
+        loop = asyncio.get_running_loop()
+        when = loop.time() + 0.001
+        run.deadline = loop.call_at(when, table.on_deadline, run)
+        await asyncio.sleep(0.01)  # the timer runs
+        assert run.deadline is None and run.held_deadline == when and stopped == []
+        table.exit_seen("r0")
+        table.exit_seen("r0", _ns(when + offset_s))
+        assert run.held_deadline is None
+        return stopped
+
+    assert asyncio.run(late_timer(-0.0005)) == []
+    assert asyncio.run(late_timer(0.0005)) == [("deadline", True)]

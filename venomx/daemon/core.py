@@ -72,6 +72,7 @@ class Daemon:
             registry, events, runs, config, Seams(test_seams), self.lifecycle, socket_path
         )
         runs.stop = self.stop_pane
+        runs.exited_unseen = self.panes.exited_unseen
         runs.evicted = lambda: self.panes.exited_panes.enforce(self.panes)
         self.lifecycle.stop_work = self.panes.shutdown
         self.lifecycle.end_requests = self.end_requests
@@ -120,10 +121,10 @@ class Daemon:
         config.listeners.append(self.on_config_changed)
         registry.on_revoked = self.end_revoked
 
-    def stop_pane(self, pane: Pane, cause: str) -> None:
+    def stop_pane(self, pane: Pane, cause: str, exited: bool) -> None:
         """A run's deadline passed: end its pane as removal and shutdown do, SIGKILL at
         most the default grace from now (a joined termination may have a longer one)."""
-        t = self.panes.terminate(pane, cause=cause)
+        t = self.panes.terminate(pane, cause=cause, exited=exited)
         if t is not None:
             t.cap_grace(DEFAULT_GRACE_MS)
 

@@ -67,6 +67,9 @@ class Run:
     output: dict[str, Any] | None = None
     output_size: int = 0
     deadline: asyncio.TimerHandle | None = None
+    # A deadline whose time had come when the leader's exit was first seen: held until
+    # the sentinel says when the exit was (``exit_seen``), or lost with it (``exit_lost``).
+    held_deadline: float | None = None
     done: asyncio.Future[None] = field(
         default_factory=lambda: asyncio.get_running_loop().create_future()
     )
@@ -162,15 +165,18 @@ def status_of(run: Run) -> int:
 class RunTable:
     """Every run's record and key binding, from its start to its expiry.
 
-    ``stop`` ends a run's pane (its deadline) and ``evicted`` tells the pane owner that a
-    record went (its exited pane may now be evicted too); the daemon wires both.
+    ``stop`` ends a run's pane (its deadline), ``exited_unseen`` says whether its leader
+    has exited although the reactor has not seen it yet, and ``evicted`` tells the pane
+    owner that a record went (its exited pane may now be evicted too); the daemon wires
+    all three.
     """
 
     def __init__(self, registry: Registry, events: EventLog, config: Config) -> None:
         self.registry = registry
         self.events = events
         self.config = config
-        self.stop: Callable[[Pane, str], None] = lambda pane, cause: None
+        self.stop: Callable[[Pane, str, bool], None] = lambda pane, cause, exited: None
+        self.exited_unseen: Callable[[Pane], bool] = lambda pane: False
         self.evicted: Callable[[], None] = lambda: None
         self.runs: dict[str, Run] = {}
         # The same records in ID order, and by pane (a run is its pane's only run): run.list
@@ -240,27 +246,61 @@ class RunTable:
             run.deadline = loop.call_later(deadline_ms / 1000.0, self.on_deadline, run)
 
     def on_deadline(self, run: Run) -> None:
-        """Start the deadline's termination, or cut short one already under way: the
-        program itself may have cancelled its run (its pane principal may) with a long
-        grace, and must not outlive its caller's deadline by more than the deadline's
-        own grace. The first cause stays (RFC-0015 §7), and no signal is added."""
-        run.deadline = None
+        """The deadline's time came: start its termination, or cut short one already
+        under way: the program itself may have cancelled its run (its pane principal may)
+        with a long grace, and must not outlive its caller's deadline by more than the
+        deadline's own grace. The first cause stays (RFC-0015 §7), and no signal is
+        added. A leader that has exited unseen (a late turn whose wait for I/O was cut
+        short) holds the deadline until its exit is seen (``exit_seen``)."""
+        timer, run.deadline = run.deadline, None
+        pane = self.registry.panes.get(run.pane)
+        if run.state == "completed" or pane is None:
+            return
+        if timer is not None and self.exited_unseen(pane):
+            run.held_deadline = timer.when()
+        else:
+            self.stop(pane, "deadline", False)
+
+    def exit_seen(self, run_id: str | None, ended_ns: int | None = None) -> None:
+        """The leader's exit is seen: by its pidfd (``ended_ns`` None), or by its
+        sentinel's EXIT, which says when, on the monotonic clock, the sentinel saw it
+        (``ended_ns``; 0 if it does not know).
+
+        Deadline is "deadline_ms elapsed since commit, on the monotonic clock" (RFC-0015
+        §7), so the deadline applies only to an exit after its time. An exit seen before
+        that time was before it. One seen after it may still have been before it: a
+        turn may run late, so the deadline is then held until the sentinel's time of the
+        exit decides it. The sentinel sees the exit at or after the kernel's, never
+        before: what is not exact errs towards the deadline, never towards a success."""
+        run = self.runs.get(run_id) if run_id is not None else None
+        if run is None:
+            return
+        if run.deadline is not None:
+            when = run.deadline.when()
+            run.deadline.cancel()
+            run.deadline = None
+            if when > asyncio.get_running_loop().time():
+                return  # seen, so it was, before the deadline's time
+            run.held_deadline = when
+        if run.held_deadline is not None and ended_ns is not None:
+            when, run.held_deadline = run.held_deadline, None
+            if ended_ns <= 0 or ended_ns / 1e9 >= when:
+                self.deadline_after_exit(run)
+
+    def exit_lost(self, run_id: str | None) -> None:
+        """The sentinel is lost, and with it when the leader exited: a held deadline
+        applies (a venomx failure must not turn into the program's success)."""
+        run = self.runs.get(run_id) if run_id is not None else None
+        if run is not None and run.held_deadline is not None:
+            run.held_deadline = None
+            self.deadline_after_exit(run)
+
+    def deadline_after_exit(self, run: Run) -> None:
+        """The deadline came before the leader's exit, which the reactor saw first: its
+        termination is recorded, with nothing left to signal."""
         pane = self.registry.panes.get(run.pane)
         if run.state != "completed" and pane is not None:
-            self.stop(pane, "deadline")
-
-    def overdue(self, run_id: str | None) -> None:
-        """The leader's exit is seen: a deadline whose time has come but whose timer has
-        not run yet comes first. Deadline is "deadline_ms elapsed since commit, on the
-        monotonic clock" (RFC-0015 §7), and a turn that ran late must not decide it: the
-        reactor runs a turn's I/O callbacks before its due timers, so an exit read in the
-        same turn as an overdue deadline would otherwise be a success."""
-        run = self.runs.get(run_id) if run_id is not None else None
-        if run is None or run.deadline is None:
-            return
-        if run.deadline.when() <= asyncio.get_running_loop().time():
-            run.deadline.cancel()
-            self.on_deadline(run)
+            self.stop(pane, "deadline", True)
 
     # -- termination and completion --------------------------------------------------------
     def on_terminating(self, run_id: str, cause: str) -> None:

@@ -135,6 +135,11 @@ class Panes:
     def link(self, pane: Pane) -> Link:
         return self.links[pane.id]
 
+    def exited_unseen(self, pane: Pane) -> bool:
+        """Whether the pane's leader has exited though its pidfd's callback has not run."""
+        link = self.links.get(pane.id)
+        return link is not None and watch.exited_unseen(link)
+
     # -- requests to the sentinel --------------------------------------------------------
     async def send_input(self, pane: Pane, payload: bytes) -> int:
         """Write to the pane's terminal; the bytes written, all of them or an error."""
@@ -244,9 +249,10 @@ class Panes:
         signame: str = DEFAULT_SIGNAL,
         grace_ms: int = DEFAULT_GRACE_MS,
         cause: str = "pane_kill",
+        exited: bool = False,
     ) -> Termination | None:
         """Start or join the pane's termination (§9); one turn, no waiting."""
-        return terminate(self, pane, self.link(pane), signame, grace_ms, cause)
+        return terminate(self, pane, self.link(pane), signame, grace_ms, cause, exited)
 
     async def wait_terminated(self, pane: Pane) -> None:
         await wait_terminated(pane, self.link(pane))
@@ -427,7 +433,7 @@ class Panes:
             link.application_keys = m.cursor
         elif isinstance(m, P.Exit):
             if pane.live and pane.fault is None and not link.exit_seen:
-                self.runs.overdue(pane.run)  # seen here first where no pidfd watches
+                self.runs.exit_seen(pane.run, m.ended_ns)
                 link.exit_seen = True
                 link.exit_status = m.status
                 link.exit_raw = m.state

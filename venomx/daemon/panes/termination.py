@@ -36,14 +36,22 @@ DEFAULT_SIGNAL, DEFAULT_GRACE_MS = TERMINATE_SIGNAL, TERMINATE_GRACE_MS
 
 
 def terminate(
-    owner: Owner, pane: Pane, link: Link, signame: str, grace_ms: int, cause: str
+    owner: Owner,
+    pane: Pane,
+    link: Link,
+    signame: str,
+    grace_ms: int,
+    cause: str,
+    exited: bool = False,
 ) -> Termination | None:
-    """Start (or join) the termination of ``pane``; one reactor turn, no waiting."""
+    """Start (or join) the termination of ``pane``; one reactor turn, no waiting.
+    ``exited``: a run's deadline came before its leader's exit, which the reactor saw
+    first (``RunTable.exit_seen``): the termination is recorded, nothing is signalled."""
     if not pane.live:
         return None
     if link.termination is not None:
         return link.termination
-    if link.leader_gone.done():
+    if link.leader_gone.done() and not exited:
         # Its exit came first (RFC-0015 §5: the outcome is what the run was when the exit
         # was observed): nothing is left to stop, no cause is recorded, and the pane ends
         # as its sentinel reports once the PTY is drained, or is lost (watch.EXIT_BOUND).
@@ -61,6 +69,10 @@ def terminate(
     )
     if pane.run is not None:
         owner.runs.on_terminating(pane.run, cause)
+    if exited:
+        t.killed_at = time.monotonic()  # waiters wait for the report only
+        t.killed.set_result(None)
+        return t
     owner.signal(pane, [_signal.SIGCONT, _signal.Signals[signame]])
     loop = asyncio.get_running_loop()
     t.timer = loop.call_later(grace_ms / 1000.0, t.escalate, t)

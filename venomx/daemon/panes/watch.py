@@ -15,6 +15,7 @@ from __future__ import annotations
 import asyncio
 import logging
 import os
+import select
 import signal
 from typing import TYPE_CHECKING, Any
 
@@ -55,6 +56,18 @@ def watch(owner: Owner, pane: Pane, link: Link) -> None:
     loop.add_reader(link.pidfd, on_leader_exit, owner, pane, link)
 
 
+def exited_unseen(link: Link) -> bool:
+    """Whether the leader's pidfd, still watched, is readable: it has exited. A wait for
+    I/O cut short by a signal past its timeout (CPython's ``epoll.poll`` then returns no
+    events; a SIGSTOP and SIGCONT of the daemon do it) lets a turn run its timers
+    before the exit's callback."""
+    if link.pidfd < 0:
+        return False
+    waiter = select.poll()
+    waiter.register(link.pidfd, select.POLLIN)
+    return bool(waiter.poll(0))
+
+
 def close_pidfd(link: Link) -> None:
     if link.pidfd >= 0:
         asyncio.get_running_loop().remove_reader(link.pidfd)
@@ -72,7 +85,7 @@ def unwatch(link: Link) -> None:
 def on_leader_exit(owner: Owner, pane: Pane, link: Link) -> None:
     """The leader exited (still unreaped): its sentinel must now report, or be lost."""
     close_pidfd(link)
-    owner.runs.overdue(pane.run)
+    owner.runs.exit_seen(pane.run)
     if not link.leader_gone.done():
         link.leader_gone.set_result(None)
     if pane.live and pane.fault is not None:
@@ -129,6 +142,7 @@ def lose(owner: Owner, pane: Pane, link: Link, why: str) -> None:
     if pane.run is not None:
         data["run"] = pane.run
     owner.events.emit("pane.sentinel_lost", f"pane:{pane.id}", data, pane.node)
+    owner.runs.exit_lost(pane.run)
     if owner.registry.sentinels.get(pane.sentinel_pid) == pane.id:
         try:
             os.kill(pane.sentinel_pid, signal.SIGKILL)
