@@ -448,14 +448,29 @@ def test_a_program_cannot_put_off_its_deadline_by_cancelling_itself(daemon: Daem
     assert types.count("pane.terminating") == 1 and types.count("run.terminating") == 1
 
 
-def late_turn(daemon: Daemon, argv: list[str], deadline_ms: int, held_s: float) -> dict[str, Any]:
+def late_turn(
+    daemon: Daemon, argv: list[str], deadline_ms: int, held_s: float, lose: bool = False
+) -> dict[str, Any]:
     """Run ``argv`` with ``deadline_ms``, and hold the daemon (SIGSTOP) from just after
     the commit until ``held_s`` later and the leader has exited: its exit and its due
-    deadline then reach the reactor in one late turn. The completed record."""
+    deadline then reach the reactor in one late turn. ``lose``: once the program says
+    "ready", kill the sentinel, and hold the daemon once it knows, so that nobody says
+    when the leader exited. The completed record."""
     s = daemon.call("session.create")["session"]
     r = daemon.call("run", {"key": "late", "session": s, "argv": argv, "deadline_ms": deadline_ms})
-    os.kill(daemon.proc.pid, signal.SIGSTOP)
     until = time.monotonic() + held_s
+    if lose:
+        ready(daemon, r["pane"], "ready")
+        os.kill(psutil.Process(r["pid"]).ppid(), signal.SIGKILL)
+        wait_for(
+            lambda: (
+                "pane.sentinel_lost"
+                in [e["type"] for e in daemon.call("events.read", {"limit": 1024})["events"]]
+            ),
+            10,
+            "the sentinel's loss",
+        )
+    os.kill(daemon.proc.pid, signal.SIGSTOP)
     try:
         wait_for(lambda: psutil.Process(r["pid"]).status() == "zombie", 10, "the leader exited")
         wait_for(lambda: time.monotonic() >= until, held_s + 1, "the deadline's time")
@@ -487,3 +502,19 @@ def test_a_late_turn_still_times_out_an_exit_after_the_deadline(daemon: Daemon) 
     ), rec
     types = [e["type"] for e in daemon.call("events.read", {"limit": 1024})["events"]]
     assert types.count("pane.terminating") == 1 and types.count("run.terminating") == 1
+
+
+def test_a_late_turn_with_no_time_for_the_exit_decides_for_the_deadline(daemon: Daemon) -> None:
+    """The sentinel is killed and the daemon has seen it; the leader, which ignores the
+    hang-up, exits at 0.5 s, before its deadline at 1 s, but the reactor sees the exit,
+    or reaps the leader, after the deadline's time: nobody can say the exit was before
+    the deadline, so the deadline applies, beside the fault. venomx's failure is not
+    the program's success."""
+    argv = ["sh", "-c", "trap '' HUP; echo ready; sleep 0.5"]
+    rec = late_turn(daemon, argv, 1000, 1.3, lose=True)
+    assert (rec["outcome"], rec.get("cause"), rec.get("fault"), rec.get("exit_code")) == (
+        "terminated",
+        "deadline",
+        "sentinel_lost",
+        0,
+    ), rec

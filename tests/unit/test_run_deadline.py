@@ -92,15 +92,26 @@ def test_a_sentinel_that_does_not_know_when_decides_for_the_deadline() -> None:
 def test_a_lost_sentinel_decides_for_the_deadline() -> None:
     def lost(table: RunTable, when: float) -> None:
         table.exit_seen("r0")
-        table.exit_lost("r0")
+        table.exit_untold("r0")
 
     assert asyncio.run(_stops(0.01, 0.05, lost)) == [("deadline", True)]
+
+
+def test_a_leader_reaped_late_with_no_word_from_its_sentinel_is_the_deadlines() -> None:
+    """The daemon reaped the leader of a lost sentinel in a late turn, before its pidfd's
+    callback or the timer ran."""
+
+    def reaped(table: RunTable, when: float) -> None:
+        table.exit_untold("r0")
+
+    assert asyncio.run(_stops(0.01, 0.05, reaped)) == [("deadline", True)]
+    assert asyncio.run(_stops(5.0, 0.0, reaped)) == []
 
 
 def test_a_lost_sentinel_before_the_deadline_leaves_nothing_to_decide() -> None:
     def lost(table: RunTable, when: float) -> None:
         table.exit_seen("r0")
-        table.exit_lost("r0")
+        table.exit_untold("r0")
 
     assert asyncio.run(_stops(5.0, 0.0, lost)) == []
 

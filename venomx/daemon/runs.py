@@ -68,7 +68,8 @@ class Run:
     output_size: int = 0
     deadline: asyncio.TimerHandle | None = None
     # A deadline whose time had come when the leader's exit was first seen: held until
-    # the sentinel says when the exit was (``exit_seen``), or lost with it (``exit_lost``).
+    # the sentinel says when the exit was (``exit_seen``), else decided for at the
+    # pane's exit (``exit_untold``).
     held_deadline: float | None = None
     done: asyncio.Future[None] = field(
         default_factory=lambda: asyncio.get_running_loop().create_future()
@@ -287,13 +288,11 @@ class RunTable:
             if ended_ns <= 0 or ended_ns / 1e9 >= when:
                 self.deadline_after_exit(run)
 
-    def exit_lost(self, run_id: str | None) -> None:
-        """The sentinel is lost, and with it when the leader exited: a held deadline
-        applies (a venomx failure must not turn into the program's success)."""
-        run = self.runs.get(run_id) if run_id is not None else None
-        if run is not None and run.held_deadline is not None:
-            run.held_deadline = None
-            self.deadline_after_exit(run)
+    def exit_untold(self, run_id: str | None) -> None:
+        """The pane exits and its sentinel never said when the leader exited (it was
+        lost): a deadline whose time has come, held or with its timer not yet run,
+        applies. A venomx failure must not turn into the program's success."""
+        self.exit_seen(run_id, 0)
 
     def deadline_after_exit(self, run: Run) -> None:
         """The deadline came before the leader's exit, which the reactor saw first: its

@@ -513,6 +513,8 @@ class Panes:
     ) -> None:
         """The leader was reaped: pane.exited and the run's completion (with ``usage``,
         from the same wait as ``status``), one turn."""
+        if final is None:  # no EXIT: nobody says when the leader exited
+            self.runs.exit_untold(pane.run)
         fields = waitstatus_fields(status)
         pane.state = "exited"
         pane.exit_code = fields.get("exit_code")

@@ -142,7 +142,6 @@ def lose(owner: Owner, pane: Pane, link: Link, why: str) -> None:
     if pane.run is not None:
         data["run"] = pane.run
     owner.events.emit("pane.sentinel_lost", f"pane:{pane.id}", data, pane.node)
-    owner.runs.exit_lost(pane.run)
     if owner.registry.sentinels.get(pane.sentinel_pid) == pane.id:
         try:
             os.kill(pane.sentinel_pid, signal.SIGKILL)
