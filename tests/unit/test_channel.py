@@ -13,7 +13,7 @@ from workers import protocol as P
 def test_a_malformed_frame_breaks_the_channel_and_tells_its_owner() -> None:
     async def scenario() -> tuple[list[P.Message], bool, bool, bool]:
         ours, theirs = socket.socketpair()
-        chan = await Channel.open(ours)
+        chan = await Channel.open(ours, 0)
         got: list[P.Message] = []
         broken = asyncio.Event()
         chan.attach(got.append)
@@ -35,7 +35,7 @@ def test_a_malformed_frame_breaks_the_channel_and_tells_its_owner() -> None:
 def test_without_an_owner_a_malformed_frame_closes_the_channel() -> None:
     async def scenario() -> bool:
         ours, theirs = socket.socketpair()
-        chan = await Channel.open(ours)
+        chan = await Channel.open(ours, 0)
         body = b"\x93\x01\x02\x03"  # [1, 2, 3]: a SPAWN with wrong fields
         theirs.sendall(len(body).to_bytes(P.HEADER, "big") + body)
         await asyncio.wait_for(chan.closed, 5)

@@ -16,7 +16,13 @@ import pytest
 
 from tests.helpers import wait_for
 from venomx.daemon import procfs
-from venomx.daemon.panes.sentinels import Channel, ForkServer, kill_stopped, unstopped
+from venomx.daemon.panes.reaps import Reaps
+from venomx.daemon.panes.sentinels import (
+    Channel,
+    ForkServer,
+    kill_stopped,
+    unstopped,
+)
 
 
 def _exited_unreaped() -> int:
@@ -37,7 +43,7 @@ def _retire(pid: int, greeted: bool = True) -> ForkServer:
         if greeted:
             pool.greeted.add(pid)
         ours, theirs = socket.socketpair()
-        chan = await Channel.open(ours)
+        chan = await Channel.open(ours, 0)
         chan.sentinel_pid = pid
         pool.retire(chan)
         theirs.close()
@@ -277,3 +283,38 @@ def _state(pid: int) -> str:
         return Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()[0]
     except OSError:
         return "-"
+
+
+def test_a_hello_from_a_number_reaped_since_its_channel_was_made_is_refused() -> None:
+    """helper-146: HELLO read, its sentinel killed and reaped before the start acted on
+    it, the number given to a program's process: greeting it made that process ours."""
+
+    async def scenario() -> tuple[bool, bool, set[int]]:
+        pool = ForkServer(64, 30000)
+        born = pool.reaps.count
+        ours, theirs = socket.socketpair()
+        chan = await Channel.open(ours, born)
+        pool.before_reap(4242)  # the sentinel that said HELLO as 4242 is reaped
+        pool.reaped(4242, 0)
+        refused = not pool.greet(chan, 4242)
+        # a number reaped before the channel was made is no hindrance
+        other = await Channel.open(socket.socketpair()[0], pool.reaps.count)
+        taken = pool.greet(other, 4242)
+        chan.close()
+        other.close()
+        theirs.close()
+        return refused, taken, pool.greeted
+
+    refused, taken, greeted = asyncio.run(scenario())
+    assert refused and taken and greeted == {4242}
+
+
+def test_reaps_forgotten_refuse_every_older_channel() -> None:
+    reaps = Reaps(keep=2)
+    mark = reaps.count
+    reaps.note(1)
+    assert reaps.since(1, mark) and not reaps.since(2, mark)
+    reaps.note(2)
+    reaps.note(3)  # 1 is forgotten: anything may have been reaped since ``mark``
+    assert reaps.since(2, mark) and reaps.since(99, mark)
+    assert not reaps.since(99, reaps.count) and not reaps.since(1, reaps.count)

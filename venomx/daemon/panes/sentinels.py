@@ -21,6 +21,7 @@ from collections.abc import Awaitable, Callable, Container, Iterable
 from typing import TYPE_CHECKING, TypeVar
 
 from venomx.daemon.cgroups import children
+from venomx.daemon.panes.reaps import Reaps
 from venomx.daemon.procfs import PPID, SESSION, session_of, stat_fields, stopped
 from venomx.daemon.readbuf import ReadsShared
 from workers import inherited
@@ -201,6 +202,9 @@ class ForkServer:
         # pinned to its sentinel until then (its parent is us, or an intermediate, which
         # reaps nothing), so only these are trusted as spares, or noted as retired.
         self.greeted: set[int] = set()
+        # every reap, so that a number a HELLO gave is trusted only if not reaped since
+        # its channel was made (``greet``)
+        self.reaps = Reaps()
         # The soft RLIMIT_NOFILE every sentinel, and so every pane's leader, starts with
         # (the daemon's own, before it raised it); None: ours (``handed``).
         self.nofile: int | None = None
@@ -555,10 +559,18 @@ class ForkServer:
         while len(self.spares) > self.size:
             self.retire(self.spares.pop())
 
-    def greet(self, chan: Channel, pid: int) -> None:
-        """``chan``'s sentinel said HELLO as ``pid``: its own number until we reap it."""
+    def greet(self, chan: Channel, pid: int) -> bool:
+        """``chan``'s sentinel said HELLO as ``pid``: its own number until we reap it.
+        False, and nothing noted, if ``pid`` may have been reaped since the channel was
+        made: the HELLO is read turns before it is acted on, and by then the sentinel
+        may be dead and its number a program's process (helper-146). Such a channel is
+        one whose sentinel died."""
+        if self.reaps.since(pid, chan.born):
+            log.warning("a sentinel (pid %d) was reaped before its HELLO was taken", pid)
+            return False
         chan.sentinel_pid = pid
         self.greeted.add(pid)
+        return True
 
     def retire(self, chan: Channel) -> None:
         """Stop a spare on purpose (or let one go that died): it exits when its channel
@@ -671,7 +683,8 @@ class ForkServer:
             msg = await chan.expect(P.Hello)
             if not isinstance(msg, P.Hello):
                 raise ConnectionError("the new sentinel failed")
-            self.greet(chan, msg.pid)
+            if not self.greet(chan, msg.pid):
+                raise ConnectionError("the new sentinel died")
             return chan
 
         async def fill() -> None:
@@ -682,11 +695,12 @@ class ForkServer:
                 socks: list[socket.socket] = []
                 chans: list[Channel] = []
                 try:
+                    born = self.reaps.count
                     socks = self.fork(
                         min(P.FORK_BATCH_MAX, self.size - len(self.spares)), spare=True
                     )
                     for sock in socks:
-                        chans.append(await Channel.open(sock))
+                        chans.append(await Channel.open(sock, born))
                     got = await asyncio.gather(*map(hello, chans), return_exceptions=True)
                 except OSError as exc:
                     for sock in socks[len(chans) :]:
@@ -764,16 +778,14 @@ class ForkServer:
                 raise
             if (
                 isinstance(hello, P.Hello)
+                and self.greet(chan, hello.pid)
                 and self.control is not None
                 and len(self.spares) < self.size
             ):
-                self.greet(chan, hello.pid)
                 self.retired.discard(hello.pid)
                 self.spares.append(chan)
                 return
-            if isinstance(hello, P.Hello):  # the pool is full: this one is surplus
-                self.greet(chan, hello.pid)
-            self.retire(chan)
+            self.retire(chan)  # died, failed, or surplus (the pool is full)
 
         task = asyncio.ensure_future(back())
         self.recycling.add(task)
@@ -816,6 +828,7 @@ class ForkServer:
         the sentinels of panes it started): all our children by now or children of one of
         them, since each was forked in it and one whose parent exited was re-parented to
         us (a subreaper) before that parent's exit could be reaped."""
+        self.reaps.note(pid)
         if pid == self.pid:  # none if it never made its own (killed before TAKE_OVER)
             if others := self.members(pid, but=pid):
                 self.draining[pid] = others
@@ -940,6 +953,7 @@ class Channel(ReadsShared):
         self.waiters: list[tuple[tuple[type[P.Message], ...], asyncio.Future[P.Message]]] = []
         self.closed = asyncio.get_running_loop().create_future()
         self.sentinel_pid = 0
+        self.born = 0  # ``Reaps.count`` when its socketpair was made (``open``)
         # Told the leader's pid the moment STARTED arrives, before the start commits: the
         # leader may exit and be reaped by the daemon before the spawn resumes.
         self.on_started: Callable[[int], None] | None = None
@@ -947,14 +961,16 @@ class Channel(ReadsShared):
         self.on_broken: Callable[[], None] | None = None
 
     @classmethod
-    async def open(cls, sock: socket.socket) -> Channel:
-        """A channel over ``sock``, which it now owns (closed if this fails)."""
+    async def open(cls, sock: socket.socket, born: int) -> Channel:
+        """A channel over ``sock``, which it now owns (closed if this fails); ``born``:
+        ``Reaps.count`` from before ``sock``'s fork was asked for."""
         loop = asyncio.get_running_loop()
         try:
             _, proto = await loop.create_unix_connection(cls, sock=sock)
         except BaseException:
             sock.close()
             raise
+        proto.born = born
         return proto
 
     def connection_made(self, transport: asyncio.BaseTransport) -> None:

@@ -317,14 +317,16 @@ async def _spawn(
         if chan is None:
             owner.forkserver.used()  # the pool is empty
             # SPAWN waits in the socket until the new sentinel reads it: no HELLO round trip
-            chan = await Channel.open(await owner.forkserver.fork_one())
+            born = owner.forkserver.reaps.count
+            chan = await Channel.open(await owner.forkserver.fork_one(), born)
             if release_now:  # again: the fork took turns, and this SPAWN releases
                 release_point(owner, req, pane_id, releasing)
             chan.on_started = started
             chan.send(spawn_msg)
             hello = await released(answer(chan, P.Hello))
             if isinstance(hello, P.Hello):
-                owner.forkserver.greet(chan, hello.pid)
+                if not owner.forkserver.greet(chan, hello.pid):
+                    raise ConnectionError("the new sentinel died")
                 reg.sentinels[hello.pid] = pane_id
             ready = hello if isinstance(hello, P.Failed) else await released(answer(chan, P.Ready))
         if isinstance(ready, P.Failed):

@@ -130,8 +130,9 @@ def lose(owner: Owner, pane: Pane, link: Link, why: str) -> None:
     """Record that venomx lost this pane's sentinel, and make sure it is gone.
 
     One turn: the fault, its event (before the pane's ``pane.exited``), the count. The
-    sentinel is killed if it still exists (it is our unreaped child, so its pid cannot
-    have been reused); the leader then re-parents to the daemon, which reaps it.
+    sentinel is killed if it still exists: greeted, it is unreaped, so its pid is its
+    own (``ForkServer.greet`` refuses a number reaped before the HELLO was taken); the
+    leader then re-parents to the daemon, which reaps it.
     """
     if pane.fault is not None or not pane.live:
         return
@@ -142,9 +143,10 @@ def lose(owner: Owner, pane: Pane, link: Link, why: str) -> None:
     if pane.run is not None:
         data["run"] = pane.run
     owner.events.emit("pane.sentinel_lost", f"pane:{pane.id}", data, pane.node)
-    if owner.registry.sentinels.get(pane.sentinel_pid) == pane.id:
+    pid = pane.sentinel_pid
+    if owner.registry.sentinels.get(pid) == pane.id and pid in owner.forkserver.greeted:
         try:
-            os.kill(pane.sentinel_pid, signal.SIGKILL)
+            os.kill(pid, signal.SIGKILL)
         except OSError:
             pass
     if link.watchdog is not None:
