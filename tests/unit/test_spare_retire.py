@@ -20,6 +20,7 @@ from venomx.daemon.panes.reaps import Reaps
 from venomx.daemon.panes.sentinels import (
     Channel,
     ForkServer,
+    end_before_exec,
     kill_stopped,
     unstopped,
 )
@@ -318,3 +319,33 @@ def test_reaps_forgotten_refuse_every_older_channel() -> None:
     reaps.note(3)  # 1 is forgotten: anything may have been reaped since ``mark``
     assert reaps.since(2, mark) and reaps.since(99, mark)
     assert not reaps.since(99, reaps.count) and not reaps.since(1, reaps.count)
+
+
+STOPS_ITS_CHILD = """
+import os, signal
+pid = os.fork()
+if pid == 0:
+    os.kill(os.getpid(), signal.SIGSTOP)
+    os._exit(0)
+print(pid, flush=True)
+os.waitpid(pid, 0)
+"""
+
+
+def test_a_leader_stopped_before_its_exec_is_ended_with_its_sentinel() -> None:
+    """helper-146: a leader stopped inside ``posix_spawn`` keeps its sentinel in its
+    vfork for ever. Here a real sentinel-like parent and its stopped child: ended both,
+    and only while the child is still that parent's and the parent is greeted."""
+    parent = subprocess.Popen([sys.executable, "-c", STOPS_ITS_CHILD], stdout=-1)
+    try:
+        assert parent.stdout is not None
+        child = int(parent.stdout.readline())
+        wait_for(lambda: procfs.stopped(child), 10, "the child stopped")
+        assert not end_before_exec(parent.pid, child, greeted=())  # not greeted: nothing
+        assert not end_before_exec(os.getpid(), child, greeted={os.getpid()})  # not its child
+        assert procfs.stopped(child)
+        assert end_before_exec(parent.pid, child, greeted={parent.pid})
+        assert parent.wait(10) == -signal.SIGKILL
+    finally:
+        parent.kill()
+        parent.wait()

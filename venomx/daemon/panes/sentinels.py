@@ -129,6 +129,31 @@ def kill_stopped(
     return found
 
 
+def end_before_exec(sentinel: int, child: int, greeted: Container[int]) -> bool:
+    """End a sentinel's child that was kept stopped before its exec, and the sentinel.
+    The sentinel's ``posix_spawn`` (a vfork) waits for that exec, so it answers nothing,
+    is never itself stopped, and the child holds a copy of its channel: a start would
+    wait for ever (helper-146). The child is signalled through a pidfd that shows it is
+    still the sentinel's, the sentinel only while ``greeted`` (its number its own). False
+    if nothing was done."""
+    if sentinel not in greeted:
+        return False
+    try:
+        fd = os.pidfd_open(child)
+    except OSError:
+        return False
+    try:
+        if int(stat_fields(child)[PPID]) != sentinel:
+            return False
+        signal.pidfd_send_signal(fd, signal.SIGKILL)
+    except (OSError, ValueError):
+        return False
+    finally:
+        os.close(fd)
+    _kill(sentinel)
+    return True
+
+
 def _stopped_child(pid: int) -> bool:
     """Whether our child ``pid`` is stopped, as our wait would report it without taking
     the report: a system call, where reading its ``/proc`` stat costs 25 times more (a

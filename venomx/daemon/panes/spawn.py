@@ -11,15 +11,23 @@ from __future__ import annotations
 
 import asyncio
 import errno
+import functools
 import logging
 import secrets
 from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, TypeVar
 
+from venomx.daemon.cgroups import children
 from venomx.daemon.layout import split_layout
 from venomx.daemon.panes.link import Link
-from venomx.daemon.panes.sentinels import Channel, Watched, kill_stopped, unstopped
+from venomx.daemon.panes.sentinels import (
+    Channel,
+    Watched,
+    end_before_exec,
+    kill_stopped,
+    unstopped,
+)
 from venomx.daemon.panes.watch import watch
 from venomx.daemon.registry import Grant, Pane, Principal, Session, Window
 from venomx.wire import SPAWN_OURS, VenomxError
@@ -251,7 +259,14 @@ async def _spawn(
         program of our uid can stop too; stopped for good, each is killed, the channel
         closes and the start fails."""
         if c.sentinel_pid:
-            return [(c.sentinel_pid, f"sentinel of pane {pane_id}", end_sentinel)]
+            # and the leader it spawns, which a program of our uid can stop before its
+            # exec: the sentinel then waits in its vfork, never stopped itself
+            end = functools.partial(end_leader, c)
+            what = f"leader of pane {pane_id}, before its exec"
+            return [
+                (c.sentinel_pid, f"sentinel of pane {pane_id}", end_sentinel),
+                *((pid, what, end) for pid in children(c.sentinel_pid)),
+            ]
         forking = owner.forkserver.forking(reg.sentinels)
         return [
             (pid, f"{what}, on the way to the sentinel of pane {pane_id}", end)
@@ -265,6 +280,13 @@ async def _spawn(
         for leader in kill_stopped(pid, fs.live_sessions(), fs.greeted) or []:
             if leader not in reg.leaders:
                 reg.undone(leader)
+
+    def end_leader(c: Channel, pid: int) -> None:
+        """End a leader kept stopped before its exec, and its sentinel: the start fails,
+        and the leader's reap is a start undone."""
+        if end_before_exec(c.sentinel_pid, pid, owner.forkserver.greeted):
+            if pid not in reg.leaders:
+                reg.undone(pid)
 
     def started(pid: int) -> None:
         leaders.append(pid)
