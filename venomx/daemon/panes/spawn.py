@@ -115,8 +115,9 @@ def _daemon_failed(exc: OSError) -> VenomxError:
 
 
 def _sentinel_lost() -> VenomxError:
-    """The pane's sentinel was lost between READY and STARTED: the start is undone (its
-    cgroup killed, if the leader had begun), and that is venomx's failure."""
+    """The pane's sentinel was lost once it could have started the leader (between READY
+    and STARTED, or dead before its HELLO was taken: ``SentinelReaped``): the start is
+    undone (its cgroup killed, if the leader had begun), and that is venomx's failure."""
     return _spawn_failed(
         "EIO",
         f"{SPAWN_OURS}complete the start: EIO (the pane's sentinel was lost); the start was undone",
@@ -348,7 +349,8 @@ async def _spawn(
             hello = await released(answer(chan, P.Hello))
             if isinstance(hello, P.Hello):
                 if not owner.forkserver.greet(chan, hello.pid):
-                    raise ConnectionError("the new sentinel died")
+                    # it may have started the leader before it died: undone as a lost one
+                    raise SentinelReaped
                 reg.sentinels[hello.pid] = pane_id
             ready = hello if isinstance(hello, P.Failed) else await released(answer(chan, P.Ready))
         if isinstance(ready, P.Failed):
@@ -364,6 +366,12 @@ async def _spawn(
             chan.close()
             owner.forkserver.used()
         owner.preparing.discard(pane_id)
+        if isinstance(exc, SentinelReaped):
+            forget_leader()
+            cgroups.kill(pane_id)
+            cgroups.discard(pane_id)
+            failed = _sentinel_lost()
+            raise CancelledAfter(failed) if cancelled_early else failed from None
         cgroups.discard(pane_id)
         if isinstance(exc, OSError):  # the sentinel could not be had, or died
             if cancelled_early:  # before READY, so before any program: a plain cancel
@@ -428,6 +436,11 @@ def give_back(owner: Owner, chan: Channel) -> None:
     """The start failed before any process existed: the sentinel is a spare again."""
     owner.registry.sentinels.pop(chan.sentinel_pid, None)
     owner.forkserver.recycle(chan)
+
+
+class SentinelReaped(ConnectionError):
+    """A new sentinel's HELLO came from a number reaped since (``ForkServer.greet``): it
+    died after it read its SPAWN, which may have released its leader."""
 
 
 class CancelledAfter(asyncio.CancelledError):
