@@ -19,6 +19,8 @@ from typing import Any
 # How long a tracer may hold an exited leader before it is killed: a debugger waits for
 # its tracee's exit at once; a program holding its own outcome gains no more than this.
 GRACE = 0.5
+# How many tracers ``end_tracers`` follows up a chain of them (each traced by the next).
+CHAIN = 64
 
 
 # What a wait reports for a child that has ended; anything else it reports without
@@ -78,17 +80,44 @@ def tracer_of(pid: int, tid: int | None = None) -> int:
 
 def end_tracers(pid: int) -> int:
     """SIGKILL every process that traces a thread of ``pid``, an unreaped child of ours
-    (so the number is its own), but ourselves. The number of tracers signalled."""
+    (so the number is its own), but ourselves; and every process that traces one of
+    those, up the chain (at most ``CHAIN``). A tracer killed while its own tracer holds
+    it at its exit (``PTRACE_O_TRACEEXIT``) still traces, and so still hides the zombie:
+    a program that made such a chain kept its run from ever completing, its process
+    group running past its deadline (helper-147). The number of tracers signalled."""
+    ended = 0
+    seen = {pid, os.getpid()}
+    chain: list[tuple[int, int]] = [(pid, -1)]  # and its pidfd (-1: our child)
+    while chain:
+        target, target_fd = chain.pop()
+        try:
+            for tgid, fd in _end_tracers_of(target, target_fd, seen):
+                ended += 1
+                if len(seen) < CHAIN:
+                    chain.append((tgid, fd))
+                else:
+                    os.close(fd)
+        finally:
+            if target_fd >= 0:
+                os.close(target_fd)
+    return ended
+
+
+def _end_tracers_of(pid: int, pidfd: int, seen: set[int]) -> list[tuple[int, int]]:
+    """SIGKILL the processes that trace a thread of ``pid`` and are not in ``seen`` (added
+    to it); each with a pidfd, open, that names it. ``pidfd`` names ``pid`` (-1: ``pid``
+    is our unreaped child): what was read of ``pid`` is trusted only if that process
+    still exists after the read, so the number was not yet another's."""
     try:
         threads = [int(t) for t in os.listdir(f"/proc/{pid}/task")]
     except (OSError, ValueError):
-        return 0
-    ended = 0
+        return []
+    found: list[tuple[int, int]] = []
     for tid in threads:
         tracer = tracer_of(pid, tid)
         # TracerPid names the tracing thread: its process is the one to end
         tgid = _field(f"/proc/{tracer}/status", b"Tgid:") if tracer > 0 else 0
-        if tgid <= 0 or tgid == os.getpid():
+        if tgid <= 0 or tgid in seen:
             continue
         try:
             fd = os.pidfd_open(tgid)
@@ -98,10 +127,13 @@ def end_tracers(pid: int) -> int:
             # Still its tracer once we hold a pidfd: the pidfd names that process, not a
             # later one given the same number after the tracer let go and exited.
             if tracer_of(pid, tid) == tracer and _field(f"/proc/{tracer}/status", b"Tgid:") == tgid:
+                if pidfd >= 0:
+                    signal.pidfd_send_signal(pidfd, 0)  # raises once it is reaped
                 signal.pidfd_send_signal(fd, signal.SIGKILL)
-                ended += 1
+                seen.add(tgid)
+                found.append((tgid, fd))
+                continue
         except OSError:
             pass
-        finally:
-            os.close(fd)
-    return ended
+        os.close(fd)
+    return found

@@ -1362,6 +1362,72 @@ def test_a_tracer_cannot_hide_the_exit_from_the_daemon_either(daemon: Daemon) ->
     assert_lost_record(rec)
 
 
+# helper-147: the tracer X is itself traced, by Z, which asked to be told of X's exit
+# (PTRACE_O_TRACEEXIT) and never waits: X, killed, stays stopped at its exit, still
+# tracing the leader, whose exit stays hidden. Z and X leave the leader's session; W
+# stays in its process group, ignoring the hangup, and writes on.
+CHAINED = """
+import ctypes, os, signal, sys, time
+libc = ctypes.CDLL(None, use_errno=True)
+libc.ptrace.argtypes = [ctypes.c_long, ctypes.c_long, ctypes.c_void_p, ctypes.c_void_p]
+libc.prctl(0x59616D61, ctypes.c_ulong(2**64 - 1), 0, 0, 0)
+leader = os.getpid()
+r, w = os.pipe()
+if os.fork() == 0:
+    signal.signal(signal.SIGHUP, signal.SIG_IGN)
+    while True:
+        print("w", flush=True)
+        time.sleep(0.05)
+first = os.fork()
+if first == 0:
+    os.setsid()
+    signal.pthread_sigmask(signal.SIG_BLOCK, {signal.SIGCHLD})
+    x = os.fork()
+    if x == 0:  # X: seizes the leader, never waits
+        libc.prctl(0x59616D61, ctypes.c_ulong(2**64 - 1), 0, 0, 0)
+        os.read(r, 1)
+        ok = libc.ptrace(0x4206, leader, None, None) == 0  # PTRACE_SEIZE
+        os.write(w, b"T" if ok else b"E")
+        time.sleep(3600)
+    if os.fork() == 0:  # Z: seizes X, to be told of its exit, never waits
+        ok = libc.ptrace(0x4206, x, None, ctypes.c_void_p(0x40)) == 0  # PTRACE_O_TRACEEXIT
+        os.write(w, b"Z" if ok else b"E")
+        time.sleep(3600)
+    os._exit(0)
+os.waitpid(first, 0)
+got = os.read(r, 1)
+if got == b"Z":
+    os.write(w, b"g")  # X may read it now (Z has it)
+    time.sleep(0.2)
+    got = os.read(r, 1)
+print("traced" if got == b"T" else "not-traced", flush=True)
+time.sleep(0.3)
+os._exit(5)
+"""
+
+
+def test_a_tracer_held_at_its_exit_by_another_cannot_hide_the_leaders_exit(
+    daemon: Daemon,
+) -> None:
+    """The run completes with the leader's real status: the tracer's tracer is ended too
+    (before, the run stayed running past its deadline, its group writing on, and neither
+    a cancel nor run.cleanup could end it)."""
+    r = daemon.call(
+        "run",
+        {
+            "key": "chained",
+            "session": session(daemon),
+            "argv": [PY, "-c", CHAINED],
+            "deadline_ms": 5000,
+        },
+    )
+    rec = wait_run(daemon, r["run"])
+    if "not-traced" in lines_of(rec):
+        pytest.skip("this host does not let a process trace another (Yama)")
+    assert rec["state"] == "completed" and rec["outcome"] == "failed", rec
+    assert rec["exit_code"] == 5 and "traced" in lines_of(rec), rec
+
+
 def test_shutdown_leaves_no_traced_leader_or_tracer_behind() -> None:
     """Without cgroups too, where only a killpg reaches a pane's processes."""
     d = start_daemon(config='cgroups = "off"\n')
