@@ -349,3 +349,22 @@ def test_a_leader_stopped_before_its_exec_is_ended_with_its_sentinel() -> None:
     finally:
         parent.kill()
         parent.wait()
+
+
+def test_a_start_gives_up_on_an_answer_held_past_its_bound() -> None:
+    """helper-147: a sentinel in a frozen cgroup, or waiting on a leader stopped out of
+    sight, is never stopped itself; past the bound the start gives up on it, once."""
+
+    async def scenario() -> list[int]:
+        answer: asyncio.Future[int] = asyncio.get_running_loop().create_future()
+        calls: list[int] = []
+
+        def give_up() -> None:
+            calls.append(1)
+            answer.set_exception(ConnectionError("given up"))
+
+        with pytest.raises(ConnectionError):
+            await unstopped(lambda: [], answer, give_up, bound=0.1)
+        return calls
+
+    assert asyncio.run(scenario()) == [1]

@@ -53,6 +53,10 @@ TOP_UP = 0.5
 FD_ERRNOS = frozenset({errno.EMFILE, errno.ENFILE})
 # How often a start looks whether its sentinel has been stopped while it waits on it.
 STOP_CHECK = 0.5
+# How long a start waits on its sentinel's answer (HELLO, READY, STARTED) in all, then
+# gives up on it whatever holds it: a healthy one answers in milliseconds, under a burst
+# of a thousand starts in seconds.
+START_BOUND = 30.0
 T = TypeVar("T")
 
 
@@ -60,7 +64,12 @@ T = TypeVar("T")
 Watched = tuple[int, str, Callable[[int], object]]
 
 
-async def unstopped(watched: Callable[[], Iterable[Watched]], aw: Awaitable[T]) -> T:
+async def unstopped(
+    watched: Callable[[], Iterable[Watched]],
+    aw: Awaitable[T],
+    give_up: Callable[[], object] | None = None,
+    bound: float = START_BOUND,
+) -> T:
     """``aw``, a sentinel's answer during a start, while nothing keeps what it waits on
     stopped. Any program of our uid can SIGSTOP a sentinel (the new leader itself before
     the sentinel reports STARTED, or another pane's program at any moment) or, before the
@@ -69,13 +78,20 @@ async def unstopped(watched: Callable[[], Iterable[Watched]], aw: Awaitable[T]) 
     ``STOP_CHECK`` seconds of waiting, so a quick answer costs one timer) is continued
     once; found stopped again, it is taken as lost and ended: the channel it holds
     closes, and ``aw`` fails as for a sentinel that died. ``watched`` gives what to look
-    at now: the sentinel once it said HELLO, else ``ForkServer.forking``."""
+    at now: the sentinel once it said HELLO, else ``ForkServer.forking``. Past ``bound``
+    in all, ``give_up`` is called once (it must make ``aw`` fail): what holds a sentinel
+    need not be a stop (a frozen cgroup, a leader stopped out of sight: helper-147)."""
     loop = asyncio.get_running_loop()
     continued: set[int] = set()
     handle: asyncio.TimerHandle | None = None
+    until = loop.time() + bound
 
     def check() -> None:
-        nonlocal handle
+        nonlocal handle, give_up
+        if give_up is not None and loop.time() >= until:
+            log.error("a start's sentinel did not answer within %.0f s: given up", bound)
+            give_up()
+            give_up = None
         for pid, what, end in watched():
             if not stopped(pid):
                 continue

@@ -13,7 +13,9 @@ import asyncio
 import errno
 import functools
 import logging
+import os
 import secrets
+import signal
 from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, TypeVar
@@ -252,7 +254,7 @@ async def _spawn(
     def answer(c: Channel, kind: type[P.Message]) -> Awaitable[P.Message]:
         """The sentinel's next message of ``kind`` (or FAILED), never waiting on it while
         something keeps it stopped."""
-        return unstopped(lambda: watched(c), c.expect(kind))
+        return unstopped(lambda: watched(c), c.expect(kind), functools.partial(abandon, c))
 
     def watched(c: Channel) -> list[Watched]:
         """What a start waits on: its sentinel, or before that sentinel said HELLO (no
@@ -260,6 +262,11 @@ async def _spawn(
         program of our uid can stop too; stopped for good, each is killed, the channel
         closes and the start fails."""
         if c.sentinel_pid:
+            if c.sentinel_pid not in owner.forkserver.greeted:
+                # reaped while the start waits: a child it left before its exec may hold
+                # a copy of the channel, which would never close (helper-147)
+                c.close()
+                return []
             # and the leader it spawns, which a program of our uid can stop before its
             # exec: the sentinel then waits in its vfork, never stopped itself
             end = functools.partial(end_leader, c)
@@ -281,6 +288,20 @@ async def _spawn(
         for leader in kill_stopped(pid, fs.live_sessions(), fs.greeted) or []:
             if leader not in reg.leaders:
                 reg.undone(leader)
+
+    def abandon(c: Channel) -> None:
+        """The sentinel has not answered in ``START_BOUND``: it and any child it started
+        are killed (while it is greeted, through a pidfd for the child), and the channel
+        closed; the start fails as for a lost sentinel."""
+        children_of = children(c.sentinel_pid) if c.sentinel_pid else []
+        for pid in children_of:
+            end_leader(c, pid)
+        if c.sentinel_pid in owner.forkserver.greeted and not children_of:
+            try:
+                os.kill(c.sentinel_pid, signal.SIGKILL)
+            except OSError:
+                pass
+        c.close()
 
     def end_leader(c: Channel, pid: int) -> None:
         """End a leader kept stopped before its exec, and its sentinel: the start fails,
