@@ -86,7 +86,10 @@ def end_tracers(pid: int) -> int:
     a program that made such a chain kept its run from ever completing, its process
     group running past its deadline (helper-147). The number of tracers signalled."""
     ended = 0
-    seen = {pid, os.getpid()}
+    # never ourselves or those above us: a process a program handed to the daemon (an
+    # orphan's PTRACE_TRACEME) has the daemon for its tracer, and the sentinel following
+    # the chain from it must not kill the daemon
+    seen = {pid, *_ancestors()}
     chain: list[tuple[int, int]] = [(pid, -1)]  # and its pidfd (-1: our child)
     while chain:
         target, target_fd = chain.pop()
@@ -101,6 +104,16 @@ def end_tracers(pid: int) -> int:
             if target_fd >= 0:
                 os.close(target_fd)
     return ended
+
+
+def _ancestors() -> set[int]:
+    """This process and every process above it, up to init."""
+    found: set[int] = set()
+    pid = os.getpid()
+    while pid > 1 and pid not in found and len(found) < CHAIN:
+        found.add(pid)
+        pid = _field(f"/proc/{pid}/status", b"PPid:")
+    return found
 
 
 def _end_tracers_of(pid: int, pidfd: int, seen: set[int]) -> list[tuple[int, int]]:
