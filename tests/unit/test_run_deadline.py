@@ -6,12 +6,16 @@ that loses that time decides for the deadline, never for the program."""
 from __future__ import annotations
 
 import asyncio
+import signal
 import time
+import types
 from collections.abc import Callable
 from pathlib import Path
 
 from venomx.daemon.config import Config
 from venomx.daemon.events import EventLog
+from venomx.daemon.panes.link import Link
+from venomx.daemon.panes.termination import terminate
 from venomx.daemon.registry import AuthNode, Pane, Registry
 from venomx.daemon.runs import Run, RunTable
 
@@ -155,3 +159,22 @@ def test_a_timer_that_runs_before_an_unseen_exit_holds_the_deadline() -> None:
 
     assert asyncio.run(late_timer(-0.0005)) == []
     assert asyncio.run(late_timer(0.0005)) == [("deadline", True)]
+
+
+def test_a_stop_after_the_leaders_exit_sweeps_its_group_while_it_is_pinned() -> None:
+    """No cause is recorded once the exit came first, but what is left of the group is
+    swept while the unreaped leader pins its ID: an exit hidden for good by tracers that
+    hold each other left the group running past the deadline (helper-148)."""
+
+    async def stop(unreaped: bool) -> tuple[object, list[list[int]]]:
+        sent: list[list[int]] = []
+        owner = types.SimpleNamespace(
+            leader_unreaped=lambda pane: unreaped, signal=lambda pane, sigs: sent.append(sigs)
+        )
+        pane = Pane("p0", "w0", "s0", AuthNode("pane:p0", None), "g0", 1, "true", 80, 24, 2)
+        link = Link(None)
+        link.leader_gone.set_result(None)
+        return terminate(owner, pane, link, "SIGHUP", 2000, "deadline"), sent  # type: ignore[arg-type]
+
+    assert asyncio.run(stop(True)) == (None, [[signal.SIGKILL]])
+    assert asyncio.run(stop(False)) == (None, [])

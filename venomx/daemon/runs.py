@@ -278,10 +278,16 @@ class RunTable:
             return
         if run.deadline is not None:
             when = run.deadline.when()
+            if when > asyncio.get_running_loop().time():
+                # seen, so it was, before the deadline's time: the deadline records
+                # nothing now; its timer stays until EXIT, to sweep the leader's group
+                # should its exit stay hidden from the sentinel (``terminate``)
+                if ended_ns is not None:
+                    run.deadline.cancel()
+                    run.deadline = None
+                return
             run.deadline.cancel()
             run.deadline = None
-            if when > asyncio.get_running_loop().time():
-                return  # seen, so it was, before the deadline's time
             run.held_deadline = when
         if run.held_deadline is not None and ended_ns is not None:
             when, run.held_deadline = run.held_deadline, None

@@ -135,6 +135,12 @@ class Panes:
     def link(self, pane: Pane) -> Link:
         return self.links[pane.id]
 
+    def leader_unreaped(self, pane: Pane) -> bool:
+        """Whether the pane's leader is not reaped by the daemon (a sentinel reaps its
+        own only once the pane has exited): its number, and group ID, are its own."""
+        link = self.links.get(pane.id)
+        return pane.live and link is not None and link.leader_status is None
+
     def exited_unseen(self, pane: Pane) -> bool:
         """Whether the pane's leader has exited though its pidfd's callback has not run."""
         link = self.links.get(pane.id)

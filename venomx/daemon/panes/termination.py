@@ -53,8 +53,13 @@ def terminate(
         return link.termination
     if link.leader_gone.done() and not exited:
         # Its exit came first (RFC-0015 §5: the outcome is what the run was when the exit
-        # was observed): nothing is left to stop, no cause is recorded, and the pane ends
-        # as its sentinel reports once the PTY is drained, or is lost (watch.EXIT_BOUND).
+        # was observed): no cause is recorded, and the pane ends as its sentinel reports
+        # once the PTY is drained, or is lost (watch.EXIT_BOUND). What is left of its
+        # group is swept, as the sentinel does at the exit: a tracer may hide that exit
+        # from it for good (a chain of tracers that hold each other), and the unreaped
+        # zombie still pins the group ID (helper-148).
+        if owner.leader_unreaped(pane):
+            owner.signal(pane, [_signal.SIGKILL])
         return None
     t = Termination(pane, signame, grace_ms, cause, functools.partial(_escalate, owner))
     link.termination = t
@@ -87,17 +92,18 @@ def _escalate(owner: Owner, t: Termination) -> None:
     t.killed_at = time.monotonic()
     if not t.killed.done():
         t.killed.set_result(None)
-    t.timer = asyncio.get_running_loop().call_later(tracer.GRACE, _end_tracers, t)
+    t.timer = asyncio.get_running_loop().call_later(tracer.GRACE, _end_tracers, owner, t)
 
 
-def _end_tracers(t: Termination) -> None:
+def _end_tracers(owner: Owner, t: Termination) -> None:
     """SIGKILL was sent a grace ago and the pane lives on: a tracer of the leader, or of
     one of its threads (whose zombie keeps the leader from being waited for), is out of
-    every ``killpg``'s reach in a session of its own (``workers.tracer``)."""
+    every ``killpg``'s reach in a session of its own (``workers.tracer``). Only while
+    the leader is unreaped: its number is then its own."""
     t.timer = None
-    if t.pane.live:
+    if owner.leader_unreaped(t.pane):
         tracer.end_tracers(t.pane.pid)
-        t.timer = asyncio.get_running_loop().call_later(tracer.GRACE, _end_tracers, t)
+        t.timer = asyncio.get_running_loop().call_later(tracer.GRACE, _end_tracers, owner, t)
 
 
 async def wait_terminated(pane: Pane, link: Link) -> None:

@@ -169,7 +169,7 @@ def watch_tracer(pane: Pane, link: Link) -> None:
 
 def end_tracer(pane: Pane, link: Link) -> None:
     link.watchdog = None
-    if pane.live:
+    if pane.live and link.leader_status is None:  # unreaped: the number is its own
         if tracer.end_tracers(pane.pid):
             log.warning("pane %s: killed the tracer holding its exited leader", pane.id)
         watch_tracer(pane, link)
