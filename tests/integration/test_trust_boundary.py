@@ -1365,19 +1365,18 @@ def test_a_tracer_cannot_hide_the_exit_from_the_daemon_either(daemon: Daemon) ->
 # helper-147: the tracer X is itself traced, by Z, which asked to be told of X's exit
 # (PTRACE_O_TRACEEXIT) and never waits: X, killed, stays stopped at its exit, still
 # tracing the leader, whose exit stays hidden. Z and X leave the leader's session; W
-# stays in its process group, ignoring the hangup, and writes on.
+# stays in its process group, ignoring the hangup (the exit's sweep ends it).
 CHAINED = """
 import ctypes, os, signal, sys, time
 libc = ctypes.CDLL(None, use_errno=True)
 libc.ptrace.argtypes = [ctypes.c_long, ctypes.c_long, ctypes.c_void_p, ctypes.c_void_p]
 libc.prctl(0x59616D61, ctypes.c_ulong(2**64 - 1), 0, 0, 0)
 leader = os.getpid()
-r, w = os.pipe()
+r, w = os.pipe()  # to the leader, from Z and X
+go_r, go_w = os.pipe()  # from the leader, to X
 if os.fork() == 0:
     signal.signal(signal.SIGHUP, signal.SIG_IGN)
-    while True:
-        print("w", flush=True)
-        time.sleep(0.05)
+    time.sleep(3600)
 first = os.fork()
 if first == 0:
     os.setsid()
@@ -1385,7 +1384,7 @@ if first == 0:
     x = os.fork()
     if x == 0:  # X: seizes the leader, never waits
         libc.prctl(0x59616D61, ctypes.c_ulong(2**64 - 1), 0, 0, 0)
-        os.read(r, 1)
+        os.read(go_r, 1)
         ok = libc.ptrace(0x4206, leader, None, None) == 0  # PTRACE_SEIZE
         os.write(w, b"T" if ok else b"E")
         time.sleep(3600)
@@ -1397,8 +1396,7 @@ if first == 0:
 os.waitpid(first, 0)
 got = os.read(r, 1)
 if got == b"Z":
-    os.write(w, b"g")  # X may read it now (Z has it)
-    time.sleep(0.2)
+    os.write(go_w, b"g")  # X may seize us now (Z has it)
     got = os.read(r, 1)
 print("traced" if got == b"T" else "not-traced", flush=True)
 time.sleep(0.3)

@@ -161,20 +161,33 @@ def test_a_timer_that_runs_before_an_unseen_exit_holds_the_deadline() -> None:
     assert asyncio.run(late_timer(0.0005)) == [("deadline", True)]
 
 
-def test_a_stop_after_the_leaders_exit_sweeps_its_group_while_it_is_pinned() -> None:
+def test_a_stop_after_the_leaders_exit_sweeps_its_group() -> None:
     """No cause is recorded once the exit came first, but what is left of the group is
-    swept while the unreaped leader pins its ID: an exit hidden for good by tracers that
-    hold each other left the group running past the deadline (helper-148)."""
+    swept (the owner sends it only while the unreaped leader pins the group ID): an
+    exit hidden for good by tracers that hold each other left the group running past
+    the deadline (helper-148)."""
 
-    async def stop(unreaped: bool) -> tuple[object, list[list[int]]]:
+    async def stop() -> tuple[object, list[list[int]]]:
         sent: list[list[int]] = []
-        owner = types.SimpleNamespace(
-            leader_unreaped=lambda pane: unreaped, signal=lambda pane, sigs: sent.append(sigs)
-        )
+        owner = types.SimpleNamespace(signal=lambda pane, sigs: sent.append(sigs))
         pane = Pane("p0", "w0", "s0", AuthNode("pane:p0", None), "g0", 1, "true", 80, 24, 2)
         link = Link(None)
         link.leader_gone.set_result(None)
         return terminate(owner, pane, link, "SIGHUP", 2000, "deadline"), sent  # type: ignore[arg-type]
 
-    assert asyncio.run(stop(True)) == (None, [[signal.SIGKILL]])
-    assert asyncio.run(stop(False)) == (None, [])
+    assert asyncio.run(stop()) == (None, [[signal.SIGKILL]])
+
+
+def test_a_held_deadline_sweeps_the_group_at_once() -> None:
+    """Held, the deadline signals nothing until EXIT decides it, which may never come
+    (an exit hidden for good): the group is swept when it is held (helper-149)."""
+    swept: list[str] = []
+
+    def seen(table: RunTable, when: float) -> None:
+        table.sweep = lambda pane: swept.append(pane.id)
+        table.exit_seen("r0")
+        assert swept == ["p0"]
+        table.exit_seen("r0", _ns(when - 0.001))
+
+    assert asyncio.run(_stops(0.01, 0.05, seen)) == []
+    assert swept == ["p0"]

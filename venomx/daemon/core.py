@@ -73,6 +73,7 @@ class Daemon:
         )
         runs.stop = self.stop_pane
         runs.exited_unseen = self.panes.exited_unseen
+        runs.sweep = lambda pane: self.panes.signal(pane, [_signal.SIGKILL])
         runs.evicted = lambda: self.panes.exited_panes.enforce(self.panes)
         self.lifecycle.stop_work = self.panes.shutdown
         self.lifecycle.end_requests = self.end_requests

@@ -167,9 +167,9 @@ class RunTable:
     """Every run's record and key binding, from its start to its expiry.
 
     ``stop`` ends a run's pane (its deadline), ``exited_unseen`` says whether its leader
-    has exited although the reactor has not seen it yet, and ``evicted`` tells the pane
-    owner that a record went (its exited pane may now be evicted too); the daemon wires
-    all three.
+    has exited although the reactor has not seen it yet, ``sweep`` kills what is left of
+    an exited leader's group, and ``evicted`` tells the pane owner that a record went
+    (its exited pane may now be evicted too); the daemon wires all four.
     """
 
     def __init__(self, registry: Registry, events: EventLog, config: Config) -> None:
@@ -178,6 +178,7 @@ class RunTable:
         self.config = config
         self.stop: Callable[[Pane, str, bool], None] = lambda pane, cause, exited: None
         self.exited_unseen: Callable[[Pane], bool] = lambda pane: False
+        self.sweep: Callable[[Pane], None] = lambda pane: None
         self.evicted: Callable[[], None] = lambda: None
         self.runs: dict[str, Run] = {}
         # The same records in ID order, and by pane (a run is its pane's only run): run.list
@@ -258,7 +259,7 @@ class RunTable:
         if run.state == "completed" or pane is None:
             return
         if timer is not None and self.exited_unseen(pane):
-            run.held_deadline = timer.when()
+            self.hold(run, pane, timer.when())
         else:
             self.stop(pane, "deadline", False)
 
@@ -288,11 +289,19 @@ class RunTable:
                 return
             run.deadline.cancel()
             run.deadline = None
-            run.held_deadline = when
+            if (pane := self.registry.panes.get(run.pane)) is not None:
+                self.hold(run, pane, when)
         if run.held_deadline is not None and ended_ns is not None:
             when, run.held_deadline = run.held_deadline, None
             if ended_ns <= 0 or ended_ns / 1e9 >= when:
                 self.deadline_after_exit(run)
+
+    def hold(self, run: Run, pane: Pane, when: float) -> None:
+        """Hold the deadline until the exit's time decides it, and sweep the leader's
+        group now, as its sentinel does at the exit: should that exit stay hidden from
+        the sentinel for good (tracers that hold each other), nothing else would."""
+        run.held_deadline = when
+        self.sweep(pane)
 
     def exit_untold(self, run_id: str | None) -> None:
         """The pane exits and its sentinel never said when the leader exited (it was

@@ -238,7 +238,7 @@ class Panes:
         self.seams.call("terminate.unkillable", lambda: self._signal_group(pane, sigs))
 
     def _signal_group(self, pane: Pane, sigs: list[int]) -> None:
-        if not pane.live:
+        if not self.leader_unreaped(pane):  # reaped by us: its group ID is free
             return
         # Directly, never through the sentinel (which may be busy, stopped or dead): a
         # sentinel reaps its leader only once the pane has exited, so while the pane is

@@ -24,6 +24,7 @@ from venomx.daemon.cgroups import children
 from venomx.daemon.layout import split_layout
 from venomx.daemon.panes.link import Link
 from venomx.daemon.panes.sentinels import (
+    START_BOUND,
     Channel,
     Watched,
     end_before_exec,
@@ -236,6 +237,8 @@ async def _spawn(
     owner.preparing.add(pane_id)
     chan: Channel | None = None
     leaders: list[int] = []
+    # every wait on the sentinel's answers, together, is bounded (``START_BOUND``)
+    start_until = asyncio.get_running_loop().time() + START_BOUND
     cancelled_early = False  # a cancel came while the start could not be rolled back
 
     def cancel_seen() -> None:
@@ -254,7 +257,8 @@ async def _spawn(
     def answer(c: Channel, kind: type[P.Message]) -> Awaitable[P.Message]:
         """The sentinel's next message of ``kind`` (or FAILED), never waiting on it while
         something keeps it stopped."""
-        return unstopped(lambda: watched(c), c.expect(kind), functools.partial(abandon, c))
+        left = start_until - asyncio.get_running_loop().time()
+        return unstopped(lambda: watched(c), c.expect(kind), functools.partial(abandon, c), left)
 
     def watched(c: Channel) -> list[Watched]:
         """What a start waits on: its sentinel, or before that sentinel said HELLO (no
@@ -290,13 +294,13 @@ async def _spawn(
                 reg.undone(leader)
 
     def abandon(c: Channel) -> None:
-        """The sentinel has not answered in ``START_BOUND``: it and any child it started
-        are killed (while it is greeted, through a pidfd for the child), and the channel
-        closed; the start fails as for a lost sentinel."""
+        """The start has not had its sentinel's answers in ``START_BOUND``: the sentinel
+        (while greeted) and any child it started (through a pidfd) are killed, and the
+        channel closed; the start fails as for a lost sentinel."""
         children_of = children(c.sentinel_pid) if c.sentinel_pid else []
         for pid in children_of:
             end_leader(c, pid)
-        if c.sentinel_pid in owner.forkserver.greeted and not children_of:
+        if c.sentinel_pid in owner.forkserver.greeted:
             try:
                 os.kill(c.sentinel_pid, signal.SIGKILL)
             except OSError:

@@ -58,8 +58,7 @@ def terminate(
         # group is swept, as the sentinel does at the exit: a tracer may hide that exit
         # from it for good (a chain of tracers that hold each other), and the unreaped
         # zombie still pins the group ID (helper-148).
-        if owner.leader_unreaped(pane):
-            owner.signal(pane, [_signal.SIGKILL])
+        owner.signal(pane, [_signal.SIGKILL])
         return None
     t = Termination(pane, signame, grace_ms, cause, functools.partial(_escalate, owner))
     link.termination = t
