@@ -22,23 +22,30 @@ from venomx.daemon.runs import Run, RunTable
 Seen = Callable[[RunTable, float], None]
 
 
-async def _stops(deadline_s: float, seen_after_s: float, seen: Seen) -> list[tuple[str, bool]]:
-    """The stops a run gets when ``seen`` reports its exit ``seen_after_s`` after a commit
-    with a deadline of ``deadline_s``, before the loop had a turn to run timers; ``seen``
-    is given the deadline's time on the monotonic clock."""
+def _table(deadline_s: float) -> tuple[RunTable, Run, float, list[tuple[str, bool]]]:
+    """A table with one run r0 (pane p0) committed now with a deadline of ``deadline_s``:
+    the table, the run, the deadline's time and the stops the run gets (cause, exited)."""
     registry = Registry()
     table = RunTable(registry, EventLog("venomx/t", 100), Config(Path("/nonexistent")))
     stopped: list[tuple[str, bool]] = []
     table.stop = lambda pane, cause, exited: stopped.append((cause, exited))
     node = AuthNode("pane:p0", None)
-    pane = Pane("p0", "w0", "s0", node, "g0", 1, "true", 80, 24, 2, run="r0")
-    registry.panes["p0"] = pane
+    registry.panes["p0"] = Pane("p0", "w0", "s0", node, "g0", 1, "true", 80, 24, 2, run="r0")
     run = Run("r0", "k", "@owner", b"", False, 10, 1024)
     run.pane = "p0"
     table.runs["r0"] = run
     loop = asyncio.get_running_loop()
     when = loop.time() + deadline_s
     run.deadline = loop.call_at(when, table.on_deadline, run)
+    return table, run, when, stopped
+
+
+async def _stops(deadline_s: float, seen_after_s: float, seen: Seen) -> list[tuple[str, bool]]:
+    """The stops a run gets when ``seen`` reports its exit ``seen_after_s`` after a commit
+    with a deadline of ``deadline_s``, before the loop had a turn to run timers; ``seen``
+    is given the deadline's time on the monotonic clock."""
+    table, run, when, stopped = _table(deadline_s)
+    loop = asyncio.get_running_loop()
     end = loop.time() + seen_after_s
     while loop.time() < end:  # a turn that runs late: no timer runs meanwhile
         pass
@@ -137,19 +144,8 @@ def test_a_timer_that_runs_before_an_unseen_exit_holds_the_deadline() -> None:
     I/O cut short); the leader has exited unseen, so the exit's time decides."""
 
     async def late_timer(offset_s: float) -> list[tuple[str, bool]]:
-        registry = Registry()
-        table = RunTable(registry, EventLog("venomx/t", 100), Config(Path("/nonexistent")))
-        stopped: list[tuple[str, bool]] = []
-        table.stop = lambda pane, cause, exited: stopped.append((cause, exited))
+        table, run, when, stopped = _table(0.001)
         table.exited_unseen = lambda pane: True
-        pane = Pane("p0", "w0", "s0", AuthNode("pane:p0", None), "g0", 1, "true", 80, 24, 2)
-        registry.panes["p0"] = pane
-        run = Run("r0", "k", "@owner", b"", False, 10, 1024)
-        run.pane = "p0"
-        table.runs["r0"] = run
-        loop = asyncio.get_running_loop()
-        when = loop.time() + 0.001
-        run.deadline = loop.call_at(when, table.on_deadline, run)
         await asyncio.sleep(0.01)  # the timer runs
         assert run.deadline is None and run.held_deadline == when and stopped == []
         table.exit_seen("r0")

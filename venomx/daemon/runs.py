@@ -259,7 +259,7 @@ class RunTable:
         if run.state == "completed" or pane is None:
             return
         if timer is not None and self.exited_unseen(pane):
-            self.hold(run, pane, timer.when())
+            self.hold(run, timer.when())
         else:
             self.stop(pane, "deadline", False)
 
@@ -289,19 +289,19 @@ class RunTable:
                 return
             run.deadline.cancel()
             run.deadline = None
-            if (pane := self.registry.panes.get(run.pane)) is not None:
-                self.hold(run, pane, when)
+            self.hold(run, when)
         if run.held_deadline is not None and ended_ns is not None:
             when, run.held_deadline = run.held_deadline, None
             if ended_ns <= 0 or ended_ns / 1e9 >= when:
                 self.deadline_after_exit(run)
 
-    def hold(self, run: Run, pane: Pane, when: float) -> None:
+    def hold(self, run: Run, when: float) -> None:
         """Hold the deadline until the exit's time decides it, and sweep the leader's
         group now, as its sentinel does at the exit: should that exit stay hidden from
         the sentinel for good (tracers that hold each other), nothing else would."""
         run.held_deadline = when
-        self.sweep(pane)
+        if (pane := self.registry.panes.get(run.pane)) is not None:
+            self.sweep(pane)
 
     def exit_untold(self, run_id: str | None) -> None:
         """The pane exits and its sentinel never said when the leader exited (it was

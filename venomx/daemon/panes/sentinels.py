@@ -152,22 +152,30 @@ def end_before_exec(sentinel: int, child: int, greeted: Container[int]) -> bool:
     wait for ever (helper-146). The child is signalled through a pidfd that shows it is
     still the sentinel's, the sentinel only while ``greeted`` (its number its own). False
     if nothing was done."""
-    if sentinel not in greeted:
+    if sentinel not in greeted or not _kill_child_of(child, sentinel):
         return False
+    _kill(sentinel)
+    return True
+
+
+def _kill_child_of(pid: int, parent: int, session: int | None = None) -> bool:
+    """SIGKILL ``pid`` only while it is, now, ``parent``'s child (and in ``session``):
+    checked and signalled through one pidfd, so both are of the same process, whatever
+    the number was before. False if it was not."""
     try:
-        fd = os.pidfd_open(child)
+        fd = os.pidfd_open(pid)
     except OSError:
         return False
     try:
-        if int(stat_fields(child)[PPID]) != sentinel:
+        fields = stat_fields(pid)
+        if int(fields[PPID]) != parent or (session is not None and int(fields[SESSION]) != session):
             return False
         signal.pidfd_send_signal(fd, signal.SIGKILL)
+        return True
     except (OSError, ValueError):
         return False
     finally:
         os.close(fd)
-    _kill(sentinel)
-    return True
 
 
 def _stopped_child(pid: int) -> bool:
@@ -697,20 +705,9 @@ class ForkServer:
 
     def end_intermediate(self, pid: int) -> None:
         """Only while it is, now, the fork server's child in its session (the fork server
-        reaps its intermediates: the number may be another process's by now). Checked
-        and signalled through one pidfd, so both are of the same process."""
-        try:
-            fd = os.pidfd_open(pid)
-        except OSError:
-            return
-        try:
-            fields = stat_fields(pid)
-            if self.pid and int(fields[PPID]) == self.pid and int(fields[SESSION]) == self.pid:
-                signal.pidfd_send_signal(fd, signal.SIGKILL)
-        except (OSError, ValueError):
-            pass
-        finally:
-            os.close(fd)
+        reaps its intermediates: the number may be another process's by now)."""
+        if self.pid:
+            _kill_child_of(pid, self.pid, session=self.pid)
 
     def refill(self) -> None:
         """Fork spares in the background, a batch at a time, until there are enough."""

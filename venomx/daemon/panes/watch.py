@@ -89,7 +89,7 @@ def on_leader_exit(owner: Owner, pane: Pane, link: Link) -> None:
     if not link.leader_gone.done():
         link.leader_gone.set_result(None)
     if pane.live and pane.fault is not None:
-        watch_tracer(pane, link)
+        watch_tracer(owner, pane, link)
     if not pane.live or link.exit_seen or pane.fault is not None:
         return
     # A healthy sentinel reports within milliseconds, so the exit path reads nothing of
@@ -153,23 +153,25 @@ def lose(owner: Owner, pane: Pane, link: Link, why: str) -> None:
         link.watchdog.cancel()
         link.watchdog = None
     if link.leader_gone.done():
-        watch_tracer(pane, link)
+        watch_tracer(owner, pane, link)
     # The channel is left to close when the sentinel dies: closing it ourselves would let
     # a sentinel that is still running reap its leader while the pane is live.
 
 
-def watch_tracer(pane: Pane, link: Link) -> None:
+def watch_tracer(owner: Owner, pane: Pane, link: Link) -> None:
     """The leader of a pane whose sentinel is lost has exited, so the reaper should see it
     at once; if the pane is still live a grace later, a tracer holds the leader's zombie
     (``workers.tracer``) and is killed, then again each grace until the reap."""
     if link.watchdog is not None:
         link.watchdog.cancel()
-    link.watchdog = asyncio.get_running_loop().call_later(tracer.GRACE, end_tracer, pane, link)
+    link.watchdog = asyncio.get_running_loop().call_later(
+        tracer.GRACE, end_tracer, owner, pane, link
+    )
 
 
-def end_tracer(pane: Pane, link: Link) -> None:
+def end_tracer(owner: Owner, pane: Pane, link: Link) -> None:
     link.watchdog = None
-    if pane.live and link.leader_status is None:  # unreaped: the number is its own
+    if owner.leader_unreaped(pane):  # the number is its own
         if tracer.end_tracers(pane.pid):
             log.warning("pane %s: killed the tracer holding its exited leader", pane.id)
-        watch_tracer(pane, link)
+        watch_tracer(owner, pane, link)
